@@ -1,0 +1,200 @@
+/* threadpool.c: a fixed set of workers that run numbered tasks handed out by an atomic counter. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "core/threadpool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/cpu.h"
+#include "core/status.h"
+
+enum { FERI_MAX_THREADS = 1024 };
+
+struct fer_threadpool {
+  uint32_t n_threads; /* including the caller */
+  fer_isa isa;
+  pthread_t *workers; /* n_threads - 1 */
+  uint32_t n_started;
+  pthread_mutex_t mu;
+  pthread_cond_t wake;
+  pthread_cond_t done;
+  uint64_t generation; /* bumped for each run; workers wait for a new one */
+  int shutdown;
+  uint32_t busy_workers; /* workers still inside the current run */
+  feri_task_fn fn;
+  void *ctx;
+  int64_t n_tasks;
+  _Atomic int64_t next_task;
+  _Atomic int in_use; /* the BUSY guard: one caller at a time */
+};
+
+static void feri_drain(fer_threadpool *p, feri_task_fn fn, void *ctx, int64_t n) {
+  for (;;) {
+    int64_t t = atomic_fetch_add_explicit(&p->next_task, 1, memory_order_relaxed);
+    if (t >= n) return;
+    fn(ctx, t);
+  }
+}
+
+static void *feri_worker(void *arg) {
+  fer_threadpool *p = arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (p->generation == seen && !p->shutdown) pthread_cond_wait(&p->wake, &p->mu);
+    if (p->shutdown) break;
+    seen = p->generation;
+    feri_task_fn fn = p->fn;
+    void *ctx = p->ctx;
+    int64_t n = p->n_tasks;
+    pthread_mutex_unlock(&p->mu);
+    feri_drain(p, fn, ctx, n);
+    pthread_mutex_lock(&p->mu);
+    if (--p->busy_workers == 0) pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+fer_status feri_threadpool_run(fer_threadpool *pool, int64_t n_tasks, feri_task_fn fn, void *ctx) {
+  if (pool == NULL) {
+    for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t);
+    return FER_STATUS_OK;
+  }
+  if (atomic_exchange_explicit(&pool->in_use, 1, memory_order_acquire))
+    return feri_fail(FER_STATUS_BUSY, "fer_threadpool: another thread is running on this pool");
+  if (pool->n_threads == 1 || n_tasks <= 1) {
+    for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t);
+  } else {
+    pthread_mutex_lock(&pool->mu);
+    pool->fn = fn;
+    pool->ctx = ctx;
+    pool->n_tasks = n_tasks;
+    atomic_store_explicit(&pool->next_task, 0, memory_order_relaxed);
+    pool->busy_workers = pool->n_started;
+    pool->generation++;
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->mu);
+    feri_drain(pool, fn, ctx, n_tasks);
+    pthread_mutex_lock(&pool->mu);
+    while (pool->busy_workers != 0) pthread_cond_wait(&pool->done, &pool->mu);
+    pthread_mutex_unlock(&pool->mu);
+  }
+  atomic_store_explicit(&pool->in_use, 0, memory_order_release);
+  return FER_STATUS_OK;
+}
+
+fer_isa feri_threadpool_effective_isa(const fer_threadpool *pool) {
+  if (pool != NULL) return pool->isa;
+  fer_isa isa = FER_ISA_PORTABLE;
+  (void)feri_isa_resolve(FER_ISA_AUTO, &isa); /* AUTO cannot fail */
+  return isa;
+}
+
+fer_status fer_threadpool_options_init(fer_threadpool_options *opts) {
+  feri_error_clear();
+  if (opts == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_threadpool_options_init: opts is NULL");
+  memset(opts, 0, sizeof *opts);
+  opts->struct_size = sizeof *opts;
+  opts->n_threads = 0;
+  opts->isa = FER_ISA_AUTO;
+  return FER_STATUS_OK;
+}
+
+static void feri_pool_stop(fer_threadpool *p) {
+  pthread_mutex_lock(&p->mu);
+  p->shutdown = 1;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+  for (uint32_t i = 0; i < p->n_started; i++) pthread_join(p->workers[i], NULL);
+  pthread_cond_destroy(&p->done);
+  pthread_cond_destroy(&p->wake);
+  pthread_mutex_destroy(&p->mu);
+  free(p->workers);
+  free(p);
+}
+
+fer_status fer_threadpool_create(const fer_threadpool_options *opts, fer_threadpool **out_pool) {
+  feri_error_clear();
+  if (out_pool == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_threadpool_create: out_pool is NULL");
+  *out_pool = NULL;
+  fer_threadpool_options o;
+  fer_threadpool_options_init(&o);
+  if (opts != NULL) {
+    if (opts->struct_size < sizeof o)
+      return feri_fail(FER_STATUS_INVALID_ARG,
+                       "fer_threadpool_create: opts->struct_size %u < %zu (call "
+                       "fer_threadpool_options_init)",
+                       opts->struct_size, sizeof o);
+    o = *opts;
+  }
+  uint32_t n = o.n_threads;
+  if (n == 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    n = cpus > 0 ? (uint32_t)(cpus < FERI_MAX_THREADS ? cpus : FERI_MAX_THREADS) : 1;
+  }
+  if (n > FERI_MAX_THREADS)
+    return feri_fail(FER_STATUS_INVALID_ARG, "fer_threadpool_create: n_threads %u > %d", n,
+                     FERI_MAX_THREADS);
+  fer_isa isa;
+  fer_status st = feri_isa_resolve(o.isa, &isa);
+  if (st != FER_STATUS_OK) return st;
+
+  fer_threadpool *p = calloc(1, sizeof *p);
+  if (p == NULL) goto fail_alloc;
+  p->workers = calloc(n, sizeof *p->workers);
+  if (p->workers == NULL) goto fail_workers;
+  p->n_threads = n;
+  p->isa = isa;
+  if (pthread_mutex_init(&p->mu, NULL) != 0) goto fail_mutex;
+  if (pthread_cond_init(&p->wake, NULL) != 0) goto fail_wake;
+  if (pthread_cond_init(&p->done, NULL) != 0) goto fail_done;
+  for (uint32_t i = 0; i + 1 < n; i++) {
+    if (pthread_create(&p->workers[i], NULL, feri_worker, p) != 0) {
+      feri_pool_stop(p); /* joins the workers started so far and frees everything */
+      return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_threadpool_create: could not start thread %u of %u",
+                       i + 2, n);
+    }
+    p->n_started++;
+  }
+  *out_pool = p;
+  return FER_STATUS_OK;
+
+fail_done:
+  pthread_cond_destroy(&p->wake);
+fail_wake:
+  pthread_mutex_destroy(&p->mu);
+fail_mutex:
+  free(p->workers);
+fail_workers:
+  free(p);
+fail_alloc:
+  return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_threadpool_create: out of memory");
+}
+
+void fer_threadpool_free(fer_threadpool *pool) {
+  if (pool != NULL) feri_pool_stop(pool);
+}
+
+fer_status fer_threadpool_n_threads(const fer_threadpool *pool, uint32_t *out_n_threads) {
+  feri_error_clear();
+  if (out_n_threads == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_threadpool_n_threads: out is NULL");
+  *out_n_threads = 0;
+  if (pool == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_threadpool_n_threads: pool is NULL");
+  *out_n_threads = pool->n_threads;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_threadpool_isa(const fer_threadpool *pool, fer_isa *out_isa) {
+  feri_error_clear();
+  if (out_isa == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_threadpool_isa: out is NULL");
+  *out_isa = FER_ISA_AUTO;
+  if (pool == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_threadpool_isa: pool is NULL");
+  *out_isa = pool->isa;
+  return FER_STATUS_OK;
+}

@@ -1,0 +1,18 @@
+/* cuda_stub.c: the CUDA entry points of a build without CUDA (the Cargo fallback build). The
+ * header is the same either way; every call says UNSUPPORTED. */
+#include "core/status.h"
+
+bool fer_cuda_is_built(void) { return false; }
+
+fer_status fer_cuda_device_count(int32_t *out_count) {
+  feri_error_clear();
+  if (out_count != NULL) *out_count = 0;
+  return feri_fail(FER_STATUS_UNSUPPORTED, "fer_cuda_device_count: built without CUDA");
+}
+
+fer_status fer_cuda_add_f32_rows(const float *a, const float *b, float *out, int64_t rows,
+                                 int64_t width) {
+  (void)a, (void)b, (void)out, (void)rows, (void)width;
+  feri_error_clear();
+  return feri_fail(FER_STATUS_UNSUPPORTED, "fer_cuda_add_f32_rows: built without CUDA");
+}

@@ -1,0 +1,143 @@
+/* rowops_avx2.c: AVX2/F16C inner loops. Same operations, same order as rowops_portable.c; only
+ * wider. Compiled for every x86-64 build through target attributes and chosen at run time. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/rowops.h"
+
+#define FERI_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+FERI_AVX2 static void add_f32(const float *a, int sa, const float *b, int sb, float *out, size_t n) {
+  size_t i = 0;
+  if (sa && sb) {
+    for (; i + 32 <= n; i += 32)
+      for (int k = 0; k < 32; k += 8)
+        _mm256_storeu_ps(out + i + k,
+                         _mm256_add_ps(_mm256_loadu_ps(a + i + k), _mm256_loadu_ps(b + i + k)));
+  } else if (sa) {
+    const __m256 vb = _mm256_set1_ps(b[0]);
+    for (; i + 32 <= n; i += 32)
+      for (int k = 0; k < 32; k += 8)
+        _mm256_storeu_ps(out + i + k, _mm256_add_ps(_mm256_loadu_ps(a + i + k), vb));
+  } else if (sb) {
+    const __m256 va = _mm256_set1_ps(a[0]);
+    for (; i + 32 <= n; i += 32)
+      for (int k = 0; k < 32; k += 8)
+        _mm256_storeu_ps(out + i + k, _mm256_add_ps(va, _mm256_loadu_ps(b + i + k)));
+  }
+  for (; i < n; i++) out[i] = a[i * (size_t)sa] + b[i * (size_t)sb];
+}
+
+/* Eight f16 or bf16 values starting at p, or p[0] eight times when step is 0; fewer than eight
+ * valid values (count) are padded with zeros so the tail goes through the same conversion. */
+FERI_AVX2 static inline __m128i load8_u16(const uint16_t *p, int step, size_t count) {
+  if (step == 0) return _mm_set1_epi16((short)p[0]);
+  if (count >= 8) return _mm_loadu_si128((const __m128i *)p);
+  uint16_t tmp[8] = {0};
+  memcpy(tmp, p, count * sizeof *p);
+  return _mm_loadu_si128((const __m128i *)tmp);
+}
+
+FERI_AVX2 static inline void store8_u16(uint16_t *p, __m128i v, size_t count) {
+  if (count >= 8) {
+    _mm_storeu_si128((__m128i *)p, v);
+  } else {
+    uint16_t tmp[8];
+    _mm_storeu_si128((__m128i *)tmp, v);
+    memcpy(p, tmp, count * sizeof *p);
+  }
+}
+
+FERI_AVX2 static inline __m256 bf16x8_to_f32(__m128i h) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Round to nearest even; NaN keeps sign and top payload and gets the quiet bit, as feri_f32_to_bf16. */
+FERI_AVX2 static inline __m128i f32x8_to_bf16(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+  const __m256i is_nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+  r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), is_nan);
+  r = _mm256_srli_epi32(r, 16);
+  return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+FERI_AVX2 static void add_f16(const uint16_t *a, int sa, const uint16_t *b, int sb, uint16_t *out,
+                              size_t n) {
+  for (size_t i = 0; i < n; i += 8) {
+    size_t c = n - i < 8 ? n - i : 8;
+    __m256 va = _mm256_cvtph_ps(load8_u16(a + i * (size_t)sa, sa, c));
+    __m256 vb = _mm256_cvtph_ps(load8_u16(b + i * (size_t)sb, sb, c));
+    store8_u16(out + i, _mm256_cvtps_ph(_mm256_add_ps(va, vb), _MM_FROUND_TO_NEAREST_INT), c);
+  }
+}
+
+FERI_AVX2 static void add_bf16(const uint16_t *a, int sa, const uint16_t *b, int sb, uint16_t *out,
+                               size_t n) {
+  for (size_t i = 0; i < n; i += 8) {
+    size_t c = n - i < 8 ? n - i : 8;
+    __m256 va = bf16x8_to_f32(load8_u16(a + i * (size_t)sa, sa, c));
+    __m256 vb = bf16x8_to_f32(load8_u16(b + i * (size_t)sb, sb, c));
+    store8_u16(out + i, f32x8_to_bf16(_mm256_add_ps(va, vb)), c);
+  }
+}
+
+/* The four accumulators hold partial[0..7], [8..15], [16..23], [24..31]: element j of each block
+ * of 32 lands in partial[j % 32], exactly as the portable loop adds it. */
+#define FERI_SUM_BODY(LOAD8)                                                    \
+  __m256 acc0 = _mm256_loadu_ps(partial), acc1 = _mm256_loadu_ps(partial + 8); \
+  __m256 acc2 = _mm256_loadu_ps(partial + 16);                                  \
+  __m256 acc3 = _mm256_loadu_ps(partial + 24);                                  \
+  size_t j = 0;                                                                 \
+  for (; j + 32 <= n; j += 32) {                                                \
+    acc0 = _mm256_add_ps(acc0, LOAD8(x + j));                                   \
+    acc1 = _mm256_add_ps(acc1, LOAD8(x + j + 8));                               \
+    acc2 = _mm256_add_ps(acc2, LOAD8(x + j + 16));                              \
+    acc3 = _mm256_add_ps(acc3, LOAD8(x + j + 24));                              \
+  }                                                                             \
+  _mm256_storeu_ps(partial, acc0);                                              \
+  _mm256_storeu_ps(partial + 8, acc1);                                          \
+  _mm256_storeu_ps(partial + 16, acc2);                                         \
+  _mm256_storeu_ps(partial + 24, acc3);
+
+#define FERI_LOAD_F32(p) _mm256_loadu_ps(p)
+#define FERI_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define FERI_LOAD_BF16(p) bf16x8_to_f32(_mm_loadu_si128((const __m128i *)(p)))
+
+FERI_AVX2 static void sum_f32(const float *x, size_t n, float partial[FERI_SUM_LANES]) {
+  FERI_SUM_BODY(FERI_LOAD_F32)
+  for (; j < n; j++) partial[j % FERI_SUM_LANES] += x[j];
+}
+
+FERI_AVX2 static void sum_f16(const uint16_t *x, size_t n, float partial[FERI_SUM_LANES]) {
+  FERI_SUM_BODY(FERI_LOAD_F16)
+  for (; j < n; j += 8) { /* tail through the same hardware conversion */
+    size_t c = n - j < 8 ? n - j : 8;
+    float v[8];
+    _mm256_storeu_ps(v, _mm256_cvtph_ps(load8_u16(x + j, 1, c)));
+    for (size_t k = 0; k < c; k++) partial[(j + k) % FERI_SUM_LANES] += v[k];
+  }
+}
+
+FERI_AVX2 static void sum_bf16(const uint16_t *x, size_t n, float partial[FERI_SUM_LANES]) {
+  FERI_SUM_BODY(FERI_LOAD_BF16)
+  for (; j < n; j++) {
+    uint32_t u = (uint32_t)x[j] << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    partial[j % FERI_SUM_LANES] += f;
+  }
+}
+
+const feri_rowops feri_rowops_avx2 = {
+    .add_f32 = add_f32,
+    .add_f16 = add_f16,
+    .add_bf16 = add_bf16,
+    .sum_f32 = sum_f32,
+    .sum_f16 = sum_f16,
+    .sum_bf16 = sum_bf16,
+};
+#endif

@@ -1,0 +1,36 @@
+/* check.h: the assertion helpers of ferrite's C unit tests. A failed check prints where and what,
+ * and the test's exit status counts the failures; a test that cannot run reports SKIPPED. */
+#ifndef FERI_TESTING_CHECK_H
+#define FERI_TESTING_CHECK_H
+
+#include <stdio.h>
+
+#include "ferrite.h"
+
+extern int feri_test_failures;
+
+void feri_test_fail(const char *file, int line, const char *what);
+
+#define CHECK(cond) \
+  do {              \
+    if (!(cond)) feri_test_fail(__FILE__, __LINE__, #cond); \
+  } while (0)
+
+/* Checks a fer_status against an expected code, printing both and the last-error message. */
+#define CHECK_STATUS(call, want)                                                             \
+  do {                                                                                       \
+    fer_status feri_got_ = (call);                                                           \
+    if (feri_got_ != (want)) {                                                               \
+      char feri_msg_[512];                                                                   \
+      size_t feri_len_;                                                                      \
+      fer_last_error_message(feri_msg_, sizeof feri_msg_, &feri_len_);                       \
+      fprintf(stderr, "  got status %d (%s), want %d; message: %s\n", (int)feri_got_,        \
+              fer_status_str(feri_got_), (int)(want), feri_msg_);                            \
+      feri_test_fail(__FILE__, __LINE__, #call);                                             \
+    }                                                                                        \
+  } while (0)
+
+/* Ends main: prints a summary, returns the exit status. */
+int feri_test_finish(const char *name);
+
+#endif

@@ -1,0 +1,284 @@
+/*
+ * ferrite.h: the one public C ABI of ferrite, a C11 engine core for LLM inference.
+ *
+ * Shape: what cbindgen emits (plain C, fixed-width fields, opaque handles, explicit append-only enum
+ * values, no macros beyond the include guard and the C++ guard), so the Rust declarations in
+ * ffi/ferrite-sys are generated mechanically and checked for drift.
+ *
+ * Conventions that hold for every function below unless its comment says otherwise:
+ * - Fallible calls return fer_status; FER_STATUS_OK is 0. Out-parameters are written only through
+ *   trailing pointers; on failure they are zeroed (or set to NULL) where the function can do so.
+ * - Every pointer argument is checked: NULL gives FER_STATUS_NULL_ARG, never a crash.
+ * - Nothing aborts, exits or prints. A failing call also leaves a detailed message for the calling
+ *   thread, read with fer_last_error_message(); a successful call clears it.
+ * - _free(NULL) is a no-op.
+ */
+
+#ifndef FERRITE_H
+#define FERRITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Version of this ABI; bumped when anything in this header changes shape or meaning. */
+enum fer_abi {
+  FER_ABI_VERSION = 1,
+};
+
+/**
+ * Status codes, grouped by range: 0 success; 1-99 caller errors; 100-199 resources; 200-299
+ * device; 300-399 data. Values are append-only; a retired value stays here as a comment.
+ */
+enum fer_status_code {
+  FER_STATUS_OK = 0,
+  /** A required pointer argument was NULL. */
+  FER_STATUS_NULL_ARG = 1,
+  /** An argument is out of range or inconsistent (bad dtype, rank, stride, index, alignment). */
+  FER_STATUS_INVALID_ARG = 2,
+  /** A caller buffer is too small; the needed size is reported through the length out-parameter. */
+  FER_STATUS_BUFFER_TOO_SMALL = 3,
+  /** The object is in use (another thread is running on it, or it has live children). */
+  FER_STATUS_BUSY = 4,
+  /** The call is not allowed in the object's current state. */
+  FER_STATUS_MISUSE = 5,
+  /** Shapes of the tensors do not agree with each other or with the operation. */
+  FER_STATUS_SHAPE_MISMATCH = 6,
+  /** A size computation (element count, byte extent) overflows 63 bits. */
+  FER_STATUS_SIZE_OVERFLOW = 7,
+  /** Memory could not be allocated. */
+  FER_STATUS_OUT_OF_MEMORY = 100,
+  /** The governor refused the request: it does not fit the budget. */
+  FER_STATUS_BUDGET_EXCEEDED = 101,
+  /** The library was built with the feature, but no device answers (no GPU or no driver). */
+  FER_STATUS_NO_DEVICE = 200,
+  /** The device reported an error. */
+  FER_STATUS_DEVICE_ERROR = 201,
+  /** The feature, dtype or instruction set is not available in this build or on this CPU. */
+  FER_STATUS_UNSUPPORTED = 202,
+  /** The input is not in the expected format. */
+  FER_STATUS_BAD_FORMAT = 300,
+  /** The input is in the expected format but damaged (truncated, inconsistent, out of bounds). */
+  FER_STATUS_CORRUPT = 301,
+  /** The input text is not valid UTF-8. */
+  FER_STATUS_INVALID_UTF8 = 302,
+};
+typedef int32_t fer_status;
+
+/**
+ * Element types. Values are append-only. 16-31 are reserved for block-quantized formats; they are
+ * named now so the numbering never moves, and every kernel of ABI version 1 refuses them with
+ * FER_STATUS_UNSUPPORTED.
+ */
+enum fer_dtype_code {
+  FER_DTYPE_INVALID = 0,
+  FER_DTYPE_F32 = 1,
+  /** IEEE 754 binary16. */
+  FER_DTYPE_F16 = 2,
+  /** bfloat16: the upper half of an f32; conversions from f32 round to nearest even. */
+  FER_DTYPE_BF16 = 3,
+  FER_DTYPE_I32 = 4,
+  FER_DTYPE_I64 = 5,
+  FER_DTYPE_U8 = 6,
+  /** OCP MX v1.0 MXFP4, 17-byte blocks of 32 elements (reserved). */
+  FER_DTYPE_MXFP4 = 16,
+  /** GGUF Q4_0 (reserved). */
+  FER_DTYPE_Q4_0 = 17,
+  /** GGUF Q4_1 (reserved). */
+  FER_DTYPE_Q4_1 = 18,
+  /** GGUF Q8_0 (reserved). */
+  FER_DTYPE_Q8_0 = 19,
+};
+typedef int32_t fer_dtype;
+
+/** Limits of the tensor descriptor. */
+enum fer_tensor_limits {
+  /** Highest rank a fer_tensor can describe. */
+  FER_TENSOR_MAX_RANK = 8,
+};
+
+/**
+ * A strided view of caller-owned memory. ferrite never frees or keeps `data`.
+ *
+ * `shape[i]` for i < rank is the extent of axis i (>= 0); `strides[i]` is the distance in BYTES
+ * between consecutive elements along axis i (any sign; 0 broadcasts an input along that axis).
+ * Entries at i >= rank are ignored. A rank-0 tensor is a scalar of one element.
+ *
+ * Validation on entry to every kernel (fer_tensor_check does the same alone): known, element-
+ * addressable dtype; 0 <= rank <= FER_TENSOR_MAX_RANK; shape entries >= 0; element count and byte
+ * extent fit in 63 bits; `data` and every stride a multiple of the element size; `data` non-NULL
+ * unless the tensor has no elements. Outputs additionally may not map two elements to one address.
+ */
+typedef struct fer_tensor {
+  void *data;
+  fer_dtype dtype;
+  int32_t rank;
+  int64_t shape[FER_TENSOR_MAX_RANK];
+  int64_t strides[FER_TENSOR_MAX_RANK];
+} fer_tensor;
+
+/** Bits of fer_cpu_features(). Append-only. */
+enum fer_cpu_feature {
+  FER_CPU_FEATURE_SSE42 = 1,
+  FER_CPU_FEATURE_AVX = 2,
+  FER_CPU_FEATURE_AVX2 = 4,
+  FER_CPU_FEATURE_FMA = 8,
+  FER_CPU_FEATURE_F16C = 16,
+  FER_CPU_FEATURE_AVX512F = 32,
+  FER_CPU_FEATURE_AVX512BW = 64,
+  FER_CPU_FEATURE_AVX512BF16 = 128,
+  FER_CPU_FEATURE_AVXVNNI = 256,
+};
+
+/**
+ * Instruction-set levels a thread pool can be pinned to. Every level computes bit-identical results
+ * (the same operation order and rounding); they differ only in speed. The one exception is the
+ * payload of a NaN result: IEEE 754 leaves open which input NaN an operation passes on and
+ * compilers may swap the operands of a commutative add, so a NaN result is NaN at every level but
+ * its payload bits may differ.
+ */
+enum fer_isa_code {
+  /** The best level this CPU supports. */
+  FER_ISA_AUTO = 0,
+  /** Plain C, no vector intrinsics. Always available. */
+  FER_ISA_PORTABLE = 1,
+  /** AVX2 + FMA + F16C. */
+  FER_ISA_AVX2 = 2,
+};
+typedef int32_t fer_isa;
+
+/**
+ * An explicit pool of worker threads. Kernels split their work into a fixed number of tasks that
+ * depends only on the shapes (never on the thread count or on scheduling), so results are bit-
+ * identical for every thread count. Thread-safety: one call at a time per pool; a second thread
+ * entering a pool that is running gets FER_STATUS_BUSY. Kernels accept a NULL pool and then run on
+ * the calling thread at FER_ISA_AUTO.
+ */
+typedef struct fer_threadpool fer_threadpool;
+
+/** Options for fer_threadpool_create. Start from fer_threadpool_options_init. */
+typedef struct fer_threadpool_options {
+  /** sizeof(fer_threadpool_options) as the caller was compiled; lets the struct grow. */
+  uint32_t struct_size;
+  /** Threads including the caller's: 1 runs everything on the caller; 0 means one per online CPU. */
+  uint32_t n_threads;
+  /** Instruction-set level (fer_isa_code). Asking for a level the CPU lacks gives UNSUPPORTED. */
+  fer_isa isa;
+  uint32_t reserved;
+} fer_threadpool_options;
+
+/** Returns FER_ABI_VERSION as this library was built. */
+uint32_t fer_abi_version(void);
+
+/** Returns the library version, e.g. "0.1.0". Static storage; never NULL. */
+const char *fer_version_string(void);
+
+/**
+ * Returns one line describing the build: compiler, optimisation, sanitizers, whether CUDA is
+ * compiled in. Static storage; never NULL.
+ */
+const char *fer_build_info(void);
+
+/** Returns a static description of a status code ("unknown status" for an unknown value). */
+const char *fer_status_str(fer_status status);
+
+/**
+ * Copies the calling thread's message for its most recent failing call into buf (NUL-terminated).
+ * *out_len receives the message length without the NUL (0 when the last call succeeded). When cap
+ * is too small the message is truncated to cap-1 bytes and FER_STATUS_BUFFER_TOO_SMALL is returned;
+ * buf may be NULL when cap is 0. Reading does not clear the message.
+ */
+fer_status fer_last_error_message(char *buf, size_t cap, size_t *out_len);
+
+/** Returns the fer_cpu_feature bits of the CPU this runs on (detected once per process). */
+uint64_t fer_cpu_features(void);
+
+/** Size in bytes of one element of dtype into *out_size; UNSUPPORTED for block formats. */
+fer_status fer_dtype_size(fer_dtype dtype, size_t *out_size);
+
+/** Validates a tensor descriptor as the kernels do on entry (see fer_tensor). */
+fer_status fer_tensor_check(const fer_tensor *tensor);
+
+/**
+ * Fills *out as a contiguous row-major view of `data` with the given dtype and shape (copied from
+ * shape[0..rank]), then validates it. On failure *out is zeroed.
+ */
+fer_status fer_tensor_init_contiguous(fer_tensor *out, void *data, fer_dtype dtype, int32_t rank,
+                                      const int64_t *shape);
+
+/** Fills *opts with defaults: struct_size set, n_threads 0 (one per CPU), isa FER_ISA_AUTO. */
+fer_status fer_threadpool_options_init(fer_threadpool_options *opts);
+
+/**
+ * Creates a pool. opts may be NULL for the defaults. n_threads above 1024 is INVALID_ARG. On
+ * failure *out_pool is NULL and no thread is left running. Free with fer_threadpool_free.
+ */
+fer_status fer_threadpool_create(const fer_threadpool_options *opts, fer_threadpool **out_pool);
+
+/** Joins the workers and frees the pool. NULL is a no-op. The pool must not be running. */
+void fer_threadpool_free(fer_threadpool *pool);
+
+/** Reports the pool's thread count (including the caller's). */
+fer_status fer_threadpool_n_threads(const fer_threadpool *pool, uint32_t *out_n_threads);
+
+/** Reports the instruction-set level the pool's kernels run at (never FER_ISA_AUTO). */
+fer_status fer_threadpool_isa(const fer_threadpool *pool, fer_isa *out_isa);
+
+/**
+ * out = a + b with numpy broadcasting: shapes are aligned at their last axis; each axis of a and b
+ * is either equal to out's or 1 (a missing leading axis counts as 1); out's shape must be exactly
+ * the broadcast shape. a, b and out share one dtype: F32, F16 or BF16 (F16/BF16 add in f32 and
+ * round to nearest even). out may be exactly a or exactly b (same data and strides); any other
+ * overlap with an input is INVALID_ARG. On any error nothing is written.
+ * Claims: C-ADD-001..C-ADD-003, C-ABI-004.
+ */
+fer_status fer_add(fer_threadpool *pool, const fer_tensor *a, const fer_tensor *b,
+                   const fer_tensor *out);
+
+/**
+ * Gather along axis 0: out[i..., j...] = data[idx(indices[i...]), j...]. indices are I64 (or I32);
+ * a negative index counts from the end (ONNX); any index outside [-rows, rows) is INVALID_ARG and
+ * nothing is written. out's shape is indices' shape followed by data's shape without axis 0; data
+ * has rank >= 1; data and out share one dtype (any element-addressable dtype; the copy is exact).
+ * out may not overlap data or indices. Claims: C-GATHER-001..C-GATHER-003.
+ */
+fer_status fer_gather(fer_threadpool *pool, const fer_tensor *data, const fer_tensor *indices,
+                      const fer_tensor *out);
+
+/**
+ * Mean over the last axis with keepdims: out has x's shape with the last axis 1. x has rank >= 1;
+ * x and out share one dtype: F32, F16 or BF16. Sums accumulate in f32 in a fixed order (element j
+ * of a row goes to partial sum j mod 32; the 32 partials combine in a fixed tree; the sum is
+ * divided by the length), so results are bit-identical (NaN payloads aside, see fer_isa_code)
+ * across ISA levels and thread counts. A last axis of length 0 gives NaN. out may not overlap x.
+ * Claims: C-MEAN-001..C-MEAN-002.
+ */
+fer_status fer_reduce_mean(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *out);
+
+/** true when this library was built with its CUDA kernels compiled in. */
+bool fer_cuda_is_built(void);
+
+/**
+ * Number of CUDA devices into *out_count (0 on failure). UNSUPPORTED when CUDA is not built in;
+ * NO_DEVICE when the driver or a GPU does not answer.
+ */
+fer_status fer_cuda_device_count(int32_t *out_count);
+
+/**
+ * Placeholder CUDA kernel mirroring fer_add's row broadcast on host memory: out[r, c] = a[r, c] +
+ * b[c] for contiguous f32 a and out of shape [rows, width] and b of shape [width]. Copies to the
+ * device, runs, copies back. Statuses as fer_cuda_device_count, plus INVALID_ARG for negative or
+ * overflowing sizes. Claims: C-CUDA-001.
+ */
+fer_status fer_cuda_add_f32_rows(const float *a, const float *b, float *out, int64_t rows,
+                                 int64_t width);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FERRITE_H */

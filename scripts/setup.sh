@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what ferrite's build and tests need on a fresh Debian 12 machine of this kind.
+# Idempotent: packages already present are not reinstalled; safe to run on every `make test`.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap  # Bazel 4.2 (see ../shared/reference/toolchain.md for its offline stubs)
+  bindgen cbindgen           # the Rust declarations are generated from ffi/ferrite.h
+  clang llvm                 # sanitizer builds, libFuzzer
+  libclang-rt-14-dev         # clang's sanitizer runtimes
+  valgrind
+  libopenblas-dev            # a peer for later GEMM benchmarks
+  librust-criterion-dev librust-proptest-dev librust-cc-dev librust-libc-dev
+  librust-half-dev librust-rand-dev librust-rand-chacha-dev librust-serde-json-dev
+  librust-tempfile-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "setup: all ${#packages[@]} packages present"
+fi
+
+# The Rust toolchain comes from rustup (~/.cargo/bin); make sure cargo can be found.
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  echo "setup: cargo is at $HOME/.cargo/bin (the Makefile adds it to PATH)"
+fi
+command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || {
+  echo "setup: nvcc not found at /usr/local/cuda/bin; the CUDA targets need the CUDA toolkit" >&2
+  exit 1
+}
