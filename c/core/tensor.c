@@ -30,7 +30,8 @@ fer_status feri_tensor_validate(const fer_tensor *t, const char *fn, const char 
   if (t->rank < 0 || t->rank > FER_TENSOR_MAX_RANK)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: tensor %s has rank %d, outside 0..%d", fn, name,
                      (int)t->rank, (int)FER_TENSOR_MAX_RANK);
-  int64_t numel = 1, nonzero = 1, lo = 0, hi = 0;
+  int64_t nonzero = 1, lo = 0, hi = 0;
+  bool empty = false;
   for (int i = 0; i < t->rank; i++) {
     int64_t n = t->shape[i];
     if (n < 0)
@@ -41,11 +42,12 @@ fer_status feri_tensor_validate(const fer_tensor *t, const char *fn, const char 
                        "%s: tensor %s has strides[%d] = %lld bytes, not a multiple of the %zu-byte "
                        "element",
                        fn, name, i, (long long)t->strides[i], es);
-    numel *= n; /* cannot overflow: `nonzero` below bounds it */
+    empty |= n == 0;
     if (n > 0 && !feri_mul_ok(nonzero, n, &nonzero))
       return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: tensor %s: element count overflows", fn,
                        name);
   }
+  const int64_t numel = empty ? 0 : nonzero;
   if (numel > 0) {
     for (int i = 0; i < t->rank; i++) {
       int64_t step;

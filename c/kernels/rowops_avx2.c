@@ -65,9 +65,58 @@ FERI_AVX2 static inline __m128i f32x8_to_bf16(__m256 v) {
   return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
+/* bf16 in 32-bit lanes: unpacking against zero puts each bf16 in the high half of a 32-bit lane.
+ * unpacklo/hi work within 128-bit lanes, so `lo` holds elements 0-3 and 8-11 and `hi` 4-7 and
+ * 12-15; packus_epi32 at the end interleaves them back into 0-15 in order, with no permute. */
+FERI_AVX2 static inline void bf16x16_unpack(const uint16_t *p, __m256 *lo, __m256 *hi) {
+  const __m256i x = _mm256_loadu_si256((const __m256i *)p), zero = _mm256_setzero_si256();
+  *lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, x));
+  *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, x));
+}
+
+/* Round to nearest even, without NaN handling: the caller routes NaN lanes elsewhere. */
+FERI_AVX2 static inline __m256i bf16_round_finite(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+}
+
+/* Sixteen sums (in the unpacked order) to sixteen bf16 in element order. A block holding a NaN
+ * takes the exact per-lane path of f32x8_to_bf16 (rare: the common case pays one compare). */
+FERI_AVX2 static inline __m256i bf16x16_pack(__m256 lo, __m256 hi) {
+  const __m256 unordered = _mm256_or_ps(_mm256_cmp_ps(lo, lo, _CMP_UNORD_Q), _mm256_cmp_ps(hi, hi, _CMP_UNORD_Q));
+  if (!_mm256_testz_ps(unordered, unordered)) {
+    const __m256i quiet = _mm256_set1_epi32(0x00400000);
+    const __m256i l = _mm256_blendv_epi8(bf16_round_finite(lo), _mm256_srli_epi32(_mm256_or_si256(_mm256_castps_si256(lo), quiet), 16),
+                                         _mm256_castps_si256(_mm256_cmp_ps(lo, lo, _CMP_UNORD_Q)));
+    const __m256i h = _mm256_blendv_epi8(bf16_round_finite(hi), _mm256_srli_epi32(_mm256_or_si256(_mm256_castps_si256(hi), quiet), 16),
+                                         _mm256_castps_si256(_mm256_cmp_ps(hi, hi, _CMP_UNORD_Q)));
+    return _mm256_packus_epi32(l, h);
+  }
+  return _mm256_packus_epi32(bf16_round_finite(lo), bf16_round_finite(hi));
+}
+
+FERI_AVX2 static inline __m256 bf16x8_load(const uint16_t *p) {
+  return bf16x8_to_f32(_mm_loadu_si128((const __m128i *)p));
+}
+
+FERI_AVX2 static inline __m256 f16x8_load(const uint16_t *p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* Whole blocks of 16 with plain loads (a broadcast operand converted once), then the tail of fewer
+ * than 16 through the padded 8-wide path. */
 FERI_AVX2 static void add_f16(const uint16_t *a, int sa, const uint16_t *b, int sb, uint16_t *out,
                               size_t n) {
-  for (size_t i = 0; i < n; i += 8) {
+  size_t i = 0;
+  const __m256 ca = _mm256_cvtph_ps(load8_u16(a, 0, 8)), cb = _mm256_cvtph_ps(load8_u16(b, 0, 8));
+  for (; i + 16 <= n; i += 16) {
+    __m256 a0 = sa ? f16x8_load(a + i) : ca, a1 = sa ? f16x8_load(a + i + 8) : ca;
+    __m256 b0 = sb ? f16x8_load(b + i) : cb, b1 = sb ? f16x8_load(b + i + 8) : cb;
+    _mm_storeu_si128((__m128i *)(out + i), _mm256_cvtps_ph(_mm256_add_ps(a0, b0), _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128((__m128i *)(out + i + 8), _mm256_cvtps_ph(_mm256_add_ps(a1, b1), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; i += 8) {
     size_t c = n - i < 8 ? n - i : 8;
     __m256 va = _mm256_cvtph_ps(load8_u16(a + i * (size_t)sa, sa, c));
     __m256 vb = _mm256_cvtph_ps(load8_u16(b + i * (size_t)sb, sb, c));
@@ -77,7 +126,15 @@ FERI_AVX2 static void add_f16(const uint16_t *a, int sa, const uint16_t *b, int 
 
 FERI_AVX2 static void add_bf16(const uint16_t *a, int sa, const uint16_t *b, int sb, uint16_t *out,
                                size_t n) {
-  for (size_t i = 0; i < n; i += 8) {
+  size_t i = 0;
+  const __m256 ca = bf16x8_to_f32(load8_u16(a, 0, 8)), cb = bf16x8_to_f32(load8_u16(b, 0, 8));
+  for (; i + 16 <= n; i += 16) {
+    __m256 alo = ca, ahi = ca, blo = cb, bhi = cb;
+    if (sa) bf16x16_unpack(a + i, &alo, &ahi);
+    if (sb) bf16x16_unpack(b + i, &blo, &bhi);
+    _mm256_storeu_si256((__m256i *)(out + i), bf16x16_pack(_mm256_add_ps(alo, blo), _mm256_add_ps(ahi, bhi)));
+  }
+  for (; i < n; i += 8) {
     size_t c = n - i < 8 ? n - i : 8;
     __m256 va = bf16x8_to_f32(load8_u16(a + i * (size_t)sa, sa, c));
     __m256 vb = bf16x8_to_f32(load8_u16(b + i * (size_t)sb, sb, c));

@@ -1,0 +1,97 @@
+//! Inputs of ferrite's benchmarks, generated exactly as the original system's benches generate them
+//! (`../shared/reference/original-system.md`, A.0-A.1), so the scenario ids measure the same work.
+
+use ferrite_sys as sys;
+
+/// The original `float_values(len)`: element i is `((i % 251) - 125) / 64`, in [-1.95, 1.95].
+pub fn float_values(len: usize) -> Vec<f32> {
+    (0..len).map(|i| ((i % 251) as f32 - 125.0) / 64.0).collect()
+}
+
+/// Element types the kernel benches cover, with their scenario-id spelling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchDtype {
+    F32,
+    F16,
+    Bf16,
+}
+
+impl BenchDtype {
+    pub const ALL: [BenchDtype; 3] = [BenchDtype::F32, BenchDtype::F16, BenchDtype::Bf16];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchDtype::F32 => "f32",
+            BenchDtype::F16 => "f16",
+            BenchDtype::Bf16 => "bf16",
+        }
+    }
+
+    pub fn code(self) -> sys::fer_dtype {
+        (match self {
+            BenchDtype::F32 => sys::FER_DTYPE_F32,
+            BenchDtype::F16 => sys::FER_DTYPE_F16,
+            BenchDtype::Bf16 => sys::FER_DTYPE_BF16,
+        }) as sys::fer_dtype
+    }
+}
+
+/// A contiguous buffer of one dtype, converted from f32 values the way the original converted them
+/// (the `half` crate: round to nearest even). Stored in u64 words so every view is 8-byte aligned.
+pub struct Buffer {
+    words: Vec<u64>,
+    pub dtype: BenchDtype,
+}
+
+impl Buffer {
+    fn elem_size(dtype: BenchDtype) -> usize {
+        if dtype == BenchDtype::F32 { 4 } else { 2 }
+    }
+
+    pub fn from_f32(values: &[f32], dtype: BenchDtype) -> Buffer {
+        let mut buf = Buffer::zeroed(values.len(), dtype);
+        let bytes = buf.bytes_mut();
+        for (i, &v) in values.iter().enumerate() {
+            match dtype {
+                BenchDtype::F32 => bytes[4 * i..4 * i + 4].copy_from_slice(&v.to_ne_bytes()),
+                BenchDtype::F16 => bytes[2 * i..2 * i + 2].copy_from_slice(&half::f16::from_f32(v).to_bits().to_ne_bytes()),
+                BenchDtype::Bf16 => bytes[2 * i..2 * i + 2].copy_from_slice(&half::bf16::from_f32(v).to_bits().to_ne_bytes()),
+            }
+        }
+        buf
+    }
+
+    pub fn zeroed(len: usize, dtype: BenchDtype) -> Buffer {
+        let bytes = len * Buffer::elem_size(dtype);
+        Buffer { words: vec![0; bytes.div_ceil(8).max(1)], dtype }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.words.len() * 8;
+        // SAFETY: the words own `len` initialised bytes; u8 has no alignment requirement.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), len) }
+    }
+
+    /// A descriptor over the buffer with the given shape. The caller keeps `self` alive and
+    /// unmoved while the descriptor is in use.
+    pub fn tensor(&mut self, shape: &[i64]) -> sys::fer_tensor {
+        let need: i64 = shape.iter().product::<i64>() * Buffer::elem_size(self.dtype) as i64;
+        assert!(need as usize <= self.words.len() * 8, "shape {shape:?} exceeds the buffer");
+        contiguous(self.words.as_mut_ptr().cast(), self.dtype.code(), shape)
+    }
+}
+
+/// The original's gather indices: `(i * 97) % rows`, as i64.
+pub fn gather_indices(n: usize, rows: i64) -> Vec<i64> {
+    (0..n as i64).map(|i| (i * 97) % rows).collect()
+}
+
+/// A contiguous fer_tensor over `data`; panics if ferrite refuses the descriptor (a bench bug).
+pub fn contiguous(data: *mut std::ffi::c_void, dtype: sys::fer_dtype, shape: &[i64]) -> sys::fer_tensor {
+    // SAFETY: fer_tensor is plain data; all-zero is a valid (empty) value that init overwrites.
+    let mut t: sys::fer_tensor = unsafe { std::mem::zeroed() };
+    // SAFETY: `t` and `shape` are valid for the call; ferrite only records `data`.
+    let st = unsafe { sys::fer_tensor_init_contiguous(&mut t, data, dtype, shape.len() as i32, shape.as_ptr()) };
+    assert_eq!(st, sys::FER_STATUS_OK as i32, "fer_tensor_init_contiguous refused {shape:?}");
+    t
+}
