@@ -40,15 +40,20 @@ cargo-test:
 bench-smoke:
 	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels -- --test
 
-# C tests and Rust tests against a library built with -fsanitize=address,undefined.
+# C tests and Rust tests against a library built with -fsanitize=address,undefined (gcc's runtimes).
+# rustc links with -nodefaultlibs, so the runtimes are named explicitly and preloaded into the test
+# binaries only (the runner), which keeps them out of build scripts and puts them first in the
+# library order as ASan requires. --target keeps RUSTFLAGS off the build scripts.
+ASAN_RT := $(shell gcc -print-file-name=libasan.so):$(shell gcc -print-file-name=libubsan.so)
 test-sanitize:
 	$(BAZEL) test --config=asan //...
 	$(BAZEL) build --config=asan //:libferrite_static
 	FERRITE_LIB_DIR=$$($(BAZEL) info --config=asan bazel-bin 2>/dev/null) \
 	  CARGO_TARGET_DIR=target/asan \
-	  RUSTFLAGS="-C link-arg=-fsanitize=address,undefined" \
-	  ASAN_OPTIONS=detect_leaks=1 \
-	  $(CARGO) test --workspace --exclude ferrite-benches
+	  RUSTFLAGS="-C link-arg=-Wl,--no-as-needed -C link-arg=-lasan -C link-arg=-lubsan" \
+	  CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$(ASAN_RT)" \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(CARGO) test --target x86_64-unknown-linux-gnu --workspace --exclude ferrite-benches
 
 check-claims:
 	python3 scripts/check-claims.py
@@ -64,5 +69,5 @@ bench: build
 
 bench-quick: build
 	$(BAZEL) build //:libferrite_static
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels -- --noplot --warm-up-time 0.3 --measurement-time 1 --sample-size 10
+	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels -- --noplot --warm-up-time 1 --measurement-time 1 --sample-size 10
 	$(CARGO) run -q -p ferrite-benches --bin bench-table -- target/criterion

@@ -36,8 +36,7 @@ fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<String, f64>) {
 }
 
 /// Bytes read + written by one call of a kernel scenario, from its id.
-fn bytes_moved(group: &str, size: &str, elem: f64) -> Option<(f64, f64)> {
-    // returns (bytes, elements) per call
+fn bytes_moved(group: &str, size: &str, elem: f64) -> Option<f64> {
     let (rows, cols, n_idx) = match (group, size) {
         ("add", "small") => (1.0, 1024.0, 0.0),
         ("add", "medium") => (256.0, 1024.0, 0.0),
@@ -50,11 +49,10 @@ fn bytes_moved(group: &str, size: &str, elem: f64) -> Option<(f64, f64)> {
         ("reduce_mean", "large") => (256.0, 1024.0, 0.0),
         _ => return None,
     };
-    let _ = rows;
     Some(match group {
-        "add" => ((2.0 * rows * cols + cols) * elem, rows * cols),
-        "gather" => (2.0 * n_idx * cols * elem + 8.0 * n_idx, n_idx * cols),
-        _ => ((rows * cols + rows) * elem, rows * cols),
+        "add" => (2.0 * rows * cols + cols) * elem,
+        "gather" => 2.0 * n_idx * cols * elem + 8.0 * n_idx,
+        _ => (rows * cols + rows) * elem,
     })
 }
 
@@ -95,7 +93,7 @@ fn main() {
         }
         let (size, dtype) = (fparts[0], fparts[1]);
         let elem = if dtype == "f32" { 4.0 } else { 2.0 };
-        let Some((bytes, elems)) = bytes_moved(group, size, elem) else { continue };
+        let Some(bytes) = bytes_moved(group, size, elem) else { continue };
         let bw = bytes / (ns * 1e-9);
         let frac = bw / ceiling;
         let f32_name = name.replacen(&format!("_{dtype}_"), "_f32_", 1);
