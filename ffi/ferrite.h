@@ -70,9 +70,9 @@ enum fer_status_code {
 typedef int32_t fer_status;
 
 /**
- * Element types. Values are append-only. 16-31 are reserved for block-quantized formats; they are
- * named now so the numbering never moves, and every kernel of ABI version 1 refuses them with
- * FER_STATUS_UNSUPPORTED.
+ * Element types. Values are append-only. 16-31 are reserved for block-quantized formats (the first
+ * four are named now so the numbering never moves); every kernel of ABI version 1 refuses any of
+ * 16-31 with FER_STATUS_UNSUPPORTED, and any other unknown value with FER_STATUS_INVALID_ARG.
  */
 enum fer_dtype_code {
   FER_DTYPE_INVALID = 0,
@@ -81,8 +81,11 @@ enum fer_dtype_code {
   FER_DTYPE_F16 = 2,
   /** bfloat16: the upper half of an f32; conversions from f32 round to nearest even. */
   FER_DTYPE_BF16 = 3,
+  /** 32-bit signed integer (gather indices). */
   FER_DTYPE_I32 = 4,
+  /** 64-bit signed integer (gather indices). */
   FER_DTYPE_I64 = 5,
+  /** Unsigned byte. */
   FER_DTYPE_U8 = 6,
   /** OCP MX v1.0 MXFP4, 17-byte blocks of 32 elements (reserved). */
   FER_DTYPE_MXFP4 = 16,
@@ -111,7 +114,10 @@ enum fer_tensor_limits {
  * Validation on entry to every kernel (fer_tensor_check does the same alone): known, element-
  * addressable dtype; 0 <= rank <= FER_TENSOR_MAX_RANK; shape entries >= 0; element count and byte
  * extent fit in 63 bits; `data` and every stride a multiple of the element size; `data` non-NULL
- * unless the tensor has no elements. Outputs additionally may not map two elements to one address.
+ * unless the tensor has no elements. Outputs must not interleave: with the axes of extent > 1 sorted
+ * by |stride|, each stride must be at least the byte span of the axes below it. This excludes every
+ * layout that maps two elements to one address, and also the rare non-overlapping interleaved ones
+ * (e.g. shape [3, 2] with byte strides [8, 12]), which ferrite refuses with INVALID_ARG.
  */
 typedef struct fer_tensor {
   void *data;
@@ -190,7 +196,8 @@ const char *fer_status_str(fer_status status);
  * Copies the calling thread's message for its most recent failing call into buf (NUL-terminated).
  * *out_len receives the message length without the NUL (0 when the last call succeeded). When cap
  * is too small the message is truncated to cap-1 bytes and FER_STATUS_BUFFER_TOO_SMALL is returned;
- * buf may be NULL when cap is 0. Reading does not clear the message.
+ * buf may be NULL when cap is 0. Reading does not clear the message, and this function is the one
+ * exception to "a failing call leaves a message": its own failures leave the message as it was.
  */
 fer_status fer_last_error_message(char *buf, size_t cap, size_t *out_len);
 

@@ -31,10 +31,8 @@ const char *feri_dtype_name(fer_dtype dtype) {
   }
 }
 
-static int feri_dtype_is_block(fer_dtype dtype) {
-  return dtype == FER_DTYPE_MXFP4 || dtype == FER_DTYPE_Q4_0 || dtype == FER_DTYPE_Q4_1 ||
-         dtype == FER_DTYPE_Q8_0;
-}
+/* 16-31 are reserved for block formats (ferrite.h, fer_dtype_code). */
+static int feri_dtype_is_block(fer_dtype dtype) { return dtype >= 16 && dtype <= 31; }
 
 fer_status fer_dtype_size(fer_dtype dtype, size_t *out_size) {
   feri_error_clear();

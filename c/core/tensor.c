@@ -21,7 +21,7 @@ fer_status feri_tensor_validate(const fer_tensor *t, const char *fn, const char 
   if (t == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: tensor %s is NULL", fn, name);
   size_t es = feri_dtype_size(t->dtype);
   if (es == 0) {
-    bool reserved = t->dtype >= FER_DTYPE_MXFP4 && t->dtype <= FER_DTYPE_Q8_0;
+    bool reserved = t->dtype >= 16 && t->dtype <= 31; /* block formats, see fer_dtype_code */
     return feri_fail(reserved ? FER_STATUS_UNSUPPORTED : FER_STATUS_INVALID_ARG,
                      "%s: tensor %s has %s %d (%s)", fn, name,
                      reserved ? "block dtype not supported by this kernel," : "unknown dtype",
@@ -31,7 +31,8 @@ fer_status feri_tensor_validate(const fer_tensor *t, const char *fn, const char 
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: tensor %s has rank %d, outside 0..%d", fn, name,
                      (int)t->rank, (int)FER_TENSOR_MAX_RANK);
   int64_t nonzero = 1, lo = 0, hi = 0;
-  bool empty = false;
+  bool empty = false; /* an extent of 0 anywhere: no elements, nothing to overflow */
+  for (int i = 0; i < t->rank && t->rank <= FER_TENSOR_MAX_RANK; i++) empty |= t->shape[i] == 0;
   for (int i = 0; i < t->rank; i++) {
     int64_t n = t->shape[i];
     if (n < 0)
@@ -42,8 +43,7 @@ fer_status feri_tensor_validate(const fer_tensor *t, const char *fn, const char 
                        "%s: tensor %s has strides[%d] = %lld bytes, not a multiple of the %zu-byte "
                        "element",
                        fn, name, i, (long long)t->strides[i], es);
-    empty |= n == 0;
-    if (n > 0 && !feri_mul_ok(nonzero, n, &nonzero))
+    if (n > 0 && !empty && !feri_mul_ok(nonzero, n, &nonzero))
       return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: tensor %s: element count overflows", fn,
                        name);
   }
@@ -99,8 +99,8 @@ fer_status feri_tensor_check_writable(const fer_tensor *t, const feri_tensor_inf
     int64_t s = llabs(t->strides[idx[i]]);
     if (s < span)
       return feri_fail(FER_STATUS_INVALID_ARG,
-                       "%s: output %s maps several elements to one address (axis %d has stride "
-                       "%lld bytes, the axes below span %lld)",
+                       "%s: output %s interleaves or overlaps itself (axis %d has stride %lld "
+                       "bytes, the axes below span %lld); outputs need non-interleaved strides",
                        fn, name, idx[i], (long long)t->strides[idx[i]], (long long)span);
     span = s * (t->shape[idx[i]] - 1) + span; /* validated: fits */
   }
@@ -172,7 +172,7 @@ int64_t feri_nd_loop_count(const feri_nd_loop *loop, int n_axes) {
 fer_status fer_tensor_check(const fer_tensor *tensor) {
   feri_error_clear();
   feri_tensor_info info;
-  return feri_tensor_validate(tensor, "fer_tensor_check", "tensor", &info);
+  return feri_tensor_validate(tensor, "fer_tensor_check", "argument", &info);
 }
 
 fer_status fer_tensor_init_contiguous(fer_tensor *out, void *data, fer_dtype dtype, int32_t rank,

@@ -1,0 +1,119 @@
+//! Links the ferrite C library into this crate.
+//!
+//! - `FERRITE_LIB_DIR` set: link the Bazel-built merged archive `$FERRITE_LIB_DIR/libferrite.a`
+//!   (it includes the real CUDA objects) plus the static CUDA runtime from `CUDA_LIB_DIR`
+//!   (default `/usr/local/cuda/lib64`) and the system libraries cudart_static needs.
+//! - otherwise (so a plain `cargo test` works): compile every `*.c` under `c/` with the `cc` crate,
+//!   except `c/cuda/cuda_api.c` (the CUDA build replaces `c/cuda/cuda_stub.c` with it), `c/tools/`,
+//!   `c/testing/` (helpers of the C unit tests) and `*_test.c` files, with `-std=c11 -O2 -pthread
+//!   -D_GNU_SOURCE` plus `-ffp-contract=off` as in c/defs.bzl.
+//!
+//! Bazel is never run from here (two servers would fight over the output base lock): the top-level
+//! script builds with Bazel first and exports the directory.
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=FERRITE_LIB_DIR");
+    println!("cargo:rerun-if-env-changed=CUDA_LIB_DIR");
+    println!("cargo:rerun-if-changed=build.rs");
+
+    match env::var_os("FERRITE_LIB_DIR") {
+        Some(dir) if !dir.is_empty() => link_prebuilt(PathBuf::from(dir)),
+        _ => build_fallback(),
+    }
+}
+
+fn link_prebuilt(dir: PathBuf) {
+    let archive = dir.join("libferrite.a");
+    if !archive.is_file() {
+        panic!(
+            "FERRITE_LIB_DIR={} does not contain libferrite.a (build it with Bazel first, or unset \
+             FERRITE_LIB_DIR to compile the C sources with cc)",
+            dir.display()
+        );
+    }
+    println!("cargo:rerun-if-changed={}", archive.display());
+    println!("cargo:rustc-link-search=native={}", dir.display());
+    println!("cargo:rustc-link-lib=static=ferrite");
+
+    let cuda = env::var("CUDA_LIB_DIR").unwrap_or_else(|_| "/usr/local/cuda/lib64".to_string());
+    println!("cargo:rustc-link-search=native={}", cuda);
+    println!("cargo:rustc-link-lib=static=cudart_static");
+    for lib in ["stdc++", "dl", "rt", "pthread", "m"] {
+        println!("cargo:rustc-link-lib=dylib={}", lib);
+    }
+}
+
+fn build_fallback() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .join("../..")
+        .canonicalize()
+        .expect("repository root");
+    let c_dir = root.join("c");
+    let ffi_dir = root.join("ffi");
+
+    println!("cargo:rerun-if-changed={}", c_dir.display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        ffi_dir.join("ferrite.h").display()
+    );
+
+    let mut sources = Vec::new();
+    collect_sources(&c_dir, &c_dir, &mut sources);
+    sources.sort();
+    if sources.is_empty() {
+        println!(
+            "cargo:warning=no C sources under {}; the ferrite symbols will be missing at link time",
+            c_dir.display()
+        );
+        return;
+    }
+
+    let mut build = cc::Build::new();
+    build
+        .files(&sources)
+        .include(&ffi_dir)
+        .include(&c_dir)
+        .opt_level(2)
+        .flag("-std=c11")
+        .flag("-pthread")
+        // as c/defs.bzl's FER_COPTS: no silent a*b+c fusion, so results match the Bazel build
+        .flag("-ffp-contract=off")
+        .define("_GNU_SOURCE", None);
+    build.compile("ferrite");
+
+    println!("cargo:rustc-link-lib=dylib=m");
+    println!("cargo:rustc-link-lib=dylib=pthread");
+}
+
+/// Every `*.c` below `dir`, minus `c/cuda/cuda_api.c`, `c/tools/`, `c/testing/` and `*_test.c`.
+fn collect_sources(c_dir: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(_) => return,
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let rel = path.strip_prefix(c_dir).unwrap_or(&path).to_path_buf();
+        if path.is_dir() {
+            // c/tools: programs with their own main; c/testing: the C unit tests' helpers
+            if rel == Path::new("tools") || rel == Path::new("testing") {
+                continue;
+            }
+            collect_sources(c_dir, &path, out);
+        } else {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if !name.ends_with(".c") || name.ends_with("_test.c") {
+                continue;
+            }
+            if rel == Path::new("cuda/cuda_api.c") {
+                continue;
+            }
+            out.push(path);
+        }
+    }
+}
