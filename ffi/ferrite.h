@@ -25,7 +25,10 @@
 extern "C" {
 #endif
 
-/** Version of this ABI; bumped when anything in this header changes shape or meaning. */
+/**
+ * Version of this ABI: bumped when an existing declaration changes shape or meaning. Additions
+ * (new functions, types, enum values) keep it, as they break no caller.
+ */
 enum fer_abi {
   FER_ABI_VERSION = 1,
 };
@@ -66,6 +69,8 @@ enum fer_status_code {
   FER_STATUS_CORRUPT = 301,
   /** The input text is not valid UTF-8. */
   FER_STATUS_INVALID_UTF8 = 302,
+  /** Every logit is masked (-inf) after processing: there is nothing to sample. */
+  FER_STATUS_NO_CANDIDATES = 303,
 };
 typedef int32_t fer_status;
 
@@ -265,6 +270,195 @@ fer_status fer_gather(fer_threadpool *pool, const fer_tensor *data, const fer_te
  * Claims: C-MEAN-001..C-MEAN-002.
  */
 fer_status fer_reduce_mean(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sampling: a chain of logits processors configured by one struct, and the draw.
+ * ------------------------------------------------------------------------------------------- */
+
+/** Bits of fer_sampling_params.flags. Append-only. */
+enum fer_sampling_flag {
+  /**
+   * Accept NaN and +inf logits instead of refusing them with FER_STATUS_INVALID_ARG: a NaN counts
+   * as masked (-inf); when any logit is +inf, the +inf tokens are the only candidates and equally
+   * likely.
+   */
+  FER_SAMPLING_FLAG_ALLOW_NONFINITE = 1,
+  /**
+   * With top_k and top_p both set, run them as one fused processor: the top-k selection hands its
+   * survivors straight to the top-p mass walk. The result is identical to the two processors.
+   */
+  FER_SAMPLING_FLAG_FUSE_TOP_K_TOP_P = 2,
+};
+
+/**
+ * The processors of the chain, in the order they run, as bits of the `applied` out-parameter of
+ * fer_sampler_process (a bit is set when the processor is enabled and ran, whether or not it
+ * changed anything). Append-only.
+ *
+ * Semantics (the Rust oracle in rust_tests/src/oracle/sampling.rs implements each with full sorts):
+ * - LOGIT_BIAS: logit[t] += bias for each (t, bias) pair; a bias of -inf bans t.
+ * - REPETITION_PENALTY (HF): for each distinct token of prompt ++ generated (the last
+ *   repetition_window tokens when > 0): a positive logit is divided by the penalty, a negative one
+ *   multiplied; once per distinct token.
+ * - FREQUENCY_PENALTY / PRESENCE_PENALTY (OpenAI): over the generated tokens only, logit[t] -=
+ *   frequency * count(t) + presence * (count(t) > 0).
+ * - NO_REPEAT_NGRAM (HF): every token that would complete an n-gram already present in prompt ++
+ *   generated is banned.
+ * - MIN_NEW_TOKENS: eos_token_id is banned while fewer than min_new_tokens tokens are generated.
+ * - TEMPERATURE: logit /= temperature. GREEDY (temperature 0): only the first maximum survives.
+ * - TOP_K: tokens whose logit is >= the k-th largest finite logit survive. Ties at the threshold
+ *   all survive, so more than k may; k >= the number of finite logits keeps all.
+ * - TOP_P (nucleus): with p_i the softmax of the surviving logits, sorted descending, take the
+ *   smallest prefix whose mass (summed in double) reaches top_p; every token whose logit is >= the
+ *   last logit of that prefix survives (ties kept). top_p = 1 is off.
+ * - MIN_P: tokens with p_i >= min_p * p_max survive, decided as logit_i - logit_max >= ln(min_p)
+ *   in double.
+ * - TYPICAL_P: tokens sorted by |-ln p_i - H| (H the entropy; ties by id), ascending; the smallest
+ *   prefix reaching mass typical_p survives.
+ * - XTC (exclude top choices, as text-generation-webui and llama.cpp): with probability
+ *   xtc_probability (drawn from the seeded generator, stream 1), when two or more tokens have
+ *   p_i >= xtc_threshold, all of them but the least likely (ties: the highest id) are removed.
+ * Not built yet: DRY and mirostat.
+ */
+enum fer_logit_processor {
+  FER_PROCESSOR_LOGIT_BIAS = 1,
+  FER_PROCESSOR_REPETITION_PENALTY = 2,
+  FER_PROCESSOR_FREQUENCY_PENALTY = 4,
+  FER_PROCESSOR_PRESENCE_PENALTY = 8,
+  FER_PROCESSOR_NO_REPEAT_NGRAM = 16,
+  FER_PROCESSOR_MIN_NEW_TOKENS = 32,
+  FER_PROCESSOR_TEMPERATURE = 64,
+  FER_PROCESSOR_GREEDY = 128,
+  FER_PROCESSOR_TOP_K = 256,
+  FER_PROCESSOR_TOP_P = 512,
+  FER_PROCESSOR_TOP_K_TOP_P_FUSED = 1024,
+  FER_PROCESSOR_MIN_P = 2048,
+  FER_PROCESSOR_TYPICAL_P = 4096,
+  FER_PROCESSOR_XTC = 8192,
+};
+
+/**
+ * A configured processor chain with its scratch memory. Created from fer_sampling_params (copied,
+ * including the bias arrays), freed with fer_sampler_free. Thread-safety: one call at a time; a
+ * second thread entering a sampler in use gets FER_STATUS_BUSY.
+ */
+typedef struct fer_sampler fer_sampler;
+
+/**
+ * Sampling configuration. Start from fer_sampling_params_init (every processor off, temperature
+ * 1) and set what you need; each field's neutral value turns its processor off.
+ */
+typedef struct fer_sampling_params {
+  /** sizeof(fer_sampling_params) as the caller was compiled. */
+  uint32_t struct_size;
+  /** fer_sampling_flag bits. */
+  uint32_t flags;
+  /** Seed of the counter-based generator (see fer_sampling_uniform). */
+  uint64_t seed;
+  /** 1 = off; 0 = greedy; otherwise > 0 and finite. */
+  float temperature;
+  /** 0 = off; otherwise >= 1. */
+  int32_t top_k;
+  /** 1 = off; otherwise in (0, 1). */
+  float top_p;
+  /** 0 = off; otherwise in (0, 1]. */
+  float min_p;
+  /** 1 = off; otherwise in (0, 1). */
+  float typical_p;
+  /** 1 = off; otherwise > 0 and finite. */
+  float repetition_penalty;
+  /** 0 = all of prompt ++ generated; N > 0 = the last N tokens. */
+  int32_t repetition_window;
+  /** 0 = off. */
+  float frequency_penalty;
+  /** 0 = off. */
+  float presence_penalty;
+  /** 0 = off; N >= 1 bans repeating any N-gram. */
+  int32_t no_repeat_ngram_size;
+  /** 0 = off; needs eos_token_id >= 0. */
+  int32_t min_new_tokens;
+  /** -1 = none. */
+  int32_t eos_token_id;
+  /** XTC threshold in [0, 1]. */
+  float xtc_threshold;
+  /** 0 = off; otherwise the chance in (0, 1] that XTC acts on a step. */
+  float xtc_probability;
+  /** Number of (token, bias) pairs in the two arrays below. */
+  uint32_t n_logit_bias;
+  uint32_t reserved;
+  /** n_logit_bias token ids (each checked against the vocabulary at every call). */
+  const int32_t *logit_bias_tokens;
+  /** n_logit_bias biases: finite, or -inf to ban. */
+  const float *logit_bias_values;
+} fer_sampling_params;
+
+/** The token history the penalties read. Borrowed for the duration of one call. */
+typedef struct fer_sampling_context {
+  const int32_t *prompt_tokens;
+  size_t n_prompt;
+  const int32_t *generated_tokens;
+  size_t n_generated;
+} fer_sampling_context;
+
+/** Fills *params with every processor off: temperature 1, top_p 1, typical_p 1, penalty 1, eos -1. */
+fer_status fer_sampling_params_init(fer_sampling_params *params);
+
+/**
+ * Validates params (each field as documented; INVALID_ARG names the first bad one) and creates a
+ * sampler. On failure *out_sampler is NULL. Claims: C-SAMP-001..C-SAMP-012.
+ */
+fer_status fer_sampler_create(const fer_sampling_params *params, fer_sampler **out_sampler);
+
+/** Frees a sampler; NULL is a no-op. */
+void fer_sampler_free(fer_sampler *sampler);
+
+/**
+ * Runs the chain over logits[0..vocab) in place (masked tokens become -inf) and reports in
+ * *out_applied which processors ran (fer_logit_processor bits; 0 on failure). Refuses NaN/+inf
+ * logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then untouched),
+ * token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns NO_CANDIDATES when
+ * every logit ends masked (the logits then hold the masked result).
+ */
+fer_status fer_sampler_process(fer_sampler *sampler, float *logits, size_t vocab,
+                               const fer_sampling_context *ctx, uint32_t *out_applied);
+
+/**
+ * fer_sampler_process, then a categorical draw from the softmax of the surviving logits with the
+ * uniform fer_sampling_uniform(seed, ctx->n_generated): the same seed and history give the same
+ * token on any platform and thread count. The draw walks the survivors in ascending id order and
+ * picks the first whose running weight exceeds uniform x total. *out_token is -1 on failure;
+ * *out_logprob (may be NULL) receives the natural log of the chosen token's probability under the
+ * processed distribution. Claims: C-SAMP-008, C-SAMP-009.
+ */
+fer_status fer_sampler_sample(fer_sampler *sampler, float *logits, size_t vocab,
+                              const fer_sampling_context *ctx, int32_t *out_token,
+                              float *out_logprob);
+
+/** As fer_sampler_sample with a caller-given uniform in [0, 1) (INVALID_ARG otherwise). */
+fer_status fer_sampler_sample_uniform(fer_sampler *sampler, float *logits, size_t vocab,
+                                      const fer_sampling_context *ctx, double uniform,
+                                      int32_t *out_token, float *out_logprob);
+
+/**
+ * Greedy selection without a sampler: the index of the largest logit, the lowest index among
+ * equal maxima. NaN gives INVALID_ARG; all -inf gives NO_CANDIDATES; *out_token is -1 on failure.
+ * Claims: C-SAMP-007.
+ */
+fer_status fer_sample_greedy(const float *logits, size_t vocab, int32_t *out_token);
+
+/**
+ * The n most likely tokens of logits[0..vocab) (descending, ties by ascending id) with their
+ * natural-log probabilities under softmax(logits), into caller arrays of n entries; *out_n gets
+ * min(n, number of finite logits). NaN or +inf give INVALID_ARG, all -inf NO_CANDIDATES.
+ */
+fer_status fer_logits_top_logprobs(const float *logits, size_t vocab, size_t n,
+                                   int32_t *out_tokens, float *out_logprobs, size_t *out_n);
+
+/**
+ * The uniform in [0, 1) that fer_sampler_sample uses for (seed, counter): the SplitMix64
+ * finalizer over seed and counter, top 53 bits. A pure function: no state anywhere.
+ */
+fer_status fer_sampling_uniform(uint64_t seed, uint64_t counter, double *out_uniform);
 
 /** true when this library was built with its CUDA kernels compiled in. */
 bool fer_cuda_is_built(void);

@@ -27,9 +27,10 @@ pub mod status {
     pub const BAD_FORMAT: Status = sys::FER_STATUS_BAD_FORMAT as Status;
     pub const CORRUPT: Status = sys::FER_STATUS_CORRUPT as Status;
     pub const INVALID_UTF8: Status = sys::FER_STATUS_INVALID_UTF8 as Status;
+    pub const NO_CANDIDATES: Status = sys::FER_STATUS_NO_CANDIDATES as Status;
 
     /// Every code the header names, in header order.
-    pub const ALL: [Status; 16] = [
+    pub const ALL: [Status; 17] = [
         OK,
         NULL_ARG,
         INVALID_ARG,
@@ -46,6 +47,7 @@ pub mod status {
         BAD_FORMAT,
         CORRUPT,
         INVALID_UTF8,
+        NO_CANDIDATES,
     ];
 }
 

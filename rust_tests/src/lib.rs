@@ -16,6 +16,7 @@ pub mod error;
 pub mod kernels;
 pub mod oracle;
 pub mod pool;
+pub mod sampling;
 pub mod tensor;
 
 pub use dtype::{dtype_size, Dtype, Element};

@@ -5,7 +5,8 @@ pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
 pub type __uint64_t = ::std::os::raw::c_ulong;
 pub const FER_ABI_VERSION: fer_abi = 1;
-#[doc = " Version of this ABI; bumped when anything in this header changes shape or meaning."]
+#[doc = " Version of this ABI: bumped when an existing declaration changes shape or meaning. Additions"]
+#[doc = " (new functions, types, enum values) keep it, as they break no caller."]
 pub type fer_abi = ::std::os::raw::c_uint;
 pub const FER_STATUS_OK: fer_status_code = 0;
 #[doc = " A required pointer argument was NULL."]
@@ -38,6 +39,8 @@ pub const FER_STATUS_BAD_FORMAT: fer_status_code = 300;
 pub const FER_STATUS_CORRUPT: fer_status_code = 301;
 #[doc = " The input text is not valid UTF-8."]
 pub const FER_STATUS_INVALID_UTF8: fer_status_code = 302;
+#[doc = " Every logit is masked (-inf) after processing: there is nothing to sample."]
+pub const FER_STATUS_NO_CANDIDATES: fer_status_code = 303;
 #[doc = " Status codes, grouped by range: 0 success; 1-99 caller errors; 100-199 resources; 200-299"]
 #[doc = " device; 300-399 data. Values are append-only; a retired value stays here as a comment."]
 pub type fer_status_code = ::std::os::raw::c_uint;
@@ -252,6 +255,201 @@ extern "C" {
         x: *const fer_tensor,
         out: *const fer_tensor,
     ) -> fer_status;
+}
+#[doc = " Accept NaN and +inf logits instead of refusing them with FER_STATUS_INVALID_ARG: a NaN counts"]
+#[doc = " as masked (-inf); when any logit is +inf, the +inf tokens are the only candidates and equally"]
+#[doc = " likely."]
+pub const FER_SAMPLING_FLAG_ALLOW_NONFINITE: fer_sampling_flag = 1;
+#[doc = " With top_k and top_p both set, run them as one fused processor: the top-k selection hands its"]
+#[doc = " survivors straight to the top-p mass walk. The result is identical to the two processors."]
+pub const FER_SAMPLING_FLAG_FUSE_TOP_K_TOP_P: fer_sampling_flag = 2;
+#[doc = " Bits of fer_sampling_params.flags. Append-only."]
+pub type fer_sampling_flag = ::std::os::raw::c_uint;
+pub const FER_PROCESSOR_LOGIT_BIAS: fer_logit_processor = 1;
+pub const FER_PROCESSOR_REPETITION_PENALTY: fer_logit_processor = 2;
+pub const FER_PROCESSOR_FREQUENCY_PENALTY: fer_logit_processor = 4;
+pub const FER_PROCESSOR_PRESENCE_PENALTY: fer_logit_processor = 8;
+pub const FER_PROCESSOR_NO_REPEAT_NGRAM: fer_logit_processor = 16;
+pub const FER_PROCESSOR_MIN_NEW_TOKENS: fer_logit_processor = 32;
+pub const FER_PROCESSOR_TEMPERATURE: fer_logit_processor = 64;
+pub const FER_PROCESSOR_GREEDY: fer_logit_processor = 128;
+pub const FER_PROCESSOR_TOP_K: fer_logit_processor = 256;
+pub const FER_PROCESSOR_TOP_P: fer_logit_processor = 512;
+pub const FER_PROCESSOR_TOP_K_TOP_P_FUSED: fer_logit_processor = 1024;
+pub const FER_PROCESSOR_MIN_P: fer_logit_processor = 2048;
+pub const FER_PROCESSOR_TYPICAL_P: fer_logit_processor = 4096;
+pub const FER_PROCESSOR_XTC: fer_logit_processor = 8192;
+#[doc = " The processors of the chain, in the order they run, as bits of the `applied` out-parameter of"]
+#[doc = " fer_sampler_process (a bit is set when the processor is enabled and ran, whether or not it"]
+#[doc = " changed anything). Append-only."]
+#[doc = ""]
+#[doc = " Semantics (the Rust oracle in rust_tests/src/oracle/sampling.rs implements each with full sorts):"]
+#[doc = " - LOGIT_BIAS: logit[t] += bias for each (t, bias) pair; a bias of -inf bans t."]
+#[doc = " - REPETITION_PENALTY (HF): for each distinct token of prompt ++ generated (the last"]
+#[doc = "   repetition_window tokens when > 0): a positive logit is divided by the penalty, a negative one"]
+#[doc = "   multiplied; once per distinct token."]
+#[doc = " - FREQUENCY_PENALTY / PRESENCE_PENALTY (OpenAI): over the generated tokens only, logit[t] -="]
+#[doc = "   frequency * count(t) + presence * (count(t) > 0)."]
+#[doc = " - NO_REPEAT_NGRAM (HF): every token that would complete an n-gram already present in prompt ++"]
+#[doc = "   generated is banned."]
+#[doc = " - MIN_NEW_TOKENS: eos_token_id is banned while fewer than min_new_tokens tokens are generated."]
+#[doc = " - TEMPERATURE: logit /= temperature. GREEDY (temperature 0): only the first maximum survives."]
+#[doc = " - TOP_K: tokens whose logit is >= the k-th largest finite logit survive. Ties at the threshold"]
+#[doc = "   all survive, so more than k may; k >= the number of finite logits keeps all."]
+#[doc = " - TOP_P (nucleus): with p_i the softmax of the surviving logits, sorted descending, take the"]
+#[doc = "   smallest prefix whose mass (summed in double) reaches top_p; every token whose logit is >= the"]
+#[doc = "   last logit of that prefix survives (ties kept). top_p = 1 is off."]
+#[doc = " - MIN_P: tokens with p_i >= min_p * p_max survive, decided as logit_i - logit_max >= ln(min_p)"]
+#[doc = "   in double."]
+#[doc = " - TYPICAL_P: tokens sorted by |-ln p_i - H| (H the entropy; ties by id), ascending; the smallest"]
+#[doc = "   prefix reaching mass typical_p survives."]
+#[doc = " - XTC (exclude top choices, as text-generation-webui and llama.cpp): with probability"]
+#[doc = "   xtc_probability (drawn from the seeded generator, stream 1), when two or more tokens have"]
+#[doc = "   p_i >= xtc_threshold, all of them but the least likely (ties: the highest id) are removed."]
+#[doc = " Not built yet: DRY and mirostat."]
+pub type fer_logit_processor = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_sampler {
+    _unused: [u8; 0],
+}
+#[doc = " Sampling configuration. Start from fer_sampling_params_init (every processor off, temperature"]
+#[doc = " 1) and set what you need; each field's neutral value turns its processor off."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_sampling_params {
+    #[doc = " sizeof(fer_sampling_params) as the caller was compiled."]
+    pub struct_size: u32,
+    #[doc = " fer_sampling_flag bits."]
+    pub flags: u32,
+    #[doc = " Seed of the counter-based generator (see fer_sampling_uniform)."]
+    pub seed: u64,
+    #[doc = " 1 = off; 0 = greedy; otherwise > 0 and finite."]
+    pub temperature: f32,
+    #[doc = " 0 = off; otherwise >= 1."]
+    pub top_k: i32,
+    #[doc = " 1 = off; otherwise in (0, 1)."]
+    pub top_p: f32,
+    #[doc = " 0 = off; otherwise in (0, 1]."]
+    pub min_p: f32,
+    #[doc = " 1 = off; otherwise in (0, 1)."]
+    pub typical_p: f32,
+    #[doc = " 1 = off; otherwise > 0 and finite."]
+    pub repetition_penalty: f32,
+    #[doc = " 0 = all of prompt ++ generated; N > 0 = the last N tokens."]
+    pub repetition_window: i32,
+    #[doc = " 0 = off."]
+    pub frequency_penalty: f32,
+    #[doc = " 0 = off."]
+    pub presence_penalty: f32,
+    #[doc = " 0 = off; N >= 1 bans repeating any N-gram."]
+    pub no_repeat_ngram_size: i32,
+    #[doc = " 0 = off; needs eos_token_id >= 0."]
+    pub min_new_tokens: i32,
+    #[doc = " -1 = none."]
+    pub eos_token_id: i32,
+    #[doc = " XTC threshold in [0, 1]."]
+    pub xtc_threshold: f32,
+    #[doc = " 0 = off; otherwise the chance in (0, 1] that XTC acts on a step."]
+    pub xtc_probability: f32,
+    #[doc = " Number of (token, bias) pairs in the two arrays below."]
+    pub n_logit_bias: u32,
+    pub reserved: u32,
+    #[doc = " n_logit_bias token ids (each checked against the vocabulary at every call)."]
+    pub logit_bias_tokens: *const i32,
+    #[doc = " n_logit_bias biases: finite, or -inf to ban."]
+    pub logit_bias_values: *const f32,
+}
+#[doc = " The token history the penalties read. Borrowed for the duration of one call."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_sampling_context {
+    pub prompt_tokens: *const i32,
+    pub n_prompt: usize,
+    pub generated_tokens: *const i32,
+    pub n_generated: usize,
+}
+extern "C" {
+    #[doc = " Fills *params with every processor off: temperature 1, top_p 1, typical_p 1, penalty 1, eos -1."]
+    pub fn fer_sampling_params_init(params: *mut fer_sampling_params) -> fer_status;
+}
+extern "C" {
+    #[doc = " Validates params (each field as documented; INVALID_ARG names the first bad one) and creates a"]
+    #[doc = " sampler. On failure *out_sampler is NULL. Claims: C-SAMP-001..C-SAMP-012."]
+    pub fn fer_sampler_create(
+        params: *const fer_sampling_params,
+        out_sampler: *mut *mut fer_sampler,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees a sampler; NULL is a no-op."]
+    pub fn fer_sampler_free(sampler: *mut fer_sampler);
+}
+extern "C" {
+    #[doc = " Runs the chain over logits[0..vocab) in place (masked tokens become -inf) and reports in"]
+    #[doc = " *out_applied which processors ran (fer_logit_processor bits; 0 on failure). Refuses NaN/+inf"]
+    #[doc = " logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then untouched),"]
+    #[doc = " token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns NO_CANDIDATES when"]
+    #[doc = " every logit ends masked (the logits then hold the masked result)."]
+    pub fn fer_sampler_process(
+        sampler: *mut fer_sampler,
+        logits: *mut f32,
+        vocab: usize,
+        ctx: *const fer_sampling_context,
+        out_applied: *mut u32,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " fer_sampler_process, then a categorical draw from the softmax of the surviving logits with the"]
+    #[doc = " uniform fer_sampling_uniform(seed, ctx->n_generated): the same seed and history give the same"]
+    #[doc = " token on any platform and thread count. The draw walks the survivors in ascending id order and"]
+    #[doc = " picks the first whose running weight exceeds uniform x total. *out_token is -1 on failure;"]
+    #[doc = " *out_logprob (may be NULL) receives the natural log of the chosen token's probability under the"]
+    #[doc = " processed distribution. Claims: C-SAMP-008, C-SAMP-009."]
+    pub fn fer_sampler_sample(
+        sampler: *mut fer_sampler,
+        logits: *mut f32,
+        vocab: usize,
+        ctx: *const fer_sampling_context,
+        out_token: *mut i32,
+        out_logprob: *mut f32,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " As fer_sampler_sample with a caller-given uniform in [0, 1) (INVALID_ARG otherwise)."]
+    pub fn fer_sampler_sample_uniform(
+        sampler: *mut fer_sampler,
+        logits: *mut f32,
+        vocab: usize,
+        ctx: *const fer_sampling_context,
+        uniform: f64,
+        out_token: *mut i32,
+        out_logprob: *mut f32,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Greedy selection without a sampler: the index of the largest logit, the lowest index among"]
+    #[doc = " equal maxima. NaN gives INVALID_ARG; all -inf gives NO_CANDIDATES; *out_token is -1 on failure."]
+    #[doc = " Claims: C-SAMP-007."]
+    pub fn fer_sample_greedy(logits: *const f32, vocab: usize, out_token: *mut i32) -> fer_status;
+}
+extern "C" {
+    #[doc = " The n most likely tokens of logits[0..vocab) (descending, ties by ascending id) with their"]
+    #[doc = " natural-log probabilities under softmax(logits), into caller arrays of n entries; *out_n gets"]
+    #[doc = " min(n, number of finite logits). NaN or +inf give INVALID_ARG, all -inf NO_CANDIDATES."]
+    pub fn fer_logits_top_logprobs(
+        logits: *const f32,
+        vocab: usize,
+        n: usize,
+        out_tokens: *mut i32,
+        out_logprobs: *mut f32,
+        out_n: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " The uniform in [0, 1) that fer_sampler_sample uses for (seed, counter): the SplitMix64"]
+    #[doc = " finalizer over seed and counter, top 53 bits. A pure function: no state anywhere."]
+    pub fn fer_sampling_uniform(seed: u64, counter: u64, out_uniform: *mut f64) -> fer_status;
 }
 extern "C" {
     #[doc = " true when this library was built with its CUDA kernels compiled in."]

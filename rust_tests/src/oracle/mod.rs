@@ -8,6 +8,7 @@ pub mod add;
 pub mod convert;
 pub mod gather;
 pub mod reduce_mean;
+pub mod sampling;
 
 pub use add::{add, broadcast_shape};
 pub use convert::{round_to_format, ulp, Float, Format};

@@ -1,0 +1,206 @@
+//! Sampling benchmarks with the original system's scenario ids and generators
+//! (`../shared/reference/original-system.md` A.2), plus the baselines the original ran in the same
+//! bench (full sorts, written here in plain Rust) and two added ids: the fused top-k + top-p and
+//! greedy at V = 151,936. `bench-table` reports the targets (C-PERF-003..C-PERF-006).
+//! EVIDENCE: C-PERF-003, C-PERF-004, C-PERF-005, C-PERF-006
+
+use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
+use ferrite_sys as sys;
+use std::ptr;
+
+/// The original `synthetic_logits()`: V = 32,000, `((i*17 % 997) - 498) / 73`.
+fn synthetic_logits() -> Vec<f32> {
+    (0..32_000usize).map(|i| ((i * 17 % 997) as f32 - 498.0) / 73.0).collect()
+}
+
+/// The original Qwen3-sized generator: V = 151,936,
+/// `((i*1103515245 + 12345) mod 1048573) / 65536 - 8` with wrapping usize arithmetic.
+fn qwen3_logits() -> Vec<f32> {
+    (0..151_936usize)
+        .map(|i| (i.wrapping_mul(1103515245).wrapping_add(12345) % 1048573) as f32 / 65536.0 - 8.0)
+        .collect()
+}
+
+struct Sampler(*mut sys::fer_sampler);
+
+impl Sampler {
+    fn new(set: impl FnOnce(&mut sys::fer_sampling_params)) -> Sampler {
+        // SAFETY: plain-data struct, initialised by the C call.
+        let mut p: sys::fer_sampling_params = unsafe { std::mem::zeroed() };
+        let mut s = ptr::null_mut();
+        // SAFETY: valid pointers for both calls.
+        unsafe {
+            assert_eq!(sys::fer_sampling_params_init(&mut p), 0);
+            set(&mut p);
+            assert_eq!(sys::fer_sampler_create(&p, &mut s), 0, "bench sampler params refused");
+        }
+        Sampler(s)
+    }
+
+    fn process(&self, logits: &mut [f32], ctx: &sys::fer_sampling_context) -> u32 {
+        let mut applied = 0;
+        // SAFETY: logits valid for its length; ctx borrows live vectors.
+        let st = unsafe { sys::fer_sampler_process(self.0, logits.as_mut_ptr(), logits.len(), ctx, &mut applied) };
+        assert_eq!(st, 0);
+        applied
+    }
+
+    fn sample(&self, logits: &mut [f32], u: f64) -> i32 {
+        let mut tok = -1;
+        let ctx = empty_ctx();
+        // SAFETY: as in process.
+        let st = unsafe {
+            sys::fer_sampler_sample_uniform(self.0, logits.as_mut_ptr(), logits.len(), &ctx, u, &mut tok, ptr::null_mut())
+        };
+        assert_eq!(st, 0);
+        tok
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        // SAFETY: owned, freed once.
+        unsafe { sys::fer_sampler_free(self.0) }
+    }
+}
+
+fn empty_ctx() -> sys::fer_sampling_context {
+    sys::fer_sampling_context { prompt_tokens: ptr::null(), n_prompt: 0, generated_tokens: ptr::null(), n_generated: 0 }
+}
+
+fn greedy(logits: &[f32]) -> i32 {
+    let mut tok = -1;
+    // SAFETY: logits valid for its length.
+    assert_eq!(unsafe { sys::fer_sample_greedy(logits.as_ptr(), logits.len(), &mut tok) }, 0);
+    tok
+}
+
+fn bench_sampling_latency(c: &mut Criterion) {
+    let logits = synthetic_logits();
+    let mut g = c.benchmark_group("sampling_latency");
+    g.bench_function("greedy_per_token", |b| b.iter(|| greedy(black_box(&logits))));
+    let top_k = Sampler::new(|p| p.top_k = 50);
+    let top_p = Sampler::new(|p| p.top_p = 0.9);
+    let min_p = Sampler::new(|p| p.min_p = 0.05);
+    for (name, s) in [("top_k_per_token", &top_k), ("top_p_per_token", &top_p), ("min_p_per_token", &min_p)] {
+        // The original clones the logits outside the timing, then runs the processor and a
+        // categorical draw with the fixed uniform 0.42.
+        g.bench_function(name, |b| b.iter_batched(|| logits.clone(), |mut l| s.sample(&mut l, 0.42), BatchSize::SmallInput));
+    }
+    g.finish();
+}
+
+fn bench_seven_processor_chain(c: &mut Criterion) {
+    let logits = synthetic_logits();
+    let prompt: Vec<i32> = (0..128).map(|i| i % 97).collect();
+    let generated: Vec<i32> = (0..64).map(|i| i % 31).collect();
+    let ctx = sys::fer_sampling_context {
+        prompt_tokens: prompt.as_ptr(),
+        n_prompt: prompt.len(),
+        generated_tokens: generated.as_ptr(),
+        n_generated: generated.len(),
+    };
+    // The original's order and values: repetition 1.1, frequency 0.2, presence 0.1,
+    // temperature 0.8, top-k 50, top-p 0.9, min-p 0.05.
+    let s = Sampler::new(|p| {
+        p.repetition_penalty = 1.1;
+        p.frequency_penalty = 0.2;
+        p.presence_penalty = 0.1;
+        p.temperature = 0.8;
+        p.top_k = 50;
+        p.top_p = 0.9;
+        p.min_p = 0.05;
+    });
+    let mut g = c.benchmark_group("logit_processing");
+    g.bench_function("seven_processor_chain_per_step", |b| {
+        b.iter_batched(|| logits.clone(), |mut l| s.process(&mut l, &ctx), BatchSize::SmallInput)
+    });
+    g.finish();
+}
+
+/// The original's full-sort baselines: collect the non-NaN values, sort descending, threshold at
+/// the k-th, mask below it.
+fn top_k_full_sort(l: &mut [f32], k: usize) {
+    let mut v: Vec<f32> = l.iter().copied().filter(|x| !x.is_nan()).collect();
+    v.sort_unstable_by(|a, b| b.partial_cmp(a).unwrap());
+    if k < v.len() {
+        let thr = v[k - 1];
+        for x in l.iter_mut() {
+            if *x < thr {
+                *x = f32::NEG_INFINITY;
+            }
+        }
+    }
+}
+
+/// Softmax over the finite entries, full sort by probability, keep the prefix reaching p.
+fn top_p_full_sort(l: &mut [f32], p: f64) {
+    let mx = l.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut idx: Vec<(f64, usize)> = l
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| **x != f32::NEG_INFINITY)
+        .map(|(i, &x)| (((x - mx) as f64).exp(), i))
+        .collect();
+    let total: f64 = idx.iter().map(|e| e.0).sum();
+    idx.sort_unstable_by(|a, b| b.0.partial_cmp(&a.0).unwrap());
+    let mut cum = 0.0;
+    let mut cut = idx.len();
+    for (j, e) in idx.iter().enumerate() {
+        cum += e.0 / total;
+        if cum >= p {
+            cut = j + 1;
+            break;
+        }
+    }
+    for e in &idx[cut..] {
+        l[e.1] = f32::NEG_INFINITY;
+    }
+}
+
+fn bench_qwen3(c: &mut Criterion) {
+    const K: usize = 20;
+    const P: f32 = 0.95;
+    let logits = qwen3_logits();
+    let mut reduced = logits.clone();
+    top_k_full_sort(&mut reduced, K); // about 151,916 entries at -inf, as the original prepared
+    let ctx = empty_ctx();
+    let top_k = Sampler::new(|p| p.top_k = K as i32);
+    let top_p = Sampler::new(|p| p.top_p = P);
+    let both = Sampler::new(|p| {
+        p.top_k = K as i32;
+        p.top_p = P;
+    });
+    let fused = Sampler::new(|p| {
+        p.top_k = K as i32;
+        p.top_p = P;
+        p.flags = sys::FER_SAMPLING_FLAG_FUSE_TOP_K_TOP_P;
+    });
+    let mut g = c.benchmark_group("qwen3_sampling_processors");
+    let batched = |g: &mut criterion::BenchmarkGroup<'_, _>, name: &str, src: &Vec<f32>, f: &dyn Fn(&mut Vec<f32>)| {
+        g.bench_function(name, |b| b.iter_batched(|| src.clone(), |mut l| f(&mut l), BatchSize::LargeInput));
+    };
+    batched(&mut g, "top_k_full_sort_baseline", &logits, &|l| top_k_full_sort(l, K));
+    batched(&mut g, "top_k_partial_selection", &logits, &|l| {
+        top_k.process(l, &ctx);
+    });
+    batched(&mut g, "top_p_full_sort_after_top_k_baseline", &reduced, &|l| top_p_full_sort(l, P as f64));
+    batched(&mut g, "top_p_fast_after_top_k", &reduced, &|l| {
+        top_p.process(l, &ctx);
+    });
+    batched(&mut g, "top_k_top_p_full_sort_baseline", &logits, &|l| {
+        top_k_full_sort(l, K);
+        top_p_full_sort(l, P as f64);
+    });
+    batched(&mut g, "top_k_top_p_fast", &logits, &|l| {
+        both.process(l, &ctx);
+    });
+    batched(&mut g, "top_k_top_p_fused", &logits, &|l| {
+        fused.process(l, &ctx);
+    });
+    g.bench_function("greedy_argmax", |b| b.iter(|| greedy(black_box(&logits))));
+    g.finish();
+}
+
+criterion_group!(benches, bench_sampling_latency, bench_seven_processor_chain, bench_qwen3);
+criterion_main!(benches);

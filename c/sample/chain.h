@@ -1,0 +1,55 @@
+/* chain.h: the working state of one pass of the logits-processor chain, and the processors.
+ *
+ * The chain works on the caller's logits in place; a masked token is -inf. Once a processor has
+ * found the finite tokens (top-k does as a by-product), the candidate list `cand` carries them in
+ * ascending id order, so later processors touch only the survivors, not the whole vocabulary. */
+#ifndef FERI_SAMPLE_CHAIN_H
+#define FERI_SAMPLE_CHAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferrite.h"
+#include "ferrite.h"
+
+typedef struct feri_chain {
+  float *logits;
+  size_t vocab;
+  const fer_sampling_context *ctx;
+  /* Candidates: ids of the finite logits, ascending; valid only when cand_valid. */
+  uint32_t *cand;
+  size_t n_cand;
+  int cand_valid;
+  /* Scratch, each `vocab` long: keys, a second id list, weights, per-token marks and counts.
+   * marks and counts are all-zero between processors. */
+  uint32_t *keys;
+  uint32_t *ids;
+  double *weights;
+  uint8_t *marks;
+  uint32_t *counts;
+} feri_chain;
+
+/* Fills cand with the finite logits' ids unless it is already valid. */
+void feri_chain_candidates(feri_chain *c);
+
+/* weights[j] = exp(logit[cand[j]] - max) for every candidate, in double; returns their sum and
+ * the maximum logit through *max_logit. A +inf maximum makes the +inf tokens weight 1, others 0. */
+double feri_chain_weights(feri_chain *c, float *max_logit);
+
+/* Masks (sets to -inf) every candidate with keep[j] == 0 and compacts the list. keep is `marks`. */
+void feri_chain_keep(feri_chain *c);
+
+void feri_logit_bias(feri_chain *c, const int32_t *tokens, const float *values, uint32_t n);
+void feri_repetition_penalty(feri_chain *c, float penalty, int32_t window);
+void feri_frequency_presence(feri_chain *c, float frequency, float presence);
+void feri_no_repeat_ngram(feri_chain *c, int32_t n);
+void feri_min_new_tokens(feri_chain *c, int32_t min_new, int32_t eos);
+void feri_temperature(feri_chain *c, float temperature);
+void feri_greedy(feri_chain *c);
+void feri_top_k(feri_chain *c, int32_t k);
+void feri_top_p(feri_chain *c, float p);
+void feri_min_p(feri_chain *c, float min_p);
+void feri_typical_p(feri_chain *c, float p);
+void feri_xtc(feri_chain *c, float threshold, float probability, double uniform);
+
+#endif
