@@ -50,6 +50,7 @@ const char *fer_status_str(fer_status status) {
     case FER_STATUS_BAD_FORMAT: return "bad format";
     case FER_STATUS_CORRUPT: return "corrupt input";
     case FER_STATUS_INVALID_UTF8: return "invalid UTF-8";
+    case FER_STATUS_NO_CANDIDATES: return "every logit is masked: nothing to sample";
     default: return "unknown status";
   }
 }
