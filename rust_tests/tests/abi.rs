@@ -195,7 +195,7 @@ fn c_abi_004_status_str() {
         texts.len(),
         "status texts are not distinct: {texts:?}"
     );
-    for unknown in [-1, 8, 99, 102, 199, 203, 303, 1000, i32::MIN, i32::MAX] {
+    for unknown in [-1, 8, 99, 102, 199, 203, 304, 1000, i32::MIN, i32::MAX] {
         assert_eq!(
             ferrite::status_str(unknown),
             "unknown status",
