@@ -394,3 +394,32 @@ fn c_samp_010_bad_input_gets_a_status() {
         sys::fer_sampler_free(std::ptr::null_mut());
     }
 }
+
+/// The edges the header pins down: k at or above the number of finite logits keeps them all (and
+/// still reports top-k as run); top_p = 1 and typical_p = 1 are off; min_p = 1 keeps the maxima.
+#[test]
+fn c_samp_001_edges_k_at_or_above_vocab_and_p_one() {
+    let logits = vec![0.5f32, f32::NEG_INFINITY, 2.0, 2.0, -1.0];
+    let ctx = Context::default();
+    for k in [4, 5, 100] {
+        let mut p = sampling::params_init();
+        p.top_k = k;
+        let mut s = Sampler::new(&p, &[]).unwrap();
+        let mut l = logits.clone();
+        assert_eq!(s.process(&mut l, &ctx).unwrap(), processor::TOP_K);
+        assert!(same_bits(&l, &logits), "k = {k} changed {l:?}");
+    }
+    let mut p = sampling::params_init();
+    p.top_p = 1.0;
+    p.typical_p = 1.0;
+    let mut s = Sampler::new(&p, &[]).unwrap();
+    let mut l = logits.clone();
+    assert_eq!(s.process(&mut l, &ctx).unwrap(), 0, "top_p = 1 and typical_p = 1 run nothing");
+    assert!(same_bits(&l, &logits));
+    let mut p = sampling::params_init();
+    p.min_p = 1.0;
+    let mut s = Sampler::new(&p, &[]).unwrap();
+    let mut l = logits.clone();
+    assert_eq!(s.process(&mut l, &ctx).unwrap(), processor::MIN_P);
+    assert_eq!(l, vec![f32::NEG_INFINITY, f32::NEG_INFINITY, 2.0, 2.0, f32::NEG_INFINITY]);
+}
