@@ -64,10 +64,7 @@ static size_t argmax_portable(const float *x, size_t n, int *has_nan) {
 size_t feri_argmax(const float *x, size_t n, int *has_nan) {
   *has_nan = 0;
   if (n == 0) return 0;
-#if defined(__x86_64__)
-  if (fer_cpu_features() & FER_CPU_FEATURE_AVX2) return argmax_avx2(x, n, has_nan);
-#endif
-  return argmax_portable(x, n, has_nan);
+  return feri_select_ops_auto()->argmax(x, n, has_nan);
 }
 
 /* Radix select, most significant digit first: 11, 11 and 10 bits. Each level histograms the
@@ -207,18 +204,27 @@ uint32_t feri_kth_largest_key_small(const float *x, size_t n, size_t k, float *h
       heap_sift_up(h, filled++);
     }
   if (filled < k) return 0; /* fewer than k finite values: keep them all */
-#if defined(__x86_64__)
-  if (fer_cpu_features() & FER_CPU_FEATURE_AVX2) {
-    heap_scan_avx2(x, i, n, h, k);
-    return feri_float_key(h[0]);
-  }
-#endif
-  for (; i < n; i++) heap_offer(h, k, x[i]);
+  feri_select_ops_auto()->heap_scan(x, i, n, h, k);
   return feri_float_key(h[0]);
 }
 
+static void heap_scan_portable(const float *x, size_t i, size_t n, float *h, size_t k) {
+  for (; i < n; i++) heap_offer(h, k, x[i]);
+}
+
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) static size_t mask_below_avx2(float *x, size_t n, float lo, uint32_t *ids) {
+static size_t mask_below_portable(float *x, size_t n, uint32_t lo_key, uint32_t *ids);
+
+/* The key order is the float order for non-NaN values except that -0 < +0 as keys while -0 == +0 as
+ * floats, so one float compare decides unless the threshold is a zero; then the key loop runs. */
+__attribute__((target("avx2"))) static size_t mask_below_avx2_f(float *x, size_t n, float lo, uint32_t *ids);
+
+static size_t mask_below_avx2(float *x, size_t n, uint32_t lo_key, uint32_t *ids) {
+  const float lo = feri_key_float(lo_key);
+  return lo == 0.0f ? mask_below_portable(x, n, lo_key, ids) : mask_below_avx2_f(x, n, lo, ids);
+}
+
+__attribute__((target("avx2"))) static size_t mask_below_avx2_f(float *x, size_t n, float lo, uint32_t *ids) {
   const __m256 vlo = _mm256_set1_ps(lo), ninf = _mm256_set1_ps(-INFINITY);
   size_t m = 0, i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -239,13 +245,7 @@ __attribute__((target("avx2"))) static size_t mask_below_avx2(float *x, size_t n
 }
 #endif
 
-size_t feri_mask_below(float *x, size_t n, uint32_t lo_key, uint32_t *ids) {
-#if defined(__x86_64__)
-  /* The key order is the float order for non-NaN values (-0 < +0 included), so one float compare
-   * decides, except at a -0/+0 threshold, which the key loop handles exactly. */
-  const float lo = feri_key_float(lo_key);
-  if ((fer_cpu_features() & FER_CPU_FEATURE_AVX2) && lo != 0.0f) return mask_below_avx2(x, n, lo, ids);
-#endif
+static size_t mask_below_portable(float *x, size_t n, uint32_t lo_key, uint32_t *ids) {
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     const uint32_t keep = feri_float_key(x[i]) >= lo_key;
@@ -298,39 +298,67 @@ __attribute__((target("avx2"))) static size_t collect_finite_avx2(const float *x
 }
 #endif
 
-static int have_avx2(void) {
-#if defined(__x86_64__)
-  return (fer_cpu_features() & FER_CPU_FEATURE_AVX2) != 0;
-#else
-  return 0;
-#endif
-}
-
-size_t feri_count_nonfinite(const float *x, size_t n) {
-#if defined(__x86_64__)
-  if (have_avx2()) return count_nonfinite_avx2(x, n);
-#endif
+static size_t count_nonfinite_portable(const float *x, size_t n) {
   size_t count = 0;
   for (size_t i = 0; i < n; i++) count += (x[i] != x[i]) | (x[i] == INFINITY);
   return count;
 }
 
-void feri_divide(float *x, size_t n, float d) {
-#if defined(__x86_64__)
-  if (have_avx2()) {
-    divide_avx2(x, n, d);
-    return;
-  }
-#endif
+static void divide_portable(float *x, size_t n, float d) {
   for (size_t i = 0; i < n; i++) x[i] /= d;
 }
 
-size_t feri_collect_finite(const float *x, size_t n, uint32_t *ids) {
-#if defined(__x86_64__)
-  if (have_avx2()) return collect_finite_avx2(x, n, ids);
-#endif
+static size_t collect_finite_portable(const float *x, size_t n, uint32_t *ids) {
   size_t m = 0;
   for (size_t i = 0; i < n; i++)
     if (x[i] != -INFINITY) ids[m++] = (uint32_t)i;
   return m;
+}
+
+static const feri_select_ops feri_select_portable = {
+    .argmax = argmax_portable,
+    .heap_scan = heap_scan_portable,
+    .mask_below = mask_below_portable,
+    .count_nonfinite = count_nonfinite_portable,
+    .divide = divide_portable,
+    .collect_finite = collect_finite_portable,
+};
+
+#if defined(__x86_64__)
+static const feri_select_ops feri_select_avx2 = {
+    .argmax = argmax_avx2,
+    .heap_scan = heap_scan_avx2,
+    .mask_below = mask_below_avx2,
+    .count_nonfinite = count_nonfinite_avx2,
+    .divide = divide_avx2,
+    .collect_finite = collect_finite_avx2,
+};
+#endif
+
+const feri_select_ops *feri_select_ops_for(fer_isa isa) {
+#if defined(__x86_64__)
+  if (isa == FER_ISA_AVX2) return &feri_select_avx2;
+#else
+  (void)isa;
+#endif
+  return &feri_select_portable;
+}
+
+const feri_select_ops *feri_select_ops_auto(void) {
+#if defined(__x86_64__)
+  if (fer_cpu_features() & FER_CPU_FEATURE_AVX2) return &feri_select_avx2;
+#endif
+  return &feri_select_portable;
+}
+
+size_t feri_mask_below(float *x, size_t n, uint32_t lo_key, uint32_t *ids) {
+  return feri_select_ops_auto()->mask_below(x, n, lo_key, ids);
+}
+
+size_t feri_count_nonfinite(const float *x, size_t n) { return feri_select_ops_auto()->count_nonfinite(x, n); }
+
+void feri_divide(float *x, size_t n, float d) { feri_select_ops_auto()->divide(x, n, d); }
+
+size_t feri_collect_finite(const float *x, size_t n, uint32_t *ids) {
+  return feri_select_ops_auto()->collect_finite(x, n, ids);
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ferrite.h"
+
 /* Maps a non-NaN float to a uint32 whose unsigned order is the float order (-inf lowest). */
 static inline uint32_t feri_float_key(float f) {
   uint32_t u;
@@ -54,6 +56,21 @@ void feri_divide(float *x, size_t n, float d);
 
 /* Appends the ids of the entries that are not -inf to `ids`, ascending; returns their count. */
 size_t feri_collect_finite(const float *x, size_t n, uint32_t *ids);
+
+/* The vector loops behind the functions above, one table per ISA level (as kernels/rowops.h).
+ * Every table gives identical results; tests compare them directly, since the functions above
+ * always take the best level the CPU has and would leave the portable loops untested. */
+typedef struct feri_select_ops {
+  size_t (*argmax)(const float *x, size_t n, int *has_nan); /* n >= 1 */
+  void (*heap_scan)(const float *x, size_t start, size_t n, float *heap, size_t k);
+  size_t (*mask_below)(float *x, size_t n, uint32_t lo_key, uint32_t *ids);
+  size_t (*count_nonfinite)(const float *x, size_t n);
+  void (*divide)(float *x, size_t n, float d);
+  size_t (*collect_finite)(const float *x, size_t n, uint32_t *ids);
+} feri_select_ops;
+
+const feri_select_ops *feri_select_ops_for(fer_isa isa);
+const feri_select_ops *feri_select_ops_auto(void);
 
 /* The same over a list of keys instead of floats (used on candidate lists). */
 uint32_t feri_kth_largest_of_keys(const uint32_t *keys, size_t n, size_t k, uint32_t *scratch);
