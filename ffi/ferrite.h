@@ -460,6 +460,163 @@ fer_status fer_logits_top_logprobs(const float *logits, size_t vocab, size_t n,
  */
 fer_status fer_sampling_uniform(uint64_t seed, uint64_t counter, double *out_uniform);
 
+/* ---------------------------------------------------------------------------------------------
+ * Memory: granule-mapped virtual memory, where residency follows layout.
+ * ------------------------------------------------------------------------------------------- */
+
+/** A byte range [offset, offset + length). */
+typedef struct fer_byte_range {
+  uint64_t offset;
+  uint64_t length;
+} fer_byte_range;
+
+/**
+ * Number of granule windows [k*granule, (k+1)*granule) that hold at least one byte of the ranges
+ * (their union: a window covered twice counts once) into *out_granules. This is the committed-bytes
+ * rule of granule-mapped memory: committed = granule x windows with a live byte. Empty ranges
+ * count nothing. INVALID_ARG for granule_bytes 0 or a range whose end overflows 64 bits.
+ * Claims: C-MEM-001.
+ */
+fer_status fer_granules_covering(const fer_byte_range *ranges, size_t n_ranges, uint64_t granule_bytes,
+                                 uint64_t *out_granules);
+
+/** KV cache layouts. Append-only. */
+enum fer_kv_layout_code {
+  /** [kv_heads, capacity, head_dim] per (layer, K or V) binding (BNSH): each head owns a stripe. */
+  FER_KV_LAYOUT_HEAD_MAJOR = 1,
+  /** [capacity, kv_heads, head_dim] per binding (BSNH): a token's heads are contiguous. */
+  FER_KV_LAYOUT_SEQ_MAJOR = 2,
+  /** One reservation per sequence; token t holds every layer's K and V, [capacity, layers, 2, kv_heads, head_dim]. */
+  FER_KV_LAYOUT_TOKEN_MAJOR = 3,
+};
+typedef int32_t fer_kv_layout;
+
+/** The shape of one sequence's KV cache. */
+typedef struct fer_kv_geometry {
+  /** sizeof(fer_kv_geometry) as the caller was compiled. */
+  uint32_t struct_size;
+  /** fer_kv_layout_code. */
+  fer_kv_layout layout;
+  uint32_t n_layers;
+  uint32_t n_kv_heads;
+  uint32_t head_dim;
+  /** Bytes per element (2 for f16/bf16, 4 for f32). */
+  uint32_t elem_bytes;
+  /** Tokens the reservation holds (the fixed stride of a head-major stripe). */
+  uint64_t capacity_tokens;
+} fer_kv_geometry;
+
+/**
+ * The granules a sequence commits with `live_tokens` live tokens (0 <= live <= capacity): the sum
+ * over its reservations (2 x n_layers bindings for head- and seq-major, each starting at a granule
+ * boundary; one for token-major) of fer_granules_covering of its live byte ranges. Refuses unknown
+ * layouts, zero fields, live > capacity and sizes that overflow 64 bits with INVALID_ARG or
+ * SIZE_OVERFLOW. Claims: C-MEM-002.
+ */
+fer_status fer_kv_committed_granules(const fer_kv_geometry *geometry, uint64_t live_tokens,
+                                     uint64_t granule_bytes, uint64_t *out_granules);
+
+/**
+ * Writes the live byte ranges of binding `binding` (0 .. n_bindings-1; head- and seq-major: 2 x
+ * n_layers bindings, binding = 2 x layer + (0 for K, 1 for V); token-major: one) into ranges[0 ..
+ * cap), their count into *out_n (BUFFER_TOO_SMALL with the needed count when cap is too small),
+ * and the binding count into *out_n_bindings (may be NULL).
+ */
+fer_status fer_kv_live_ranges(const fer_kv_geometry *geometry, uint64_t live_tokens, uint32_t binding,
+                              fer_byte_range *ranges, size_t cap, size_t *out_n, uint32_t *out_n_bindings);
+
+/** Backends of fer_vmm. */
+enum fer_vmm_backend_code {
+  /**
+   * Host memory, for real: physical granules are ranges of a memfd (fallocate; released by
+   * punching holes), mapped MAP_FIXED|MAP_SHARED into a PROT_NONE reservation, read-only maps
+   * enforced by the MMU. Physical bytes are what the kernel reports for the memfd (st_blocks).
+   */
+  FER_VMM_BACKEND_CPU = 1,
+  /** The CUDA driver's virtual memory API, loaded with dlopen (not built yet: UNSUPPORTED). */
+  FER_VMM_BACKEND_CUDA = 2,
+};
+
+/** Access of a mapping. */
+enum fer_vmm_access_code {
+  FER_VMM_ACCESS_READ_WRITE = 1,
+  FER_VMM_ACCESS_READ_ONLY = 2,
+};
+
+/**
+ * A pool of physical granules on one backend, and the parent of the address ranges they are mapped
+ * into. Thread-safety: one call at a time (callers serialise). Freeing it with live ranges or
+ * granules is BUSY and frees nothing.
+ */
+typedef struct fer_vmm fer_vmm;
+
+/** A reserved virtual address range of a fer_vmm: windows of one granule are mapped into it. */
+typedef struct fer_vmm_range fer_vmm_range;
+
+typedef struct fer_vmm_options {
+  uint32_t struct_size;
+  /** fer_vmm_backend_code. */
+  int32_t backend;
+  /** Granule size in bytes: a multiple of the page size; 0 = 2 MiB (the CUDA value). */
+  uint64_t granule_bytes;
+  /** Most granules that may exist at once (the memfd's size); 0 = 4096. */
+  uint64_t max_granules;
+} fer_vmm_options;
+
+/** Counters of a fer_vmm, the ledger beside the operating system's own accounting. */
+typedef struct fer_vmm_stats {
+  uint64_t granule_bytes;
+  /** Physical granules alive (created, not released). */
+  uint64_t live_granules;
+  /** live_granules x granule_bytes: what ferrite's ledger says is resident. */
+  uint64_t ledger_bytes;
+  /** What the operating system reports as allocated for the backing memfd (st_blocks x 512). */
+  uint64_t os_bytes;
+  /** Windows currently mapped, over all ranges. */
+  uint64_t mapped_windows;
+} fer_vmm_stats;
+
+/** Defaults: backend CPU, granule 2 MiB, max_granules 4096. */
+fer_status fer_vmm_options_init(fer_vmm_options *opts);
+
+/** Creates a granule pool (opts NULL = defaults). On failure *out_vmm is NULL. Claims: C-MEM-003. */
+fer_status fer_vmm_create(const fer_vmm_options *opts, fer_vmm **out_vmm);
+
+/** Frees the pool; BUSY (nothing freed) while ranges or granules are alive. NULL is OK. */
+fer_status fer_vmm_free(fer_vmm *vmm);
+
+/** Fills *out_stats. */
+fer_status fer_vmm_get_stats(const fer_vmm *vmm, fer_vmm_stats *out_stats);
+
+/** Creates one physical granule (zero-filled) and returns its id. BUDGET_EXCEEDED at max_granules. */
+fer_status fer_vmm_granule_create(fer_vmm *vmm, uint64_t *out_granule);
+
+/** Releases a granule's physical memory; BUSY while it is mapped anywhere, INVALID_ARG for an unknown id. */
+fer_status fer_vmm_granule_release(fer_vmm *vmm, uint64_t granule);
+
+/** Reserves `bytes` (rounded up to whole granules) of address space, all PROT_NONE. */
+fer_status fer_vmm_range_reserve(fer_vmm *vmm, uint64_t bytes, fer_vmm_range **out_range);
+
+/** Unmaps every window of the range and releases its addresses. NULL is OK; BUSY while frozen. */
+fer_status fer_vmm_range_free(fer_vmm_range *range);
+
+/** Start address and size of the range (a host pointer for the CPU backend). */
+fer_status fer_vmm_range_base(const fer_vmm_range *range, void **out_base, uint64_t *out_bytes);
+
+/**
+ * Maps granule `granule` at byte `offset` of the range (a multiple of the granule size, inside the
+ * range, not already mapped: INVALID_ARG otherwise) with `access` (fer_vmm_access_code). The same
+ * granule may be mapped at several offsets and ranges: writes through one mapping are seen through
+ * all. BUSY while the pool is frozen.
+ */
+fer_status fer_vmm_map(fer_vmm_range *range, uint64_t offset, uint64_t granule, int32_t access);
+
+/** Unmaps the window at `offset` (INVALID_ARG if none is mapped there). BUSY while frozen. */
+fer_status fer_vmm_unmap(fer_vmm_range *range, uint64_t offset);
+
+/** Freezes or thaws the pool: while frozen, map and unmap return BUSY (a captured plan holds it). */
+fer_status fer_vmm_set_frozen(fer_vmm *vmm, bool frozen);
+
 /** true when this library was built with its CUDA kernels compiled in. */
 bool fer_cuda_is_built(void);
 

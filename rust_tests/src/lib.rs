@@ -14,6 +14,7 @@ pub use ferrite_sys as sys;
 pub mod dtype;
 pub mod error;
 pub mod kernels;
+pub mod mem;
 pub mod oracle;
 pub mod pool;
 pub mod sampling;

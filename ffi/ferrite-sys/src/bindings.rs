@@ -451,6 +451,190 @@ extern "C" {
     #[doc = " finalizer over seed and counter, top 53 bits. A pure function: no state anywhere."]
     pub fn fer_sampling_uniform(seed: u64, counter: u64, out_uniform: *mut f64) -> fer_status;
 }
+#[doc = " A byte range [offset, offset + length)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_byte_range {
+    pub offset: u64,
+    pub length: u64,
+}
+extern "C" {
+    #[doc = " Number of granule windows [k*granule, (k+1)*granule) that hold at least one byte of the ranges"]
+    #[doc = " (their union: a window covered twice counts once) into *out_granules. This is the committed-bytes"]
+    #[doc = " rule of granule-mapped memory: committed = granule x windows with a live byte. Empty ranges"]
+    #[doc = " count nothing. INVALID_ARG for granule_bytes 0 or a range whose end overflows 64 bits."]
+    #[doc = " Claims: C-MEM-001."]
+    pub fn fer_granules_covering(
+        ranges: *const fer_byte_range,
+        n_ranges: usize,
+        granule_bytes: u64,
+        out_granules: *mut u64,
+    ) -> fer_status;
+}
+#[doc = " [kv_heads, capacity, head_dim] per (layer, K or V) binding (BNSH): each head owns a stripe."]
+pub const FER_KV_LAYOUT_HEAD_MAJOR: fer_kv_layout_code = 1;
+#[doc = " [capacity, kv_heads, head_dim] per binding (BSNH): a token's heads are contiguous."]
+pub const FER_KV_LAYOUT_SEQ_MAJOR: fer_kv_layout_code = 2;
+#[doc = " One reservation per sequence; token t holds every layer's K and V, [capacity, layers, 2, kv_heads, head_dim]."]
+pub const FER_KV_LAYOUT_TOKEN_MAJOR: fer_kv_layout_code = 3;
+#[doc = " KV cache layouts. Append-only."]
+pub type fer_kv_layout_code = ::std::os::raw::c_uint;
+pub type fer_kv_layout = i32;
+#[doc = " The shape of one sequence's KV cache."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_kv_geometry {
+    #[doc = " sizeof(fer_kv_geometry) as the caller was compiled."]
+    pub struct_size: u32,
+    #[doc = " fer_kv_layout_code."]
+    pub layout: fer_kv_layout,
+    pub n_layers: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    #[doc = " Bytes per element (2 for f16/bf16, 4 for f32)."]
+    pub elem_bytes: u32,
+    #[doc = " Tokens the reservation holds (the fixed stride of a head-major stripe)."]
+    pub capacity_tokens: u64,
+}
+extern "C" {
+    #[doc = " The granules a sequence commits with `live_tokens` live tokens (0 <= live <= capacity): the sum"]
+    #[doc = " over its reservations (2 x n_layers bindings for head- and seq-major, each starting at a granule"]
+    #[doc = " boundary; one for token-major) of fer_granules_covering of its live byte ranges. Refuses unknown"]
+    #[doc = " layouts, zero fields, live > capacity and sizes that overflow 64 bits with INVALID_ARG or"]
+    #[doc = " SIZE_OVERFLOW. Claims: C-MEM-002."]
+    pub fn fer_kv_committed_granules(
+        geometry: *const fer_kv_geometry,
+        live_tokens: u64,
+        granule_bytes: u64,
+        out_granules: *mut u64,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Writes the live byte ranges of binding `binding` (0 .. n_bindings-1; head- and seq-major: 2 x"]
+    #[doc = " n_layers bindings, binding = 2 x layer + (0 for K, 1 for V); token-major: one) into ranges[0 .."]
+    #[doc = " cap), their count into *out_n (BUFFER_TOO_SMALL with the needed count when cap is too small),"]
+    #[doc = " and the binding count into *out_n_bindings (may be NULL)."]
+    pub fn fer_kv_live_ranges(
+        geometry: *const fer_kv_geometry,
+        live_tokens: u64,
+        binding: u32,
+        ranges: *mut fer_byte_range,
+        cap: usize,
+        out_n: *mut usize,
+        out_n_bindings: *mut u32,
+    ) -> fer_status;
+}
+#[doc = " Host memory, for real: physical granules are ranges of a memfd (fallocate; released by"]
+#[doc = " punching holes), mapped MAP_FIXED|MAP_SHARED into a PROT_NONE reservation, read-only maps"]
+#[doc = " enforced by the MMU. Physical bytes are what the kernel reports for the memfd (st_blocks)."]
+pub const FER_VMM_BACKEND_CPU: fer_vmm_backend_code = 1;
+#[doc = " The CUDA driver's virtual memory API, loaded with dlopen (not built yet: UNSUPPORTED)."]
+pub const FER_VMM_BACKEND_CUDA: fer_vmm_backend_code = 2;
+#[doc = " Backends of fer_vmm."]
+pub type fer_vmm_backend_code = ::std::os::raw::c_uint;
+pub const FER_VMM_ACCESS_READ_WRITE: fer_vmm_access_code = 1;
+pub const FER_VMM_ACCESS_READ_ONLY: fer_vmm_access_code = 2;
+#[doc = " Access of a mapping."]
+pub type fer_vmm_access_code = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_vmm {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_vmm_range {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_vmm_options {
+    pub struct_size: u32,
+    #[doc = " fer_vmm_backend_code."]
+    pub backend: i32,
+    #[doc = " Granule size in bytes: a multiple of the page size; 0 = 2 MiB (the CUDA value)."]
+    pub granule_bytes: u64,
+    #[doc = " Most granules that may exist at once (the memfd's size); 0 = 4096."]
+    pub max_granules: u64,
+}
+#[doc = " Counters of a fer_vmm, the ledger beside the operating system's own accounting."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_vmm_stats {
+    pub granule_bytes: u64,
+    #[doc = " Physical granules alive (created, not released)."]
+    pub live_granules: u64,
+    #[doc = " live_granules x granule_bytes: what ferrite's ledger says is resident."]
+    pub ledger_bytes: u64,
+    #[doc = " What the operating system reports as allocated for the backing memfd (st_blocks x 512)."]
+    pub os_bytes: u64,
+    #[doc = " Windows currently mapped, over all ranges."]
+    pub mapped_windows: u64,
+}
+extern "C" {
+    #[doc = " Defaults: backend CPU, granule 2 MiB, max_granules 4096."]
+    pub fn fer_vmm_options_init(opts: *mut fer_vmm_options) -> fer_status;
+}
+extern "C" {
+    #[doc = " Creates a granule pool (opts NULL = defaults). On failure *out_vmm is NULL. Claims: C-MEM-003."]
+    pub fn fer_vmm_create(opts: *const fer_vmm_options, out_vmm: *mut *mut fer_vmm) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees the pool; BUSY (nothing freed) while ranges or granules are alive. NULL is OK."]
+    pub fn fer_vmm_free(vmm: *mut fer_vmm) -> fer_status;
+}
+extern "C" {
+    #[doc = " Fills *out_stats."]
+    pub fn fer_vmm_get_stats(vmm: *const fer_vmm, out_stats: *mut fer_vmm_stats) -> fer_status;
+}
+extern "C" {
+    #[doc = " Creates one physical granule (zero-filled) and returns its id. BUDGET_EXCEEDED at max_granules."]
+    pub fn fer_vmm_granule_create(vmm: *mut fer_vmm, out_granule: *mut u64) -> fer_status;
+}
+extern "C" {
+    #[doc = " Releases a granule's physical memory; BUSY while it is mapped anywhere, INVALID_ARG for an unknown id."]
+    pub fn fer_vmm_granule_release(vmm: *mut fer_vmm, granule: u64) -> fer_status;
+}
+extern "C" {
+    #[doc = " Reserves `bytes` (rounded up to whole granules) of address space, all PROT_NONE."]
+    pub fn fer_vmm_range_reserve(
+        vmm: *mut fer_vmm,
+        bytes: u64,
+        out_range: *mut *mut fer_vmm_range,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Unmaps every window of the range and releases its addresses. NULL is OK; BUSY while frozen."]
+    pub fn fer_vmm_range_free(range: *mut fer_vmm_range) -> fer_status;
+}
+extern "C" {
+    #[doc = " Start address and size of the range (a host pointer for the CPU backend)."]
+    pub fn fer_vmm_range_base(
+        range: *const fer_vmm_range,
+        out_base: *mut *mut ::std::os::raw::c_void,
+        out_bytes: *mut u64,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Maps granule `granule` at byte `offset` of the range (a multiple of the granule size, inside the"]
+    #[doc = " range, not already mapped: INVALID_ARG otherwise) with `access` (fer_vmm_access_code). The same"]
+    #[doc = " granule may be mapped at several offsets and ranges: writes through one mapping are seen through"]
+    #[doc = " all. BUSY while the pool is frozen."]
+    pub fn fer_vmm_map(
+        range: *mut fer_vmm_range,
+        offset: u64,
+        granule: u64,
+        access: i32,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Unmaps the window at `offset` (INVALID_ARG if none is mapped there). BUSY while frozen."]
+    pub fn fer_vmm_unmap(range: *mut fer_vmm_range, offset: u64) -> fer_status;
+}
+extern "C" {
+    #[doc = " Freezes or thaws the pool: while frozen, map and unmap return BUSY (a captured plan holds it)."]
+    pub fn fer_vmm_set_frozen(vmm: *mut fer_vmm, frozen: bool) -> fer_status;
+}
 extern "C" {
     #[doc = " true when this library was built with its CUDA kernels compiled in."]
     pub fn fer_cuda_is_built() -> bool;

@@ -1,0 +1,174 @@
+//! Memory: commit geometry (pure functions) and `Vmm`, an owned `fer_vmm` granule pool, with
+//! `VmmRange` borrowing it so a range can never outlive its pool.
+
+use crate::error::{check, Result};
+use crate::sys;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::marker::PhantomData;
+use std::ptr::{self, NonNull};
+
+pub type ByteRange = sys::fer_byte_range;
+pub type KvGeometry = sys::fer_kv_geometry;
+pub type VmmStats = sys::fer_vmm_stats;
+
+pub const HEAD_MAJOR: i32 = sys::FER_KV_LAYOUT_HEAD_MAJOR as i32;
+pub const SEQ_MAJOR: i32 = sys::FER_KV_LAYOUT_SEQ_MAJOR as i32;
+pub const TOKEN_MAJOR: i32 = sys::FER_KV_LAYOUT_TOKEN_MAJOR as i32;
+pub const READ_WRITE: i32 = sys::FER_VMM_ACCESS_READ_WRITE as i32;
+pub const READ_ONLY: i32 = sys::FER_VMM_ACCESS_READ_ONLY as i32;
+
+/// `fer_granules_covering`: windows of `granule` bytes holding at least one byte of the ranges.
+pub fn granules_covering(ranges: &[ByteRange], granule: u64) -> Result<u64> {
+    let mut out = 0u64;
+    // SAFETY: ranges valid for its length; out a valid out-pointer.
+    check(unsafe { sys::fer_granules_covering(ranges.as_ptr(), ranges.len(), granule, &mut out) })?;
+    Ok(out)
+}
+
+/// A geometry with struct_size set.
+pub fn kv_geometry(layout: i32, layers: u32, heads: u32, head_dim: u32, elem_bytes: u32, capacity: u64) -> KvGeometry {
+    KvGeometry {
+        struct_size: std::mem::size_of::<KvGeometry>() as u32,
+        layout,
+        n_layers: layers,
+        n_kv_heads: heads,
+        head_dim,
+        elem_bytes,
+        capacity_tokens: capacity,
+    }
+}
+
+/// `fer_kv_committed_granules`.
+pub fn kv_committed_granules(g: &KvGeometry, live: u64, granule: u64) -> Result<u64> {
+    let mut out = 0u64;
+    // SAFETY: g points to a live struct; out a valid out-pointer.
+    check(unsafe { sys::fer_kv_committed_granules(g, live, granule, &mut out) })?;
+    Ok(out)
+}
+
+/// `fer_kv_live_ranges` for one binding; also returns the binding count.
+pub fn kv_live_ranges(g: &KvGeometry, live: u64, binding: u32) -> Result<(Vec<ByteRange>, u32)> {
+    let mut v = vec![ByteRange { offset: 0, length: 0 }; g.n_kv_heads.max(1) as usize];
+    let (mut n, mut nb) = (0usize, 0u32);
+    // SAFETY: v holds cap entries; out-pointers valid.
+    check(unsafe { sys::fer_kv_live_ranges(g, live, binding, v.as_mut_ptr(), v.len(), &mut n, &mut nb) })?;
+    v.truncate(n);
+    Ok((v, nb))
+}
+
+/// An owned granule pool (`fer_vmm`). Methods take `&self` so ranges (which borrow the pool) and
+/// granule calls can interleave; the type is not `Sync` (NonNull), so calls stay on one thread at
+/// a time as the header requires.
+#[derive(Debug)]
+pub struct Vmm {
+    ptr: NonNull<sys::fer_vmm>,
+    live: RefCell<BTreeSet<u64>>,
+}
+
+// SAFETY: ferrite.h: "Thread-safety: one call at a time (callers serialise)". Nothing ties the pool
+// to its creating thread, so it may move (Send); it is not Sync, so no two threads call at once.
+unsafe impl Send for Vmm {}
+
+impl Vmm {
+    /// A CPU-backend pool with the given granule (0 = 2 MiB) and granule limit (0 = 4096).
+    pub fn cpu(granule_bytes: u64, max_granules: u64) -> Result<Vmm> {
+        // SAFETY: plain-data struct initialised by the call.
+        let mut o: sys::fer_vmm_options = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out-pointer.
+        check(unsafe { sys::fer_vmm_options_init(&mut o) })?;
+        o.granule_bytes = granule_bytes;
+        o.max_granules = max_granules;
+        let mut out = ptr::null_mut();
+        // SAFETY: o lives through the call; out a valid out-pointer.
+        check(unsafe { sys::fer_vmm_create(&o, &mut out) })?;
+        Ok(Vmm { ptr: NonNull::new(out).expect("OK with NULL"), live: RefCell::new(BTreeSet::new()) })
+    }
+
+    pub fn stats(&self) -> Result<VmmStats> {
+        // SAFETY: plain-data struct, filled by the call.
+        let mut s: VmmStats = unsafe { std::mem::zeroed() };
+        // SAFETY: pool alive; out valid.
+        check(unsafe { sys::fer_vmm_get_stats(self.ptr.as_ptr(), &mut s) })?;
+        Ok(s)
+    }
+
+    pub fn granule_create(&self) -> Result<u64> {
+        let mut g = 0u64;
+        // SAFETY: pool alive; out valid.
+        check(unsafe { sys::fer_vmm_granule_create(self.ptr.as_ptr(), &mut g) })?;
+        self.live.borrow_mut().insert(g);
+        Ok(g)
+    }
+
+    pub fn granule_release(&self, g: u64) -> Result<()> {
+        // SAFETY: pool alive.
+        check(unsafe { sys::fer_vmm_granule_release(self.ptr.as_ptr(), g) })?;
+        self.live.borrow_mut().remove(&g);
+        Ok(())
+    }
+
+    /// Reserves a range; it borrows the pool, so the pool outlives it.
+    pub fn reserve(&self, bytes: u64) -> Result<VmmRange<'_>> {
+        let mut r = ptr::null_mut();
+        // SAFETY: pool alive; out valid (one call at a time: Vmm is not Sync).
+        check(unsafe { sys::fer_vmm_range_reserve(self.ptr.as_ptr(), bytes, &mut r) })?;
+        Ok(VmmRange { ptr: NonNull::new(r).expect("OK with NULL"), _pool: PhantomData })
+    }
+
+    pub fn set_frozen(&self, frozen: bool) -> Result<()> {
+        // SAFETY: pool alive.
+        check(unsafe { sys::fer_vmm_set_frozen(self.ptr.as_ptr(), frozen) })
+    }
+
+    pub fn as_ptr(&self) -> *mut sys::fer_vmm {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for Vmm {
+    fn drop(&mut self) {
+        // Release what the caller left alive (no range can be mapped: ranges borrow the pool and
+        // are gone), then free: a pool with live granules would answer BUSY.
+        for &g in self.live.borrow().iter() {
+            // SAFETY: pool alive; g was created by this pool.
+            unsafe { sys::fer_vmm_granule_release(self.ptr.as_ptr(), g) };
+        }
+        // SAFETY: owned; freed once.
+        unsafe { sys::fer_vmm_free(self.ptr.as_ptr()) };
+    }
+}
+
+/// A reserved address range of a `Vmm`.
+#[derive(Debug)]
+pub struct VmmRange<'p> {
+    ptr: NonNull<sys::fer_vmm_range>,
+    _pool: PhantomData<&'p Vmm>,
+}
+
+impl VmmRange<'_> {
+    pub fn map(&mut self, offset: u64, granule: u64, access: i32) -> Result<()> {
+        // SAFETY: range alive.
+        check(unsafe { sys::fer_vmm_map(self.ptr.as_ptr(), offset, granule, access) })
+    }
+
+    pub fn unmap(&mut self, offset: u64) -> Result<()> {
+        // SAFETY: range alive.
+        check(unsafe { sys::fer_vmm_unmap(self.ptr.as_ptr(), offset) })
+    }
+
+    /// Base pointer and size (host memory on the CPU backend; only mapped windows may be touched).
+    pub fn base(&self) -> Result<(*mut u8, u64)> {
+        let (mut p, mut n) = (ptr::null_mut(), 0u64);
+        // SAFETY: range alive; out-pointers valid.
+        check(unsafe { sys::fer_vmm_range_base(self.ptr.as_ptr(), &mut p, &mut n) })?;
+        Ok((p.cast(), n))
+    }
+}
+
+impl Drop for VmmRange<'_> {
+    fn drop(&mut self) {
+        // SAFETY: owned; freed once. (A frozen pool answers BUSY; tests thaw before dropping.)
+        unsafe { sys::fer_vmm_range_free(self.ptr.as_ptr()) };
+    }
+}
