@@ -617,6 +617,95 @@ fer_status fer_vmm_unmap(fer_vmm_range *range, uint64_t offset);
 /** Freezes or thaws the pool: while frozen, map and unmap return BUSY (a captured plan holds it). */
 fer_status fer_vmm_set_frozen(fer_vmm *vmm, bool frozen);
 
+/** What a governed byte is for. Append-only. */
+enum fer_mem_role_code {
+  FER_MEM_ROLE_WEIGHTS = 0,
+  FER_MEM_ROLE_KV = 1,
+  FER_MEM_ROLE_WORKSPACE = 2,
+  FER_MEM_ROLE_ACTIVATIONS = 3,
+  /** Caches that may be dropped, such as the dense expansion of block-quantized weights. */
+  FER_MEM_ROLE_CACHE = 4,
+  /** Number of roles (array sizes below). */
+  FER_MEM_ROLE_COUNT = 5,
+};
+typedef int32_t fer_mem_role;
+
+/**
+ * The memory authority of one device: a byte budget, and every charge against it by role. Nothing
+ * is allocated through it; holders charge before they commit and release after they decommit, and
+ * a refused charge (FER_STATUS_BUDGET_EXCEEDED, with the numbers in the message) changes nothing.
+ * Thread-safety: one call at a time. Freeing it while bytes are charged or grants are open is BUSY.
+ */
+typedef struct fer_governor fer_governor;
+
+/**
+ * An open growth grant: headroom reserved against the budget, to be committed (charging only the
+ * bytes actually used and returning the rest) or cancelled (returning everything).
+ */
+typedef struct fer_grant fer_grant;
+
+typedef struct fer_governor_stats {
+  uint64_t budget_bytes;
+  /** Charged bytes, all roles. */
+  uint64_t charged_bytes;
+  /** Headroom held by open grants (counts against the budget until committed or cancelled). */
+  uint64_t reserved_bytes;
+  uint64_t charged_by_role[FER_MEM_ROLE_COUNT];
+  /** Calls refused with BUDGET_EXCEEDED. */
+  uint64_t refusals;
+  uint32_t open_grants;
+  uint32_t reserved0;
+} fer_governor_stats;
+
+/** Creates a governor with budget_bytes (> 0: a zero budget is INVALID_ARG). Claims: C-GOV-001. */
+fer_status fer_governor_create(uint64_t budget_bytes, fer_governor **out_governor);
+
+/** Frees it; BUSY (nothing freed) while anything is charged or a grant is open. NULL is OK. */
+fer_status fer_governor_free(fer_governor *governor);
+
+/** Fills *out_stats. */
+fer_status fer_governor_get_stats(const fer_governor *governor, fer_governor_stats *out_stats);
+
+/**
+ * Charges bytes to role when charged + reserved + bytes fits the budget; otherwise
+ * BUDGET_EXCEEDED naming the numbers, and nothing changes.
+ */
+fer_status fer_governor_charge(fer_governor *governor, fer_mem_role role, uint64_t bytes);
+
+/** Releases bytes from role; INVALID_ARG (nothing changes) when more than the role holds. */
+fer_status fer_governor_release(fer_governor *governor, fer_mem_role role, uint64_t bytes);
+
+/** Reserves headroom for a growth of role; BUDGET_EXCEEDED as fer_governor_charge. */
+fer_status fer_governor_grant_begin(fer_governor *governor, fer_mem_role role, uint64_t headroom_bytes,
+                                    fer_grant **out_grant);
+
+/**
+ * Charges the bytes actually used (<= headroom: INVALID_ARG otherwise, and the grant stays open),
+ * returns the rest of the headroom and closes the grant.
+ */
+fer_status fer_grant_commit(fer_grant *grant, uint64_t used_bytes);
+
+/** Returns all the headroom and closes the grant. NULL is OK. */
+fer_status fer_grant_cancel(fer_grant *grant);
+
+/**
+ * Admission of a sequence by its projected commit: the granules its KV layout commits at
+ * max_tokens live tokens (fer_kv_committed_granules) x granule_bytes, charged to FER_MEM_ROLE_KV.
+ * Refusal is BUDGET_EXCEEDED with a message naming the projected bytes, the charged bytes and the
+ * budget, before any state changes. *out_bytes receives the projection (0 on failure).
+ */
+fer_status fer_governor_admit_sequence(fer_governor *governor, const fer_kv_geometry *geometry,
+                                       uint64_t max_tokens, uint64_t granule_bytes, uint64_t *out_bytes);
+
+/**
+ * Puts a vmm's physical granules under a governor: a granule is charged to `role` when its mapping
+ * count goes from 0 to 1 and released when it returns to 0, so a granule shared by N mappings is
+ * charged once. A map whose charge is refused returns BUDGET_EXCEEDED and maps nothing. Only while
+ * nothing is mapped (BUSY otherwise); governor NULL detaches. The governor must outlive the vmm's
+ * use of it.
+ */
+fer_status fer_vmm_set_governor(fer_vmm *vmm, fer_governor *governor, fer_mem_role role);
+
 /** true when this library was built with its CUDA kernels compiled in. */
 bool fer_cuda_is_built(void);
 

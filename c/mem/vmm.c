@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/status.h"
+#include "mem/governor.h"
 
 enum { FERI_DEFAULT_GRANULE = 2 << 20, FERI_DEFAULT_MAX_GRANULES = 4096 };
 
@@ -28,6 +29,8 @@ struct fer_vmm {
   uint64_t n_ranges;
   uint64_t mapped_windows;
   int frozen;
+  fer_governor *gov; /* charges a granule at its first mapping, releases at its last */
+  fer_mem_role role;
 };
 
 struct fer_vmm_range {
@@ -201,6 +204,12 @@ static int feri_unreserve_window(fer_vmm_range *r, uint64_t k) {
   return p == MAP_FAILED ? -1 : 0;
 }
 
+/* Bookkeeping of one window going away; the last mapping of a granule releases its charge. */
+static void unmapped(fer_vmm *v, uint64_t g) {
+  v->mapped_windows--;
+  if (--v->map_count[g] == 0 && v->gov != NULL) feri_governor_release(v->gov, v->role, v->granule);
+}
+
 fer_status fer_vmm_range_free(fer_vmm_range *r) {
   feri_error_clear();
   if (r == NULL) return FER_STATUS_OK;
@@ -208,10 +217,7 @@ fer_status fer_vmm_range_free(fer_vmm_range *r) {
   if (v->frozen) return feri_fail(FER_STATUS_BUSY, "fer_vmm_range_free: the pool is frozen");
   uint64_t windows = r->bytes / v->granule;
   for (uint64_t k = 0; k < windows; k++)
-    if (r->window[k]) {
-      v->map_count[r->window[k] - 1]--;
-      v->mapped_windows--;
-    }
+    if (r->window[k]) unmapped(v, r->window[k] - 1);
   munmap(r->base, r->bytes);
   free(r->window);
   free(r);
@@ -259,10 +265,14 @@ fer_status fer_vmm_map(fer_vmm_range *r, uint64_t offset, uint64_t g, int32_t ac
   if (access == FER_VMM_ACCESS_READ_WRITE) prot = PROT_READ | PROT_WRITE;
   else if (access == FER_VMM_ACCESS_READ_ONLY) prot = PROT_READ;
   else return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown access %d", fn, (int)access);
+  const int first = v->map_count[g] == 0;
+  if (first && v->gov != NULL && (st = feri_governor_charge(v->gov, v->role, v->granule, fn)) != FER_STATUS_OK)
+    return st; /* refused before anything changed */
   void *p = mmap(r->base + offset, v->granule, prot, MAP_SHARED | MAP_FIXED, v->fd, (off_t)(g * v->granule));
   if (p == MAP_FAILED) {
     fer_status fail = feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: mmap failed: %s", fn, strerror(errno));
     feri_unreserve_window(r, k); /* MAP_FIXED may have dropped the reservation: put it back */
+    if (first && v->gov != NULL) feri_governor_release(v->gov, v->role, v->granule);
     return fail;
   }
   r->window[k] = g + 1;
@@ -283,8 +293,7 @@ fer_status fer_vmm_unmap(fer_vmm_range *r, uint64_t offset) {
   if (!r->window[k]) return feri_fail(FER_STATUS_INVALID_ARG, "%s: nothing is mapped at offset %llu", fn, (unsigned long long)offset);
   if (feri_unreserve_window(r, k) != 0)
     return feri_fail(FER_STATUS_DEVICE_ERROR, "%s: restoring the reservation failed: %s", fn, strerror(errno));
-  v->map_count[r->window[k] - 1]--;
-  v->mapped_windows--;
+  unmapped(v, r->window[k] - 1);
   r->window[k] = 0;
   return FER_STATUS_OK;
 }
@@ -293,5 +302,18 @@ fer_status fer_vmm_set_frozen(fer_vmm *v, bool frozen) {
   feri_error_clear();
   if (v == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_vmm_set_frozen: vmm is NULL");
   v->frozen = frozen;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_vmm_set_governor(fer_vmm *v, fer_governor *gov, fer_mem_role role) {
+  static const char *const fn = "fer_vmm_set_governor";
+  feri_error_clear();
+  if (v == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: vmm is NULL", fn);
+  if (role < 0 || role >= FER_MEM_ROLE_COUNT) return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown role %d", fn, (int)role);
+  if (v->mapped_windows > 0)
+    return feri_fail(FER_STATUS_BUSY, "%s: %llu windows are mapped; attach before mapping", fn,
+                     (unsigned long long)v->mapped_windows);
+  v->gov = gov;
+  v->role = role;
   return FER_STATUS_OK;
 }

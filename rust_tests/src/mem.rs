@@ -172,3 +172,117 @@ impl Drop for VmmRange<'_> {
         unsafe { sys::fer_vmm_range_free(self.ptr.as_ptr()) };
     }
 }
+
+pub type GovernorStats = sys::fer_governor_stats;
+
+pub mod role {
+    pub const WEIGHTS: i32 = crate::sys::FER_MEM_ROLE_WEIGHTS as i32;
+    pub const KV: i32 = crate::sys::FER_MEM_ROLE_KV as i32;
+    pub const WORKSPACE: i32 = crate::sys::FER_MEM_ROLE_WORKSPACE as i32;
+    pub const ACTIVATIONS: i32 = crate::sys::FER_MEM_ROLE_ACTIVATIONS as i32;
+    pub const CACHE: i32 = crate::sys::FER_MEM_ROLE_CACHE as i32;
+    pub const COUNT: usize = crate::sys::FER_MEM_ROLE_COUNT as usize;
+}
+
+/// An owned `fer_governor`. Methods take `&self` (not Sync: one thread at a time).
+#[derive(Debug)]
+pub struct Governor {
+    ptr: NonNull<sys::fer_governor>,
+}
+
+// SAFETY: ferrite.h: "Thread-safety: one call at a time." Movable between threads; not Sync.
+unsafe impl Send for Governor {}
+
+impl Governor {
+    pub fn new(budget: u64) -> Result<Governor> {
+        let mut out = ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        check(unsafe { sys::fer_governor_create(budget, &mut out) })?;
+        Ok(Governor { ptr: NonNull::new(out).expect("OK with NULL") })
+    }
+
+    pub fn stats(&self) -> Result<GovernorStats> {
+        // SAFETY: plain-data struct filled by the call.
+        let mut s: GovernorStats = unsafe { std::mem::zeroed() };
+        // SAFETY: governor alive; out valid.
+        check(unsafe { sys::fer_governor_get_stats(self.ptr.as_ptr(), &mut s) })?;
+        Ok(s)
+    }
+
+    pub fn charge(&self, role: i32, bytes: u64) -> Result<()> {
+        // SAFETY: governor alive.
+        check(unsafe { sys::fer_governor_charge(self.ptr.as_ptr(), role, bytes) })
+    }
+
+    pub fn release(&self, role: i32, bytes: u64) -> Result<()> {
+        // SAFETY: governor alive.
+        check(unsafe { sys::fer_governor_release(self.ptr.as_ptr(), role, bytes) })
+    }
+
+    /// Opens a grant; it borrows the governor.
+    pub fn grant(&self, role: i32, headroom: u64) -> Result<Grant<'_>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: governor alive; out valid.
+        check(unsafe { sys::fer_governor_grant_begin(self.ptr.as_ptr(), role, headroom, &mut out) })?;
+        Ok(Grant { ptr: Some(NonNull::new(out).expect("OK with NULL")), _gov: PhantomData })
+    }
+
+    pub fn admit_sequence(&self, g: &KvGeometry, max_tokens: u64, granule: u64) -> Result<u64> {
+        let mut bytes = 0u64;
+        // SAFETY: governor and geometry alive; out valid.
+        check(unsafe { sys::fer_governor_admit_sequence(self.ptr.as_ptr(), g, max_tokens, granule, &mut bytes) })?;
+        Ok(bytes)
+    }
+
+    pub fn as_ptr(&self) -> *mut sys::fer_governor {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for Governor {
+    fn drop(&mut self) {
+        // SAFETY: owned; a governor with charges answers BUSY and leaks rather than dangling.
+        unsafe { sys::fer_governor_free(self.ptr.as_ptr()) };
+    }
+}
+
+/// An open growth grant; cancelled on drop unless committed.
+#[derive(Debug)]
+pub struct Grant<'g> {
+    ptr: Option<NonNull<sys::fer_grant>>,
+    _gov: PhantomData<&'g Governor>,
+}
+
+impl Grant<'_> {
+    /// Charges `used` (<= headroom) and closes the grant; on error the grant stays open.
+    pub fn commit(mut self, used: u64) -> std::result::Result<(), (crate::Error, Self)> {
+        let p = self.ptr.expect("open grant");
+        // SAFETY: the grant is open.
+        match check(unsafe { sys::fer_grant_commit(p.as_ptr(), used) }) {
+            Ok(()) => {
+                self.ptr = None;
+                Ok(())
+            }
+            Err(e) => Err((e, self)),
+        }
+    }
+}
+
+impl Drop for Grant<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.ptr.take() {
+            // SAFETY: the grant is open and owned.
+            unsafe { sys::fer_grant_cancel(p.as_ptr()) };
+        }
+    }
+}
+
+impl Vmm {
+    /// Puts this pool's granules under `gov` for `role` (`fer_vmm_set_governor`). The governor must
+    /// outlive the pool's use of it: the caller keeps it alive (tests declare it first).
+    pub fn set_governor(&self, gov: Option<&Governor>, role: i32) -> Result<()> {
+        let g = gov.map_or(ptr::null_mut(), |g| g.as_ptr());
+        // SAFETY: both alive; C keeps the pointer, which the caller keeps valid.
+        check(unsafe { sys::fer_vmm_set_governor(self.as_ptr(), g, role) })
+    }
+}

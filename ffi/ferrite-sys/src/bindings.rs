@@ -635,6 +635,119 @@ extern "C" {
     #[doc = " Freezes or thaws the pool: while frozen, map and unmap return BUSY (a captured plan holds it)."]
     pub fn fer_vmm_set_frozen(vmm: *mut fer_vmm, frozen: bool) -> fer_status;
 }
+pub const FER_MEM_ROLE_WEIGHTS: fer_mem_role_code = 0;
+pub const FER_MEM_ROLE_KV: fer_mem_role_code = 1;
+pub const FER_MEM_ROLE_WORKSPACE: fer_mem_role_code = 2;
+pub const FER_MEM_ROLE_ACTIVATIONS: fer_mem_role_code = 3;
+#[doc = " Caches that may be dropped, such as the dense expansion of block-quantized weights."]
+pub const FER_MEM_ROLE_CACHE: fer_mem_role_code = 4;
+#[doc = " Number of roles (array sizes below)."]
+pub const FER_MEM_ROLE_COUNT: fer_mem_role_code = 5;
+#[doc = " What a governed byte is for. Append-only."]
+pub type fer_mem_role_code = ::std::os::raw::c_uint;
+pub type fer_mem_role = i32;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_governor {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_grant {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_governor_stats {
+    pub budget_bytes: u64,
+    #[doc = " Charged bytes, all roles."]
+    pub charged_bytes: u64,
+    #[doc = " Headroom held by open grants (counts against the budget until committed or cancelled)."]
+    pub reserved_bytes: u64,
+    pub charged_by_role: [u64; 5usize],
+    #[doc = " Calls refused with BUDGET_EXCEEDED."]
+    pub refusals: u64,
+    pub open_grants: u32,
+    pub reserved0: u32,
+}
+extern "C" {
+    #[doc = " Creates a governor with budget_bytes (> 0: a zero budget is INVALID_ARG). Claims: C-GOV-001."]
+    pub fn fer_governor_create(
+        budget_bytes: u64,
+        out_governor: *mut *mut fer_governor,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees it; BUSY (nothing freed) while anything is charged or a grant is open. NULL is OK."]
+    pub fn fer_governor_free(governor: *mut fer_governor) -> fer_status;
+}
+extern "C" {
+    #[doc = " Fills *out_stats."]
+    pub fn fer_governor_get_stats(
+        governor: *const fer_governor,
+        out_stats: *mut fer_governor_stats,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Charges bytes to role when charged + reserved + bytes fits the budget; otherwise"]
+    #[doc = " BUDGET_EXCEEDED naming the numbers, and nothing changes."]
+    pub fn fer_governor_charge(
+        governor: *mut fer_governor,
+        role: fer_mem_role,
+        bytes: u64,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Releases bytes from role; INVALID_ARG (nothing changes) when more than the role holds."]
+    pub fn fer_governor_release(
+        governor: *mut fer_governor,
+        role: fer_mem_role,
+        bytes: u64,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Reserves headroom for a growth of role; BUDGET_EXCEEDED as fer_governor_charge."]
+    pub fn fer_governor_grant_begin(
+        governor: *mut fer_governor,
+        role: fer_mem_role,
+        headroom_bytes: u64,
+        out_grant: *mut *mut fer_grant,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Charges the bytes actually used (<= headroom: INVALID_ARG otherwise, and the grant stays open),"]
+    #[doc = " returns the rest of the headroom and closes the grant."]
+    pub fn fer_grant_commit(grant: *mut fer_grant, used_bytes: u64) -> fer_status;
+}
+extern "C" {
+    #[doc = " Returns all the headroom and closes the grant. NULL is OK."]
+    pub fn fer_grant_cancel(grant: *mut fer_grant) -> fer_status;
+}
+extern "C" {
+    #[doc = " Admission of a sequence by its projected commit: the granules its KV layout commits at"]
+    #[doc = " max_tokens live tokens (fer_kv_committed_granules) x granule_bytes, charged to FER_MEM_ROLE_KV."]
+    #[doc = " Refusal is BUDGET_EXCEEDED with a message naming the projected bytes, the charged bytes and the"]
+    #[doc = " budget, before any state changes. *out_bytes receives the projection (0 on failure)."]
+    pub fn fer_governor_admit_sequence(
+        governor: *mut fer_governor,
+        geometry: *const fer_kv_geometry,
+        max_tokens: u64,
+        granule_bytes: u64,
+        out_bytes: *mut u64,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Puts a vmm's physical granules under a governor: a granule is charged to `role` when its mapping"]
+    #[doc = " count goes from 0 to 1 and released when it returns to 0, so a granule shared by N mappings is"]
+    #[doc = " charged once. A map whose charge is refused returns BUDGET_EXCEEDED and maps nothing. Only while"]
+    #[doc = " nothing is mapped (BUSY otherwise); governor NULL detaches. The governor must outlive the vmm's"]
+    #[doc = " use of it."]
+    pub fn fer_vmm_set_governor(
+        vmm: *mut fer_vmm,
+        governor: *mut fer_governor,
+        role: fer_mem_role,
+    ) -> fer_status;
+}
 extern "C" {
     #[doc = " true when this library was built with its CUDA kernels compiled in."]
     pub fn fer_cuda_is_built() -> bool;
