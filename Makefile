@@ -36,7 +36,7 @@ cargo-test:
 	$(BAZEL) build //:libferrite_static
 	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) test --workspace
 	@# Rust has no skip status: show what the GPU test printed, so a skip is visible.
-	@FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) test -q -p ferrite --test cuda -- --nocapture 2>&1 | grep -h "^SKIPPED" | sed 's/^/cargo: /' || true
+	@FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) test -q -p ferrite --test cuda --test mem -- --nocapture 2>&1 | grep -ho "SKIPPED.*" | sed 's/^/cargo: /' || true
 
 # Every benchmark runs once (criterion --test): ids and inputs are valid; no timing.
 bench-smoke:

@@ -533,7 +533,12 @@ enum fer_vmm_backend_code {
    * enforced by the MMU. Physical bytes are what the kernel reports for the memfd (st_blocks).
    */
   FER_VMM_BACKEND_CPU = 1,
-  /** The CUDA driver's virtual memory API, loaded with dlopen (not built yet: UNSUPPORTED). */
+  /**
+   * The CUDA driver's virtual memory API (cuMemCreate / cuMemAddressReserve / cuMemMap /
+   * cuMemSetAccess), loaded from libcuda.so.1 with dlopen: NO_DEVICE where no driver or GPU
+   * answers. The default granule is the device's queried minimum granularity. Physical bytes are
+   * the ledger's (the driver reports no per-allocation residency).
+   */
   FER_VMM_BACKEND_CUDA = 2,
 };
 
@@ -557,7 +562,8 @@ typedef struct fer_vmm_options {
   uint32_t struct_size;
   /** fer_vmm_backend_code. */
   int32_t backend;
-  /** Granule size in bytes: a multiple of the page size; 0 = 2 MiB (the CUDA value). */
+  /** Granule size in bytes: a multiple of the page size (CPU) or of the device granularity (CUDA);
+   * 0 = the backend's default (CPU: 2 MiB, the usual CUDA value; CUDA: the queried minimum). */
   uint64_t granule_bytes;
   /** Most granules that may exist at once (the memfd's size); 0 = 4096. */
   uint64_t max_granules;

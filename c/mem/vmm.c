@@ -1,26 +1,20 @@
-/* vmm.c: fer_vmm on the CPU backend. A physical granule is a slot of a memfd (fallocate makes it
- * resident, punching a hole releases it); a range is a PROT_NONE anonymous reservation into which
- * slots are mapped MAP_FIXED|MAP_SHARED, so the same granule can appear at several addresses and
- * the kernel's own accounting of the memfd (st_blocks) is the ground truth for residency. */
+/* vmm.c: fer_vmm's bookkeeping over a backend (vmm_backend.h): granule slots, the windows of each
+ * range, mapping counts, the frozen state and the governor's charges. Every check happens before
+ * the backend is asked to change anything, so a refused call changes nothing. */
 #include "mem/vmm.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "core/status.h"
 #include "mem/governor.h"
+#include "mem/vmm_backend.h"
 
-enum { FERI_DEFAULT_GRANULE = 2 << 20, FERI_DEFAULT_MAX_GRANULES = 4096 };
+enum { FERI_DEFAULT_MAX_GRANULES = 4096, FERI_MAX_GRANULES = 1 << 30 };
 
 struct fer_vmm {
-  int fd;
+  const feri_vmm_backend *be;
+  void *state;
   uint64_t granule;
   uint64_t max_granules;
   uint32_t *map_count; /* per slot: how many windows map it */
@@ -35,7 +29,7 @@ struct fer_vmm {
 
 struct fer_vmm_range {
   fer_vmm *vmm;
-  char *base;
+  uintptr_t base;
   uint64_t bytes;
   uint64_t *window; /* per window: slot + 1, or 0 when unmapped */
 };
@@ -46,12 +40,10 @@ fer_status fer_vmm_options_init(fer_vmm_options *o) {
   memset(o, 0, sizeof *o);
   o->struct_size = sizeof *o;
   o->backend = FER_VMM_BACKEND_CPU;
-  o->granule_bytes = FERI_DEFAULT_GRANULE;
+  o->granule_bytes = 2u << 20;
   o->max_granules = FERI_DEFAULT_MAX_GRANULES;
   return FER_STATUS_OK;
 }
-
-static int feri_memfd(void) { return (int)syscall(SYS_memfd_create, "ferrite-vmm", 1u /* MFD_CLOEXEC */); }
 
 fer_status fer_vmm_create(const fer_vmm_options *opts, fer_vmm **out) {
   static const char *const fn = "fer_vmm_create";
@@ -65,43 +57,33 @@ fer_status fer_vmm_create(const fer_vmm_options *opts, fer_vmm **out) {
       return feri_fail(FER_STATUS_INVALID_ARG, "%s: struct_size %u < %zu", fn, opts->struct_size, sizeof o);
     o = *opts;
   }
-  if (o.backend == FER_VMM_BACKEND_CUDA)
-    return feri_fail(FER_STATUS_UNSUPPORTED, "%s: the CUDA backend is not built yet", fn);
-  if (o.backend != FER_VMM_BACKEND_CPU) return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown backend %d", fn, o.backend);
-  if (o.granule_bytes == 0) o.granule_bytes = FERI_DEFAULT_GRANULE;
+  const feri_vmm_backend *be;
+  if (o.backend == FER_VMM_BACKEND_CPU) be = &feri_vmm_backend_cpu;
+  else if (o.backend == FER_VMM_BACKEND_CUDA) be = &feri_vmm_backend_cuda;
+  else return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown backend %d", fn, o.backend);
   if (o.max_granules == 0) o.max_granules = FERI_DEFAULT_MAX_GRANULES;
-  const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-  if (o.granule_bytes % page != 0)
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: granule_bytes %llu is not a multiple of the page size %llu", fn,
-                     (unsigned long long)o.granule_bytes, (unsigned long long)page);
-  uint64_t file_bytes;
-  if (o.max_granules > (1u << 30) || __builtin_mul_overflow(o.granule_bytes, o.max_granules, &file_bytes) ||
-      file_bytes > (uint64_t)INT64_MAX)
-    return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: granule_bytes x max_granules overflows", fn);
+  if (o.max_granules > FERI_MAX_GRANULES)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: max_granules %llu > %d", fn, (unsigned long long)o.max_granules,
+                     FERI_MAX_GRANULES);
   fer_vmm *v = calloc(1, sizeof *v);
-  if (v == NULL) goto fail_alloc;
+  if (v == NULL) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
   v->map_count = calloc(o.max_granules, sizeof *v->map_count);
   v->live = calloc(o.max_granules, sizeof *v->live);
-  if (v->map_count == NULL || v->live == NULL) goto fail_tables;
-  v->fd = feri_memfd();
-  if (v->fd < 0) {
-    fer_status st = feri_fail(FER_STATUS_UNSUPPORTED, "%s: memfd_create failed: %s", fn, strerror(errno));
+  if (v->map_count == NULL || v->live == NULL) {
+    free(v->map_count), free(v->live), free(v);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
+  }
+  uint64_t granule = o.granule_bytes;
+  fer_status st = be->open(&granule, o.max_granules, &v->state, fn);
+  if (st != FER_STATUS_OK) {
     free(v->map_count), free(v->live), free(v);
     return st;
   }
-  if (ftruncate(v->fd, (off_t)file_bytes) != 0) { /* sparse: no block is allocated yet */
-    fer_status st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: ftruncate of the memfd failed: %s", fn, strerror(errno));
-    close(v->fd), free(v->map_count), free(v->live), free(v);
-    return st;
-  }
-  v->granule = o.granule_bytes;
+  v->be = be;
+  v->granule = granule;
   v->max_granules = o.max_granules;
   *out = v;
   return FER_STATUS_OK;
-fail_tables:
-  free(v->map_count), free(v->live), free(v);
-fail_alloc:
-  return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
 }
 
 fer_status fer_vmm_free(fer_vmm *v) {
@@ -110,7 +92,7 @@ fer_status fer_vmm_free(fer_vmm *v) {
   if (v->n_ranges > 0 || v->n_live > 0)
     return feri_fail(FER_STATUS_BUSY, "fer_vmm_free: %llu ranges and %llu granules are still alive",
                      (unsigned long long)v->n_ranges, (unsigned long long)v->n_live);
-  close(v->fd);
+  v->be->close(v->state);
   free(v->map_count), free(v->live), free(v);
   return FER_STATUS_OK;
 }
@@ -121,12 +103,13 @@ fer_status fer_vmm_get_stats(const fer_vmm *v, fer_vmm_stats *out) {
   if (out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: out_stats is NULL", fn);
   memset(out, 0, sizeof *out);
   if (v == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: vmm is NULL", fn);
-  struct stat sb;
-  if (fstat(v->fd, &sb) != 0) return feri_fail(FER_STATUS_DEVICE_ERROR, "%s: fstat: %s", fn, strerror(errno));
+  uint64_t os = 0;
+  fer_status st = v->be->physical_bytes(v->state, v->n_live, v->granule, &os, fn);
+  if (st != FER_STATUS_OK) return st;
   out->granule_bytes = v->granule;
   out->live_granules = v->n_live;
   out->ledger_bytes = v->n_live * v->granule;
-  out->os_bytes = (uint64_t)sb.st_blocks * 512u;
+  out->os_bytes = os;
   out->mapped_windows = v->mapped_windows;
   return FER_STATUS_OK;
 }
@@ -141,9 +124,8 @@ fer_status fer_vmm_granule_create(fer_vmm *v, uint64_t *out) {
   while (slot < v->max_granules && v->live[slot]) slot++;
   if (slot == v->max_granules)
     return feri_fail(FER_STATUS_BUDGET_EXCEEDED, "%s: all %llu granules are in use", fn, (unsigned long long)v->max_granules);
-  if (fallocate(v->fd, 0, (off_t)(slot * v->granule), (off_t)v->granule) != 0)
-    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: fallocate of %llu bytes failed: %s", fn,
-                     (unsigned long long)v->granule, strerror(errno));
+  fer_status st = v->be->granule_alloc(v->state, slot, v->granule, fn);
+  if (st != FER_STATUS_OK) return st;
   v->live[slot] = 1;
   v->n_live++;
   *out = slot;
@@ -158,9 +140,8 @@ fer_status fer_vmm_granule_release(fer_vmm *v, uint64_t g) {
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: granule %llu is not alive", fn, (unsigned long long)g);
   if (v->map_count[g] > 0)
     return feri_fail(FER_STATUS_BUSY, "%s: granule %llu is still mapped %u times", fn, (unsigned long long)g, v->map_count[g]);
-  /* Punching the hole frees the pages now (and zeroes the slot for its next use). */
-  if (fallocate(v->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(g * v->granule), (off_t)v->granule) != 0)
-    return feri_fail(FER_STATUS_DEVICE_ERROR, "%s: punching the hole failed: %s", fn, strerror(errno));
+  fer_status st = v->be->granule_free(v->state, g, v->granule, fn);
+  if (st != FER_STATUS_OK) return st;
   v->live[g] = 0;
   v->n_live--;
   return FER_STATUS_OK;
@@ -183,25 +164,17 @@ fer_status fer_vmm_range_reserve(fer_vmm *v, uint64_t bytes, fer_vmm_range **out
     free(r), free(w);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
-  void *base = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) {
+  fer_status st = v->be->reserve(v->state, total, v->granule, &r->base, fn);
+  if (st != FER_STATUS_OK) {
     free(r), free(w);
-    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: reserving %llu bytes failed: %s", fn, (unsigned long long)total, strerror(errno));
+    return st;
   }
   r->vmm = v;
-  r->base = base;
   r->bytes = total;
   r->window = w;
   v->n_ranges++;
   *out = r;
   return FER_STATUS_OK;
-}
-
-/* Puts the reservation back over one window: PROT_NONE, no backing. */
-static int feri_unreserve_window(fer_vmm_range *r, uint64_t k) {
-  void *p = mmap(r->base + k * r->vmm->granule, r->vmm->granule, PROT_NONE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  return p == MAP_FAILED ? -1 : 0;
 }
 
 /* Bookkeeping of one window going away; the last mapping of a granule releases its charge. */
@@ -217,8 +190,11 @@ fer_status fer_vmm_range_free(fer_vmm_range *r) {
   if (v->frozen) return feri_fail(FER_STATUS_BUSY, "fer_vmm_range_free: the pool is frozen");
   uint64_t windows = r->bytes / v->granule;
   for (uint64_t k = 0; k < windows; k++)
-    if (r->window[k]) unmapped(v, r->window[k] - 1);
-  munmap(r->base, r->bytes);
+    if (r->window[k]) {
+      v->be->unmap(v->state, r->base + k * v->granule, v->granule, "fer_vmm_range_free");
+      unmapped(v, r->window[k] - 1);
+    }
+  v->be->release(v->state, r->base, r->bytes);
   free(r->window);
   free(r);
   v->n_ranges--;
@@ -231,7 +207,7 @@ fer_status fer_vmm_range_base(const fer_vmm_range *r, void **out_base, uint64_t 
   if (out_bytes != NULL) *out_bytes = 0;
   if (r == NULL || out_base == NULL || out_bytes == NULL)
     return feri_fail(FER_STATUS_NULL_ARG, "fer_vmm_range_base: NULL argument");
-  *out_base = r->base;
+  *out_base = (void *)r->base;
   *out_bytes = r->bytes;
   return FER_STATUS_OK;
 }
@@ -261,19 +237,15 @@ fer_status fer_vmm_map(fer_vmm_range *r, uint64_t offset, uint64_t g, int32_t ac
   if (r->window[k]) return feri_fail(FER_STATUS_INVALID_ARG, "%s: offset %llu is already mapped", fn, (unsigned long long)offset);
   if (g >= v->max_granules || !v->live[g])
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: granule %llu is not alive", fn, (unsigned long long)g);
-  int prot;
-  if (access == FER_VMM_ACCESS_READ_WRITE) prot = PROT_READ | PROT_WRITE;
-  else if (access == FER_VMM_ACCESS_READ_ONLY) prot = PROT_READ;
-  else return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown access %d", fn, (int)access);
+  if (access != FER_VMM_ACCESS_READ_WRITE && access != FER_VMM_ACCESS_READ_ONLY)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown access %d", fn, (int)access);
   const int first = v->map_count[g] == 0;
   if (first && v->gov != NULL && (st = feri_governor_charge(v->gov, v->role, v->granule, fn)) != FER_STATUS_OK)
     return st; /* refused before anything changed */
-  void *p = mmap(r->base + offset, v->granule, prot, MAP_SHARED | MAP_FIXED, v->fd, (off_t)(g * v->granule));
-  if (p == MAP_FAILED) {
-    fer_status fail = feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: mmap failed: %s", fn, strerror(errno));
-    feri_unreserve_window(r, k); /* MAP_FIXED may have dropped the reservation: put it back */
+  st = v->be->map(v->state, r->base + offset, v->granule, g, access, fn);
+  if (st != FER_STATUS_OK) {
     if (first && v->gov != NULL) feri_governor_release(v->gov, v->role, v->granule);
-    return fail;
+    return st;
   }
   r->window[k] = g + 1;
   v->map_count[g]++;
@@ -291,8 +263,7 @@ fer_status fer_vmm_unmap(fer_vmm_range *r, uint64_t offset) {
   fer_status st = window_of(r, offset, fn, &k);
   if (st != FER_STATUS_OK) return st;
   if (!r->window[k]) return feri_fail(FER_STATUS_INVALID_ARG, "%s: nothing is mapped at offset %llu", fn, (unsigned long long)offset);
-  if (feri_unreserve_window(r, k) != 0)
-    return feri_fail(FER_STATUS_DEVICE_ERROR, "%s: restoring the reservation failed: %s", fn, strerror(errno));
+  if ((st = v->be->unmap(v->state, r->base + offset, v->granule, fn)) != FER_STATUS_OK) return st;
   unmapped(v, r->window[k] - 1);
   r->window[k] = 0;
   return FER_STATUS_OK;

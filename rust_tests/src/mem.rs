@@ -73,10 +73,16 @@ unsafe impl Send for Vmm {}
 impl Vmm {
     /// A CPU-backend pool with the given granule (0 = 2 MiB) and granule limit (0 = 4096).
     pub fn cpu(granule_bytes: u64, max_granules: u64) -> Result<Vmm> {
+        Vmm::with_backend(sys::FER_VMM_BACKEND_CPU as i32, granule_bytes, max_granules)
+    }
+
+    /// A pool on `backend` (`fer_vmm_backend_code`); granule 0 = the backend's default.
+    pub fn with_backend(backend: i32, granule_bytes: u64, max_granules: u64) -> Result<Vmm> {
         // SAFETY: plain-data struct initialised by the call.
         let mut o: sys::fer_vmm_options = unsafe { std::mem::zeroed() };
         // SAFETY: valid out-pointer.
         check(unsafe { sys::fer_vmm_options_init(&mut o) })?;
+        o.backend = backend;
         o.granule_bytes = granule_bytes;
         o.max_granules = max_granules;
         let mut out = ptr::null_mut();

@@ -166,3 +166,34 @@ fn c_mem_002_original_floor_table() {
     let q05 = |l| mem::kv_committed_granules(&mem::kv_geometry(l, 24, 2, 64, 2, 32768), 1, G).unwrap() * G;
     assert_eq!((q05(mem::HEAD_MAJOR), q05(mem::SEQ_MAJOR)), (192 << 20, 96 << 20));
 }
+
+/// The CUDA backend runs the same sequence where a GPU answers; elsewhere it must say NO_DEVICE
+/// (no driver or no GPU) or UNSUPPORTED (built without cuda.h), visibly SKIPPED.
+// EVIDENCE: C-MEM-005
+#[test]
+fn c_mem_005_cuda_backend_same_sequence_or_skipped() {
+    let vmm = match Vmm::with_backend(ferrite::sys::FER_VMM_BACKEND_CUDA as i32, 0, 8) {
+        Ok(v) => v,
+        Err(e) => {
+            assert!(e.code == status::NO_DEVICE || e.code == status::UNSUPPORTED, "{e}");
+            assert!(!e.message.is_empty());
+            eprintln!("SKIPPED: CUDA fer_vmm: {}", e.message);
+            return;
+        }
+    };
+    let s = vmm.stats().unwrap();
+    eprintln!("CUDA fer_vmm granule (queried minimum): {} bytes", s.granule_bytes);
+    let g = s.granule_bytes;
+    let a = vmm.granule_create().unwrap();
+    let mut r1 = vmm.reserve(4 * g).unwrap();
+    let mut r2 = vmm.reserve(g).unwrap();
+    r1.map(2 * g, a, mem::READ_WRITE).unwrap();
+    r2.map(0, a, mem::READ_ONLY).unwrap();
+    assert_eq!(r1.map(2 * g, a, mem::READ_WRITE).unwrap_err().code, status::INVALID_ARG);
+    assert_eq!(vmm.granule_release(a).unwrap_err().code, status::BUSY);
+    assert_eq!(vmm.stats().unwrap().ledger_bytes, g);
+    r1.unmap(2 * g).unwrap();
+    r2.unmap(0).unwrap();
+    vmm.granule_release(a).unwrap();
+    assert_eq!(vmm.stats().unwrap().ledger_bytes, 0);
+}

@@ -528,7 +528,10 @@ extern "C" {
 #[doc = " punching holes), mapped MAP_FIXED|MAP_SHARED into a PROT_NONE reservation, read-only maps"]
 #[doc = " enforced by the MMU. Physical bytes are what the kernel reports for the memfd (st_blocks)."]
 pub const FER_VMM_BACKEND_CPU: fer_vmm_backend_code = 1;
-#[doc = " The CUDA driver's virtual memory API, loaded with dlopen (not built yet: UNSUPPORTED)."]
+#[doc = " The CUDA driver's virtual memory API (cuMemCreate / cuMemAddressReserve / cuMemMap /"]
+#[doc = " cuMemSetAccess), loaded from libcuda.so.1 with dlopen: NO_DEVICE where no driver or GPU"]
+#[doc = " answers. The default granule is the device's queried minimum granularity. Physical bytes are"]
+#[doc = " the ledger's (the driver reports no per-allocation residency)."]
 pub const FER_VMM_BACKEND_CUDA: fer_vmm_backend_code = 2;
 #[doc = " Backends of fer_vmm."]
 pub type fer_vmm_backend_code = ::std::os::raw::c_uint;
@@ -552,7 +555,8 @@ pub struct fer_vmm_options {
     pub struct_size: u32,
     #[doc = " fer_vmm_backend_code."]
     pub backend: i32,
-    #[doc = " Granule size in bytes: a multiple of the page size; 0 = 2 MiB (the CUDA value)."]
+    #[doc = " Granule size in bytes: a multiple of the page size (CPU) or of the device granularity (CUDA);"]
+    #[doc = " 0 = the backend's default (CPU: 2 MiB, the usual CUDA value; CUDA: the queried minimum)."]
     pub granule_bytes: u64,
     #[doc = " Most granules that may exist at once (the memfd's size); 0 = 4096."]
     pub max_granules: u64,
