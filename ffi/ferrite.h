@@ -620,6 +620,18 @@ fer_status fer_vmm_map(fer_vmm_range *range, uint64_t offset, uint64_t granule, 
 /** Unmaps the window at `offset` (INVALID_ARG if none is mapped there). BUSY while frozen. */
 fer_status fer_vmm_unmap(fer_vmm_range *range, uint64_t offset);
 
+/**
+ * Copy-on-write of one window: creates a granule holding a copy of the bytes of the granule mapped
+ * at `offset`, and maps it there read-write in its place. Other mappings of the old granule are
+ * untouched (they keep seeing the old bytes); the old granule stays alive for its owner to release.
+ * *out_granule receives the new id, *out_bytes_copied the bytes copied (one granule). A governor
+ * attached to the pool is charged for the new granule first (BUDGET_EXCEEDED changes nothing).
+ * INVALID_ARG when nothing is mapped at offset; BUSY while frozen; UNSUPPORTED on the CUDA backend
+ * for now. Claims: C-MEM-007.
+ */
+fer_status fer_vmm_copy_on_write(fer_vmm_range *range, uint64_t offset, uint64_t *out_granule,
+                                 uint64_t *out_bytes_copied);
+
 /** Freezes or thaws the pool: while frozen, map and unmap return BUSY (a captured plan holds it). */
 fer_status fer_vmm_set_frozen(fer_vmm *vmm, bool frozen);
 

@@ -1,6 +1,6 @@
 /* mem_test.c: commit geometry against hand-computed floors, and the CPU fer_vmm against the
  * operating system's own accounting (st_blocks of the memfd).
- * EVIDENCE: C-MEM-001, C-MEM-002, C-MEM-003, C-MEM-004, C-MEM-005 */
+ * EVIDENCE: C-MEM-001, C-MEM-002, C-MEM-003, C-MEM-004, C-MEM-005, C-MEM-006, C-MEM-007 */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,7 +205,69 @@ static void floors_against_the_os(void) {
   }
 }
 
+/* The original's prefix-sharing record (original-system.md B): one layer, 8 KV heads, head_dim 128,
+ * f16, seq-major; a 1,024-token prefix (exactly one 2 MiB granule per binding) and a 1,024-token
+ * private tail per sequence. Two sequences: 8 granules (16,777,216 bytes) independent, 6
+ * (12,582,912) shared; a third sharer adds only its tail. The OS and the governor agree. Then
+ * copy-on-write: a sharer writing into the prefix copies one granule, the others are untouched. */
+static void prefix_sharing(void) {
+  fer_vmm *v = NULL;
+  fer_governor *gov = NULL;
+  CHECK_STATUS(fer_vmm_create(NULL, &v), FER_STATUS_OK);
+  CHECK_STATUS(fer_governor_create(1u << 30, &gov), FER_STATUS_OK);
+  CHECK_STATUS(fer_vmm_set_governor(v, gov, FER_MEM_ROLE_KV), FER_STATUS_OK);
+  enum { SEQS = 3, BINDINGS = 2 }; /* K and V of the one layer */
+  fer_vmm_range *r[SEQS][BINDINGS];
+  uint64_t prefix[BINDINGS], tail[SEQS][BINDINGS];
+  for (int b = 0; b < BINDINGS; b++) CHECK_STATUS(fer_vmm_granule_create(v, &prefix[b]), FER_STATUS_OK);
+  uint64_t expect_bytes[SEQS + 1] = {2 * G, 4 * G, 6 * G, 8 * G};
+  for (int s = 0; s < SEQS; s++)
+    for (int b = 0; b < BINDINGS; b++) {
+      CHECK_STATUS(fer_vmm_range_reserve(v, 2 * G, &r[s][b]), FER_STATUS_OK);
+      CHECK_STATUS(fer_vmm_map(r[s][b], 0, prefix[b], FER_VMM_ACCESS_READ_ONLY), FER_STATUS_OK);
+      CHECK_STATUS(fer_vmm_granule_create(v, &tail[s][b]), FER_STATUS_OK);
+      CHECK_STATUS(fer_vmm_map(r[s][b], G, tail[s][b], FER_VMM_ACCESS_READ_WRITE), FER_STATUS_OK);
+      if (b == BINDINGS - 1) {
+        fer_vmm_stats st = stats(v);
+        fer_governor_stats gs;
+        fer_governor_get_stats(gov, &gs);
+        CHECK(st.os_bytes == expect_bytes[s + 1] && gs.charged_bytes == expect_bytes[s + 1]);
+        if (s == 1) CHECK(st.os_bytes == 12582912); /* two sharers; independent would be 16,777,216 */
+      }
+    }
+  /* The same two sequences without sharing: 8 granules. */
+  CHECK(4 * 2 * G == 16777216);
+  /* Copy-on-write: sequence 1 writes into its prefix of binding 0. */
+  char *b1, *b0;
+  uint64_t n;
+  CHECK_STATUS(fer_vmm_range_base(r[1][0], (void **)&b1, &n), FER_STATUS_OK);
+  CHECK_STATUS(fer_vmm_range_base(r[0][0], (void **)&b0, &n), FER_STATUS_OK);
+  uint64_t fresh = 0, copied = 0;
+  CHECK_STATUS(fer_vmm_copy_on_write(r[1][0], 0, &fresh, &copied), FER_STATUS_OK);
+  CHECK(copied == G && fresh != prefix[0]);
+  b1[5] = 42; /* writable now, private */
+  CHECK(b0[5] == 0);
+  CHECK(stats(v).os_bytes == 9 * G); /* exactly one granule more */
+  uint64_t none = 0, none_copied = 1;
+  CHECK_STATUS(fer_vmm_copy_on_write(r[1][0], G + 4096, &none, &none_copied), FER_STATUS_INVALID_ARG);
+  CHECK(none == UINT64_MAX && none_copied == 0);
+  /* teardown: everything released, the OS and the governor back at zero */
+  for (int s = 0; s < SEQS; s++)
+    for (int b = 0; b < BINDINGS; b++) {
+      CHECK_STATUS(fer_vmm_range_free(r[s][b]), FER_STATUS_OK);
+      CHECK_STATUS(fer_vmm_granule_release(v, tail[s][b]), FER_STATUS_OK);
+    }
+  for (int b = 0; b < BINDINGS; b++) CHECK_STATUS(fer_vmm_granule_release(v, prefix[b]), FER_STATUS_OK);
+  CHECK_STATUS(fer_vmm_granule_release(v, fresh), FER_STATUS_OK);
+  fer_governor_stats gs;
+  fer_governor_get_stats(gov, &gs);
+  CHECK(stats(v).os_bytes == 0 && gs.charged_bytes == 0);
+  CHECK_STATUS(fer_vmm_free(v), FER_STATUS_OK);
+  CHECK_STATUS(fer_governor_free(gov), FER_STATUS_OK);
+}
+
 int main(void) {
+  prefix_sharing();
   granules_covering();
   kv_floors();
   vmm_basics();

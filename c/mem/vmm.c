@@ -32,6 +32,7 @@ struct fer_vmm_range {
   uintptr_t base;
   uint64_t bytes;
   uint64_t *window; /* per window: slot + 1, or 0 when unmapped */
+  uint8_t *read_only; /* per window: mapped read-only */
 };
 
 fer_status fer_vmm_options_init(fer_vmm_options *o) {
@@ -160,15 +161,17 @@ fer_status fer_vmm_range_reserve(fer_vmm *v, uint64_t bytes, fer_vmm_range **out
     return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: %llu bytes is beyond any address space", fn, (unsigned long long)bytes);
   fer_vmm_range *r = calloc(1, sizeof *r);
   uint64_t *w = calloc(windows, sizeof *w);
-  if (r == NULL || w == NULL) {
-    free(r), free(w);
+  uint8_t *ro = calloc(windows, sizeof *ro);
+  if (r == NULL || w == NULL || ro == NULL) {
+    free(r), free(w), free(ro);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
   fer_status st = v->be->reserve(v->state, total, v->granule, &r->base, fn);
   if (st != FER_STATUS_OK) {
-    free(r), free(w);
+    free(r), free(w), free(ro);
     return st;
   }
+  r->read_only = ro;
   r->vmm = v;
   r->bytes = total;
   r->window = w;
@@ -196,6 +199,7 @@ fer_status fer_vmm_range_free(fer_vmm_range *r) {
     }
   v->be->release(v->state, r->base, r->bytes);
   free(r->window);
+  free(r->read_only);
   free(r);
   v->n_ranges--;
   return FER_STATUS_OK;
@@ -248,6 +252,7 @@ fer_status fer_vmm_map(fer_vmm_range *r, uint64_t offset, uint64_t g, int32_t ac
     return st;
   }
   r->window[k] = g + 1;
+  r->read_only[k] = access == FER_VMM_ACCESS_READ_ONLY;
   v->map_count[g]++;
   v->mapped_windows++;
   return FER_STATUS_OK;
@@ -287,4 +292,52 @@ fer_status fer_vmm_set_governor(fer_vmm *v, fer_governor *gov, fer_mem_role role
   v->gov = gov;
   v->role = role;
   return FER_STATUS_OK;
+}
+
+fer_status fer_vmm_copy_on_write(fer_vmm_range *r, uint64_t offset, uint64_t *out_granule, uint64_t *out_bytes) {
+  static const char *const fn = "fer_vmm_copy_on_write";
+  feri_error_clear();
+  if (out_granule == NULL || out_bytes == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: an out-parameter is NULL", fn);
+  *out_granule = UINT64_MAX;
+  *out_bytes = 0;
+  if (r == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: range is NULL", fn);
+  fer_vmm *v = r->vmm;
+  if (v->frozen) return feri_fail(FER_STATUS_BUSY, "%s: the pool is frozen", fn);
+  if (v->be->copy_into == NULL)
+    return feri_fail(FER_STATUS_UNSUPPORTED, "%s: the %s backend cannot copy granules yet", fn, v->be->name);
+  uint64_t k;
+  fer_status st = window_of(r, offset, fn, &k);
+  if (st != FER_STATUS_OK) return st;
+  if (!r->window[k]) return feri_fail(FER_STATUS_INVALID_ARG, "%s: nothing is mapped at offset %llu", fn, (unsigned long long)offset);
+  const uint64_t old = r->window[k] - 1;
+  /* Charge, create and fill the copy first; only then swap the window, so a failure on the way
+   * leaves the old mapping in place. */
+  uint64_t slot = 0;
+  while (slot < v->max_granules && v->live[slot]) slot++;
+  if (slot == v->max_granules)
+    return feri_fail(FER_STATUS_BUDGET_EXCEEDED, "%s: all %llu granules are in use", fn, (unsigned long long)v->max_granules);
+  if (v->gov != NULL && (st = feri_governor_charge(v->gov, v->role, v->granule, fn)) != FER_STATUS_OK) return st;
+  if ((st = v->be->granule_alloc(v->state, slot, v->granule, fn)) != FER_STATUS_OK) goto fail_charge;
+  if ((st = v->be->copy_into(v->state, slot, r->base + offset, v->granule, fn)) != FER_STATUS_OK) goto fail_alloc;
+  if ((st = v->be->map(v->state, r->base + offset, v->granule, slot, FER_VMM_ACCESS_READ_WRITE, fn)) != FER_STATUS_OK) {
+    /* A failed MAP_FIXED may have dropped the old mapping: put it back as it was. */
+    v->be->map(v->state, r->base + offset, v->granule, old,
+               r->read_only[k] ? FER_VMM_ACCESS_READ_ONLY : FER_VMM_ACCESS_READ_WRITE, fn);
+    goto fail_alloc;
+  }
+  v->live[slot] = 1;
+  v->n_live++;
+  v->map_count[slot] = 1;
+  r->window[k] = slot + 1;
+  r->read_only[k] = 0;
+  v->map_count[old]--; /* the new granule took the window over: mapped_windows is unchanged */
+  if (v->map_count[old] == 0 && v->gov != NULL) feri_governor_release(v->gov, v->role, v->granule);
+  *out_granule = slot;
+  *out_bytes = v->granule;
+  return FER_STATUS_OK;
+fail_alloc:
+  v->be->granule_free(v->state, slot, v->granule, fn);
+fail_charge:
+  if (v->gov != NULL) feri_governor_release(v->gov, v->role, v->granule);
+  return st;
 }

@@ -19,6 +19,9 @@ typedef struct feri_vmm_backend {
   void (*release)(void *state, uintptr_t base, uint64_t bytes);
   fer_status (*map)(void *state, uintptr_t addr, uint64_t granule, uint64_t slot, int32_t access, const char *fn);
   fer_status (*unmap)(void *state, uintptr_t addr, uint64_t granule, const char *fn);
+  /* Copies granule bytes from the mapped address src into slot dst (not mapped anywhere yet);
+   * NULL when the backend cannot. */
+  fer_status (*copy_into)(void *state, uint64_t dst_slot, uintptr_t src, uint64_t granule, const char *fn);
   /* Physical bytes as the system accounts them (the memfd's st_blocks on the CPU). */
   fer_status (*physical_bytes)(void *state, uint64_t live_granules, uint64_t granule, uint64_t *out, const char *fn);
 } feri_vmm_backend;

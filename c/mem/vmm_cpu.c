@@ -109,6 +109,16 @@ static fer_status cpu_unmap(void *state, uintptr_t addr, uint64_t granule, const
   return FER_STATUS_OK;
 }
 
+/* A short-lived private window onto the destination slot; the source is read where it is mapped. */
+static fer_status cpu_copy_into(void *state, uint64_t dst, uintptr_t src, uint64_t granule, const char *fn) {
+  cpu_state *s = state;
+  void *p = mmap(NULL, granule, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, (off_t)(dst * granule));
+  if (p == MAP_FAILED) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: mmap of the copy failed: %s", fn, strerror(errno));
+  memcpy(p, (const void *)src, granule);
+  munmap(p, granule);
+  return FER_STATUS_OK;
+}
+
 static fer_status cpu_physical_bytes(void *state, uint64_t live, uint64_t granule, uint64_t *out, const char *fn) {
   (void)live, (void)granule;
   cpu_state *s = state;
@@ -128,5 +138,6 @@ const feri_vmm_backend feri_vmm_backend_cpu = {
     .release = cpu_release,
     .map = cpu_map,
     .unmap = cpu_unmap,
+    .copy_into = cpu_copy_into,
     .physical_bytes = cpu_physical_bytes,
 };

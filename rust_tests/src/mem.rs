@@ -163,6 +163,14 @@ impl VmmRange<'_> {
         check(unsafe { sys::fer_vmm_unmap(self.ptr.as_ptr(), offset) })
     }
 
+    /// Copy-on-write of the window at `offset`: (new granule, bytes copied).
+    pub fn copy_on_write(&mut self, offset: u64) -> Result<(u64, u64)> {
+        let (mut g, mut n) = (0u64, 0u64);
+        // SAFETY: range alive; out-pointers valid.
+        check(unsafe { sys::fer_vmm_copy_on_write(self.ptr.as_ptr(), offset, &mut g, &mut n) })?;
+        Ok((g, n))
+    }
+
     /// Base pointer and size (host memory on the CPU backend; only mapped windows may be touched).
     pub fn base(&self) -> Result<(*mut u8, u64)> {
         let (mut p, mut n) = (ptr::null_mut(), 0u64);

@@ -636,6 +636,21 @@ extern "C" {
     pub fn fer_vmm_unmap(range: *mut fer_vmm_range, offset: u64) -> fer_status;
 }
 extern "C" {
+    #[doc = " Copy-on-write of one window: creates a granule holding a copy of the bytes of the granule mapped"]
+    #[doc = " at `offset`, and maps it there read-write in its place. Other mappings of the old granule are"]
+    #[doc = " untouched (they keep seeing the old bytes); the old granule stays alive for its owner to release."]
+    #[doc = " *out_granule receives the new id, *out_bytes_copied the bytes copied (one granule). A governor"]
+    #[doc = " attached to the pool is charged for the new granule first (BUDGET_EXCEEDED changes nothing)."]
+    #[doc = " INVALID_ARG when nothing is mapped at offset; BUSY while frozen; UNSUPPORTED on the CUDA backend"]
+    #[doc = " for now. Claims: C-MEM-007."]
+    pub fn fer_vmm_copy_on_write(
+        range: *mut fer_vmm_range,
+        offset: u64,
+        out_granule: *mut u64,
+        out_bytes_copied: *mut u64,
+    ) -> fer_status;
+}
+extern "C" {
     #[doc = " Freezes or thaws the pool: while frozen, map and unmap return BUSY (a captured plan holds it)."]
     pub fn fer_vmm_set_frozen(vmm: *mut fer_vmm, frozen: bool) -> fer_status;
 }
