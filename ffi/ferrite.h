@@ -724,6 +724,85 @@ fer_status fer_governor_admit_sequence(fer_governor *governor, const fer_kv_geom
  */
 fer_status fer_vmm_set_governor(fer_vmm *vmm, fer_governor *governor, fer_mem_role role);
 
+/** KV capacity policies. Append-only. */
+enum fer_kv_policy_code {
+  /**
+   * Capacity grows to the next power of two (clamped to [min_bucket, max_tokens]). A head-major
+   * binding is laid out at its capacity (each head's stripe is capacity tokens long), so growing
+   * relocates it: every live byte (and the mask) is copied to a new reservation and the addresses a
+   * consumer holds change. Seq- and token-major reservations are made for max_tokens once, so their
+   * growth commits granules at a stable address and moves nothing.
+   */
+  FER_KV_POLICY_BUCKETED = 1,
+  /** Every layout reserved for max_tokens at creation and committed on demand: growth never moves. */
+  FER_KV_POLICY_FIXED_MAX = 2,
+};
+
+typedef struct fer_kv_cache_options {
+  uint32_t struct_size;
+  /** fer_kv_policy_code. */
+  int32_t policy;
+  /** Layout and shape; capacity_tokens is the hard maximum of a sequence. */
+  fer_kv_geometry geometry;
+  /** Element type of K and V (its size must equal geometry.elem_bytes): F32, F16 or BF16. */
+  fer_dtype dtype;
+  /** Bytes of attention-mask state kept per token beside K and V (0: none). */
+  uint32_t mask_bytes_per_token;
+  /** Smallest capacity of the bucketed policy (>= 1). */
+  uint64_t min_bucket;
+} fer_kv_cache_options;
+
+/** A KV cache: the configuration its sequences share, on a fer_vmm (which must outlive it). */
+typedef struct fer_kv_cache fer_kv_cache;
+
+/** One sequence's K, V and mask reservations in a fer_kv_cache. */
+typedef struct fer_kv_seq fer_kv_seq;
+
+typedef struct fer_kv_seq_stats {
+  uint64_t live_tokens;
+  uint64_t capacity_tokens;
+  /** Capacity changes so far. */
+  uint64_t growth_events;
+  /** Bytes copied by growth (K, V and mask). */
+  uint64_t bytes_moved;
+  /** Growth events that changed an address a consumer may hold. */
+  uint64_t address_changes;
+  /** Physical bytes this sequence has mapped (granules x granule size). */
+  uint64_t committed_bytes;
+} fer_kv_seq_stats;
+
+/** Fills *opts: struct sizes set, FER_KV_POLICY_BUCKETED, min_bucket 8, the rest 0. */
+fer_status fer_kv_cache_options_init(fer_kv_cache_options *opts);
+
+/** Creates a cache on vmm. INVALID_ARG names the first bad option. Claims: C-KV-001. */
+fer_status fer_kv_cache_create(fer_vmm *vmm, const fer_kv_cache_options *opts, fer_kv_cache **out_cache);
+
+/** Frees the cache; BUSY (nothing freed) while sequences are alive. NULL is OK. */
+fer_status fer_kv_cache_free(fer_kv_cache *cache);
+
+/** Creates an empty sequence (capacity min_bucket, or max_tokens under FIXED_MAX). */
+fer_status fer_kv_seq_create(fer_kv_cache *cache, fer_kv_seq **out_seq);
+
+/** Unmaps and releases everything of the sequence. NULL is OK. */
+fer_status fer_kv_seq_free(fer_kv_seq *seq);
+
+/**
+ * Sets the live length to live_tokens (>= the current length; <= max_tokens), growing capacity by
+ * the policy and committing the granules the new live bytes need. New positions read as zero.
+ * On any failure (BUDGET_EXCEEDED from the pool's governor included) the sequence is unchanged.
+ */
+fer_status fer_kv_seq_extend(fer_kv_seq *seq, uint64_t live_tokens);
+
+/** Fills *out_stats. */
+fer_status fer_kv_seq_get_stats(const fer_kv_seq *seq, fer_kv_seq_stats *out_stats);
+
+/**
+ * A strided view [n_kv_heads, live_tokens, head_dim] of K (kv 0) or V (kv 1) of `layer`, in the
+ * sequence's layout, for kernels to read and write. Valid until the next fer_kv_seq_extend (a
+ * head-major bucketed growth moves it) or fer_kv_seq_free.
+ */
+fer_status fer_kv_seq_view(const fer_kv_seq *seq, uint32_t layer, uint32_t kv, fer_tensor *out_view);
+
 /** true when this library was built with its CUDA kernels compiled in. */
 bool fer_cuda_is_built(void);
 

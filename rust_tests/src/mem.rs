@@ -300,3 +300,90 @@ impl Vmm {
         check(unsafe { sys::fer_vmm_set_governor(self.as_ptr(), g, role) })
     }
 }
+
+pub type KvCacheOptions = sys::fer_kv_cache_options;
+pub type KvSeqStats = sys::fer_kv_seq_stats;
+pub const BUCKETED: i32 = sys::FER_KV_POLICY_BUCKETED as i32;
+pub const FIXED_MAX: i32 = sys::FER_KV_POLICY_FIXED_MAX as i32;
+
+/// Defaults of `fer_kv_cache_options_init`.
+pub fn kv_cache_options() -> KvCacheOptions {
+    // SAFETY: plain-data struct initialised by the call.
+    let mut o: KvCacheOptions = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    check(unsafe { sys::fer_kv_cache_options_init(&mut o) }).expect("init cannot fail");
+    o
+}
+
+/// An owned `fer_kv_cache` on a borrowed `Vmm`.
+#[derive(Debug)]
+pub struct KvCache<'v> {
+    ptr: NonNull<sys::fer_kv_cache>,
+    _vmm: PhantomData<&'v Vmm>,
+}
+
+impl<'v> KvCache<'v> {
+    pub fn new(vmm: &'v Vmm, opts: &KvCacheOptions) -> Result<KvCache<'v>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: vmm alive for 'v; opts valid; out valid.
+        check(unsafe { sys::fer_kv_cache_create(vmm.as_ptr(), opts, &mut out) })?;
+        Ok(KvCache { ptr: NonNull::new(out).expect("OK with NULL"), _vmm: PhantomData })
+    }
+
+    /// A new sequence; it borrows the cache.
+    pub fn seq(&self) -> Result<KvSeq<'_>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: cache alive; out valid.
+        check(unsafe { sys::fer_kv_seq_create(self.ptr.as_ptr(), &mut out) })?;
+        Ok(KvSeq { ptr: NonNull::new(out).expect("OK with NULL"), _cache: PhantomData })
+    }
+
+    pub fn as_ptr(&self) -> *mut sys::fer_kv_cache {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for KvCache<'_> {
+    fn drop(&mut self) {
+        // SAFETY: owned; sequences borrow the cache, so none is alive here.
+        unsafe { sys::fer_kv_cache_free(self.ptr.as_ptr()) };
+    }
+}
+
+/// One sequence of a `KvCache`.
+#[derive(Debug)]
+pub struct KvSeq<'c> {
+    ptr: NonNull<sys::fer_kv_seq>,
+    _cache: PhantomData<&'c ()>,
+}
+
+impl KvSeq<'_> {
+    pub fn extend(&mut self, live: u64) -> Result<()> {
+        // SAFETY: seq alive.
+        check(unsafe { sys::fer_kv_seq_extend(self.ptr.as_ptr(), live) })
+    }
+
+    pub fn stats(&self) -> Result<KvSeqStats> {
+        // SAFETY: plain-data struct filled by the call.
+        let mut s: KvSeqStats = unsafe { std::mem::zeroed() };
+        // SAFETY: seq alive; out valid.
+        check(unsafe { sys::fer_kv_seq_get_stats(self.ptr.as_ptr(), &mut s) })?;
+        Ok(s)
+    }
+
+    /// The raw strided view of K (kv 0) or V (kv 1) of a layer; valid until the next extend.
+    pub fn view(&self, layer: u32, kv: u32) -> Result<sys::fer_tensor> {
+        // SAFETY: plain-data struct filled by the call.
+        let mut t: sys::fer_tensor = unsafe { std::mem::zeroed() };
+        // SAFETY: seq alive; out valid.
+        check(unsafe { sys::fer_kv_seq_view(self.ptr.as_ptr(), layer, kv, &mut t) })?;
+        Ok(t)
+    }
+}
+
+impl Drop for KvSeq<'_> {
+    fn drop(&mut self) {
+        // SAFETY: owned; freed once.
+        unsafe { sys::fer_kv_seq_free(self.ptr.as_ptr()) };
+    }
+}

@@ -767,6 +767,104 @@ extern "C" {
         role: fer_mem_role,
     ) -> fer_status;
 }
+#[doc = " Capacity grows to the next power of two (clamped to [min_bucket, max_tokens]). A head-major"]
+#[doc = " binding is laid out at its capacity (each head's stripe is capacity tokens long), so growing"]
+#[doc = " relocates it: every live byte (and the mask) is copied to a new reservation and the addresses a"]
+#[doc = " consumer holds change. Seq- and token-major reservations are made for max_tokens once, so their"]
+#[doc = " growth commits granules at a stable address and moves nothing."]
+pub const FER_KV_POLICY_BUCKETED: fer_kv_policy_code = 1;
+#[doc = " Every layout reserved for max_tokens at creation and committed on demand: growth never moves."]
+pub const FER_KV_POLICY_FIXED_MAX: fer_kv_policy_code = 2;
+#[doc = " KV capacity policies. Append-only."]
+pub type fer_kv_policy_code = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_kv_cache_options {
+    pub struct_size: u32,
+    #[doc = " fer_kv_policy_code."]
+    pub policy: i32,
+    #[doc = " Layout and shape; capacity_tokens is the hard maximum of a sequence."]
+    pub geometry: fer_kv_geometry,
+    #[doc = " Element type of K and V (its size must equal geometry.elem_bytes): F32, F16 or BF16."]
+    pub dtype: fer_dtype,
+    #[doc = " Bytes of attention-mask state kept per token beside K and V (0: none)."]
+    pub mask_bytes_per_token: u32,
+    #[doc = " Smallest capacity of the bucketed policy (>= 1)."]
+    pub min_bucket: u64,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_kv_cache {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_kv_seq {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_kv_seq_stats {
+    pub live_tokens: u64,
+    pub capacity_tokens: u64,
+    #[doc = " Capacity changes so far."]
+    pub growth_events: u64,
+    #[doc = " Bytes copied by growth (K, V and mask)."]
+    pub bytes_moved: u64,
+    #[doc = " Growth events that changed an address a consumer may hold."]
+    pub address_changes: u64,
+    #[doc = " Physical bytes this sequence has mapped (granules x granule size)."]
+    pub committed_bytes: u64,
+}
+extern "C" {
+    #[doc = " Fills *opts: struct sizes set, FER_KV_POLICY_BUCKETED, min_bucket 8, the rest 0."]
+    pub fn fer_kv_cache_options_init(opts: *mut fer_kv_cache_options) -> fer_status;
+}
+extern "C" {
+    #[doc = " Creates a cache on vmm. INVALID_ARG names the first bad option. Claims: C-KV-001."]
+    pub fn fer_kv_cache_create(
+        vmm: *mut fer_vmm,
+        opts: *const fer_kv_cache_options,
+        out_cache: *mut *mut fer_kv_cache,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees the cache; BUSY (nothing freed) while sequences are alive. NULL is OK."]
+    pub fn fer_kv_cache_free(cache: *mut fer_kv_cache) -> fer_status;
+}
+extern "C" {
+    #[doc = " Creates an empty sequence (capacity min_bucket, or max_tokens under FIXED_MAX)."]
+    pub fn fer_kv_seq_create(cache: *mut fer_kv_cache, out_seq: *mut *mut fer_kv_seq)
+        -> fer_status;
+}
+extern "C" {
+    #[doc = " Unmaps and releases everything of the sequence. NULL is OK."]
+    pub fn fer_kv_seq_free(seq: *mut fer_kv_seq) -> fer_status;
+}
+extern "C" {
+    #[doc = " Sets the live length to live_tokens (>= the current length; <= max_tokens), growing capacity by"]
+    #[doc = " the policy and committing the granules the new live bytes need. New positions read as zero."]
+    #[doc = " On any failure (BUDGET_EXCEEDED from the pool's governor included) the sequence is unchanged."]
+    pub fn fer_kv_seq_extend(seq: *mut fer_kv_seq, live_tokens: u64) -> fer_status;
+}
+extern "C" {
+    #[doc = " Fills *out_stats."]
+    pub fn fer_kv_seq_get_stats(
+        seq: *const fer_kv_seq,
+        out_stats: *mut fer_kv_seq_stats,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " A strided view [n_kv_heads, live_tokens, head_dim] of K (kv 0) or V (kv 1) of `layer`, in the"]
+    #[doc = " sequence's layout, for kernels to read and write. Valid until the next fer_kv_seq_extend (a"]
+    #[doc = " head-major bucketed growth moves it) or fer_kv_seq_free."]
+    pub fn fer_kv_seq_view(
+        seq: *const fer_kv_seq,
+        layer: u32,
+        kv: u32,
+        out_view: *mut fer_tensor,
+    ) -> fer_status;
+}
 extern "C" {
     #[doc = " true when this library was built with its CUDA kernels compiled in."]
     pub fn fer_cuda_is_built() -> bool;

@@ -1,0 +1,381 @@
+/* kv_cache.c: per-sequence K, V and mask reservations on a fer_vmm, committed granule by granule
+ * as tokens become live. Residency follows layout: only windows holding a live byte are mapped
+ * (the geometry of mem/commit.c applied for real), and growth either commits at a stable address
+ * (nothing moves) or, for a head-major binding laid out at its capacity, relocates it and counts
+ * every byte it copies. */
+#include "kv/kv_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "mem/commit.h"
+
+struct fer_kv_cache {
+  fer_vmm *vmm;
+  fer_kv_cache_options o;
+  uint64_t granule;
+  uint64_t row;      /* one token, one binding: heads x head_dim x elem */
+  uint64_t head_row; /* head_dim x elem */
+  uint32_t n_bindings;
+  uint64_t n_seqs;
+};
+
+/* One reservation and the granule behind each of its windows. */
+typedef struct kv_buffer {
+  fer_vmm_range *range;
+  char *base;
+  uint64_t bytes;
+  uint64_t *slot; /* per window: granule + 1, or 0 */
+} kv_buffer;
+
+struct fer_kv_seq {
+  fer_kv_cache *cache;
+  uint64_t live;
+  uint64_t cap;     /* capacity_tokens of the stats */
+  uint64_t stride;  /* tokens per head stripe (head-major) / per reservation: cap or max */
+  kv_buffer *bind;  /* n_bindings */
+  kv_buffer mask;   /* bytes == 0 when the cache keeps no mask */
+  uint64_t growth_events, bytes_moved, address_changes, committed_windows;
+};
+
+static int relocates(const fer_kv_cache *c) {
+  return c->o.policy == FER_KV_POLICY_BUCKETED && c->o.geometry.layout == FER_KV_LAYOUT_HEAD_MAJOR;
+}
+
+fer_status fer_kv_cache_options_init(fer_kv_cache_options *o) {
+  feri_error_clear();
+  if (o == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_kv_cache_options_init: opts is NULL");
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->geometry.struct_size = sizeof o->geometry;
+  o->policy = FER_KV_POLICY_BUCKETED;
+  o->min_bucket = 8;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_kv_cache_create(fer_vmm *vmm, const fer_kv_cache_options *opts, fer_kv_cache **out) {
+  static const char *const fn = "fer_kv_cache_create";
+  feri_error_clear();
+  if (out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: out_cache is NULL", fn);
+  *out = NULL;
+  if (vmm == NULL || opts == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: vmm or opts is NULL", fn);
+  if (opts->struct_size < sizeof *opts)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: struct_size %u < %zu", fn, opts->struct_size, sizeof *opts);
+  uint64_t row;
+  uint32_t nb;
+  fer_status st = feri_kv_geometry_check(&opts->geometry, fn, &row, &nb);
+  if (st != FER_STATUS_OK) return st;
+  if (opts->policy != FER_KV_POLICY_BUCKETED && opts->policy != FER_KV_POLICY_FIXED_MAX)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown policy %d", fn, (int)opts->policy);
+  if (opts->dtype != FER_DTYPE_F32 && opts->dtype != FER_DTYPE_F16 && opts->dtype != FER_DTYPE_BF16)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: dtype %s is not f32, f16 or bf16", fn, feri_dtype_name(opts->dtype));
+  if (feri_dtype_size(opts->dtype) != opts->geometry.elem_bytes)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: dtype %s is %zu bytes, geometry.elem_bytes says %u", fn,
+                     feri_dtype_name(opts->dtype), feri_dtype_size(opts->dtype), opts->geometry.elem_bytes);
+  if (opts->policy == FER_KV_POLICY_BUCKETED && (opts->min_bucket == 0 || opts->min_bucket > opts->geometry.capacity_tokens))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: min_bucket %llu outside 1..max_tokens", fn,
+                     (unsigned long long)opts->min_bucket);
+  uint64_t mask_total;
+  if (__builtin_mul_overflow((uint64_t)opts->mask_bytes_per_token, opts->geometry.capacity_tokens, &mask_total))
+    return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: mask bytes overflow", fn);
+  fer_vmm_stats vs;
+  if ((st = fer_vmm_get_stats(vmm, &vs)) != FER_STATUS_OK) return st;
+  fer_kv_cache *c = calloc(1, sizeof *c);
+  if (c == NULL) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
+  c->vmm = vmm;
+  c->o = *opts;
+  c->granule = vs.granule_bytes;
+  c->row = row;
+  c->head_row = (uint64_t)opts->geometry.head_dim * opts->geometry.elem_bytes;
+  c->n_bindings = nb;
+  *out = c;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_kv_cache_free(fer_kv_cache *c) {
+  feri_error_clear();
+  if (c == NULL) return FER_STATUS_OK;
+  if (c->n_seqs > 0)
+    return feri_fail(FER_STATUS_BUSY, "fer_kv_cache_free: %llu sequences are alive", (unsigned long long)c->n_seqs);
+  free(c);
+  return FER_STATUS_OK;
+}
+
+/* Bytes of one binding's reservation when its stripes are `stride` tokens long. */
+static uint64_t binding_bytes(const fer_kv_cache *c, uint64_t stride) {
+  const fer_kv_geometry *g = &c->o.geometry;
+  return g->layout == FER_KV_LAYOUT_TOKEN_MAJOR ? stride * c->row * 2 * g->n_layers : stride * c->row;
+}
+
+static void buffer_free(fer_kv_cache *c, kv_buffer *b) {
+  if (b->range == NULL) return;
+  uint64_t windows = b->bytes / c->granule;
+  fer_vmm_range_free(b->range); /* unmaps every window */
+  for (uint64_t k = 0; k < windows; k++)
+    if (b->slot[k]) fer_vmm_granule_release(c->vmm, b->slot[k] - 1);
+  free(b->slot);
+  memset(b, 0, sizeof *b);
+}
+
+static fer_status buffer_reserve(fer_kv_cache *c, kv_buffer *b, uint64_t bytes) {
+  memset(b, 0, sizeof *b);
+  if (bytes == 0) return FER_STATUS_OK;
+  fer_status st = fer_vmm_range_reserve(c->vmm, bytes, &b->range);
+  if (st != FER_STATUS_OK) return st;
+  void *base;
+  fer_vmm_range_base(b->range, &base, &b->bytes);
+  b->base = base;
+  b->slot = calloc(b->bytes / c->granule, sizeof *b->slot);
+  if (b->slot == NULL) {
+    fer_vmm_range_free(b->range);
+    memset(b, 0, sizeof *b);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_kv_seq: out of memory");
+  }
+  return FER_STATUS_OK;
+}
+
+/* Maps a fresh granule over every window of [off, off + len) not mapped yet. Windows mapped by
+ * this call are listed in undo[] (window indices) so a failure can be rolled back. */
+static fer_status buffer_commit(fer_kv_cache *c, kv_buffer *b, uint64_t off, uint64_t len, uint64_t *undo,
+                                size_t *n_undo) {
+  if (len == 0) return FER_STATUS_OK;
+  for (uint64_t k = off / c->granule; k <= (off + len - 1) / c->granule; k++) {
+    if (b->slot[k]) continue;
+    uint64_t g;
+    fer_status st = fer_vmm_granule_create(c->vmm, &g);
+    if (st != FER_STATUS_OK) return st;
+    if ((st = fer_vmm_map(b->range, k * c->granule, g, FER_VMM_ACCESS_READ_WRITE)) != FER_STATUS_OK) {
+      fer_vmm_granule_release(c->vmm, g);
+      return st;
+    }
+    b->slot[k] = g + 1;
+    if (undo != NULL) undo[(*n_undo)++] = k;
+  }
+  return FER_STATUS_OK;
+}
+
+static void buffer_uncommit(fer_kv_cache *c, kv_buffer *b, const uint64_t *undo, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint64_t k = undo[i];
+    fer_vmm_unmap(b->range, k * c->granule);
+    fer_vmm_granule_release(c->vmm, b->slot[k] - 1);
+    b->slot[k] = 0;
+  }
+}
+
+/* Commits the live bytes of `live` tokens into bind[] and mask laid out at `stride`. All or
+ * nothing: on failure every window this call mapped, in every buffer, is unmapped again. Adds the
+ * windows mapped to *committed. */
+static fer_status commit_live(fer_kv_cache *c, kv_buffer *bind, kv_buffer *mask, uint64_t stride, uint64_t live,
+                              uint64_t *committed) {
+  const fer_kv_geometry *g = &c->o.geometry;
+  const uint32_t n_buf = c->n_bindings + 1; /* the bindings, then the mask */
+  uint64_t **undo = calloc(n_buf, sizeof *undo);
+  size_t *n_undo = calloc(n_buf, sizeof *n_undo);
+  fer_status st = undo && n_undo ? FER_STATUS_OK : feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_kv_seq_extend: out of memory");
+  for (uint32_t b = 0; b < n_buf && st == FER_STATUS_OK; b++) {
+    kv_buffer *buf = b < c->n_bindings ? &bind[b] : mask;
+    if (buf->range == NULL) continue;
+    uint64_t windows = buf->bytes / c->granule;
+    if ((undo[b] = malloc(windows * sizeof **undo)) == NULL) {
+      st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_kv_seq_extend: out of memory");
+    } else if (b == c->n_bindings) {
+      st = buffer_commit(c, buf, 0, live * c->o.mask_bytes_per_token, undo[b], &n_undo[b]);
+    } else if (g->layout == FER_KV_LAYOUT_HEAD_MAJOR) {
+      for (uint32_t h = 0; h < g->n_kv_heads && st == FER_STATUS_OK; h++)
+        st = buffer_commit(c, buf, h * stride * c->head_row, live * c->head_row, undo[b], &n_undo[b]);
+    } else {
+      st = buffer_commit(c, buf, 0, live * (buf->bytes / stride), undo[b], &n_undo[b]);
+    }
+  }
+  uint64_t total = 0;
+  for (uint32_t b = 0; undo && n_undo && b < n_buf; b++) {
+    kv_buffer *buf = b < c->n_bindings ? &bind[b] : mask;
+    if (st != FER_STATUS_OK && undo[b] != NULL) buffer_uncommit(c, buf, undo[b], n_undo[b]);
+    total += n_undo[b];
+    free(undo[b]);
+  }
+  free(undo);
+  free(n_undo);
+  if (st == FER_STATUS_OK) *committed += total;
+  return st;
+}
+
+fer_status fer_kv_seq_create(fer_kv_cache *c, fer_kv_seq **out) {
+  static const char *const fn = "fer_kv_seq_create";
+  feri_error_clear();
+  if (out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: out_seq is NULL", fn);
+  *out = NULL;
+  if (c == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: cache is NULL", fn);
+  fer_kv_seq *s = calloc(1, sizeof *s);
+  kv_buffer *bind = calloc(c->n_bindings, sizeof *bind);
+  if (s == NULL || bind == NULL) {
+    free(s), free(bind);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
+  }
+  const uint64_t max = c->o.geometry.capacity_tokens;
+  s->cache = c;
+  s->bind = bind;
+  s->cap = c->o.policy == FER_KV_POLICY_BUCKETED ? c->o.min_bucket : max;
+  s->stride = relocates(c) ? s->cap : max;
+  fer_status st = FER_STATUS_OK;
+  for (uint32_t b = 0; b < c->n_bindings && st == FER_STATUS_OK; b++)
+    st = buffer_reserve(c, &bind[b], binding_bytes(c, s->stride));
+  if (st == FER_STATUS_OK)
+    st = buffer_reserve(c, &s->mask, (relocates(c) ? s->cap : max) * c->o.mask_bytes_per_token);
+  if (st != FER_STATUS_OK) {
+    for (uint32_t b = 0; b < c->n_bindings; b++) buffer_free(c, &bind[b]);
+    buffer_free(c, &s->mask);
+    free(bind), free(s);
+    return st;
+  }
+  c->n_seqs++;
+  *out = s;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_kv_seq_free(fer_kv_seq *s) {
+  feri_error_clear();
+  if (s == NULL) return FER_STATUS_OK;
+  fer_kv_cache *c = s->cache;
+  for (uint32_t b = 0; b < c->n_bindings; b++) buffer_free(c, &s->bind[b]);
+  buffer_free(c, &s->mask);
+  free(s->bind);
+  free(s);
+  c->n_seqs--;
+  return FER_STATUS_OK;
+}
+
+/* Next power of two >= n, clamped to [min_bucket, max]. */
+static uint64_t bucket_for(const fer_kv_cache *c, uint64_t n) {
+  uint64_t b = c->o.min_bucket;
+  while (b < n && b < c->o.geometry.capacity_tokens) b = b > UINT64_MAX / 2 ? UINT64_MAX : b * 2;
+  return b < c->o.geometry.capacity_tokens ? b : c->o.geometry.capacity_tokens;
+}
+
+/* Head-major bucketed growth: new reservations laid out at the new capacity, the live bytes
+ * committed and copied there head by head, the old ones released. All-or-nothing. */
+static fer_status relocate(fer_kv_seq *s, uint64_t new_cap) {
+  fer_kv_cache *c = s->cache;
+  const fer_kv_geometry *g = &c->o.geometry;
+  kv_buffer *nb = calloc(c->n_bindings, sizeof *nb);
+  kv_buffer nmask;
+  memset(&nmask, 0, sizeof nmask);
+  if (nb == NULL) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_kv_seq_extend: out of memory");
+  fer_status st = FER_STATUS_OK;
+  for (uint32_t b = 0; b < c->n_bindings && st == FER_STATUS_OK; b++) st = buffer_reserve(c, &nb[b], binding_bytes(c, new_cap));
+  if (st == FER_STATUS_OK) st = buffer_reserve(c, &nmask, new_cap * c->o.mask_bytes_per_token);
+  uint64_t windows = 0;
+  if (st == FER_STATUS_OK) st = commit_live(c, nb, &nmask, new_cap, s->live, &windows);
+  if (st != FER_STATUS_OK) {
+    for (uint32_t b = 0; b < c->n_bindings; b++) buffer_free(c, &nb[b]);
+    buffer_free(c, &nmask);
+    free(nb);
+    return st;
+  }
+  uint64_t moved = 0;
+  for (uint32_t b = 0; b < c->n_bindings; b++)
+    for (uint32_t h = 0; h < g->n_kv_heads; h++) {
+      memcpy(nb[b].base + h * new_cap * c->head_row, s->bind[b].base + h * s->stride * c->head_row, s->live * c->head_row);
+      moved += s->live * c->head_row;
+    }
+  if (nmask.range != NULL) {
+    memcpy(nmask.base, s->mask.base, s->live * c->o.mask_bytes_per_token);
+    moved += s->live * c->o.mask_bytes_per_token;
+  }
+  uint64_t old_windows = 0;
+  for (uint32_t b = 0; b < c->n_bindings; b++) {
+    for (uint64_t k = 0; k < s->bind[b].bytes / c->granule; k++) old_windows += s->bind[b].slot[k] != 0;
+    buffer_free(c, &s->bind[b]);
+  }
+  for (uint64_t k = 0; s->mask.range != NULL && k < s->mask.bytes / c->granule; k++) old_windows += s->mask.slot[k] != 0;
+  buffer_free(c, &s->mask);
+  free(s->bind);
+  s->bind = nb;
+  s->mask = nmask;
+  s->stride = new_cap;
+  s->committed_windows = s->committed_windows - old_windows + windows;
+  s->bytes_moved += moved;
+  s->address_changes++;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_kv_seq_extend(fer_kv_seq *s, uint64_t live) {
+  static const char *const fn = "fer_kv_seq_extend";
+  feri_error_clear();
+  if (s == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: seq is NULL", fn);
+  fer_kv_cache *c = s->cache;
+  if (live < s->live)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: live_tokens %llu < the current %llu (no rewind here)", fn,
+                     (unsigned long long)live, (unsigned long long)s->live);
+  if (live > c->o.geometry.capacity_tokens)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: live_tokens %llu > max_tokens %llu", fn, (unsigned long long)live,
+                     (unsigned long long)c->o.geometry.capacity_tokens);
+  fer_status st;
+  uint64_t new_cap = live > s->cap ? bucket_for(c, live) : s->cap;
+  if (new_cap != s->cap && relocates(c) && (st = relocate(s, new_cap)) != FER_STATUS_OK) return st;
+  /* Commit the new live bytes (windows already mapped are skipped); all or nothing. A relocation
+   * done above stays: it holds the same live bytes, merely at a larger capacity. */
+  uint64_t windows = 0;
+  st = commit_live(c, s->bind, &s->mask, s->stride, live, &windows);
+  if (st != FER_STATUS_OK) return st;
+  if (new_cap != s->cap) s->growth_events++;
+  s->cap = new_cap;
+  s->live = live;
+  s->committed_windows += windows;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_kv_seq_get_stats(const fer_kv_seq *s, fer_kv_seq_stats *out) {
+  feri_error_clear();
+  if (out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_kv_seq_get_stats: out_stats is NULL");
+  memset(out, 0, sizeof *out);
+  if (s == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_kv_seq_get_stats: seq is NULL");
+  out->live_tokens = s->live;
+  out->capacity_tokens = s->cap;
+  out->growth_events = s->growth_events;
+  out->bytes_moved = s->bytes_moved;
+  out->address_changes = s->address_changes;
+  out->committed_bytes = s->committed_windows * s->cache->granule;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_kv_seq_view(const fer_kv_seq *s, uint32_t layer, uint32_t kv, fer_tensor *out) {
+  static const char *const fn = "fer_kv_seq_view";
+  feri_error_clear();
+  if (out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: out_view is NULL", fn);
+  memset(out, 0, sizeof *out);
+  if (s == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: seq is NULL", fn);
+  const fer_kv_cache *c = s->cache;
+  const fer_kv_geometry *g = &c->o.geometry;
+  if (layer >= g->n_layers || kv > 1)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: layer %u of %u, kv %u of 2", fn, layer, g->n_layers, kv);
+  const int64_t e = g->elem_bytes;
+  out->dtype = c->o.dtype;
+  out->rank = 3;
+  out->shape[0] = g->n_kv_heads;
+  out->shape[1] = (int64_t)s->live;
+  out->shape[2] = g->head_dim;
+  out->strides[2] = e;
+  switch (g->layout) {
+    case FER_KV_LAYOUT_HEAD_MAJOR:
+      out->data = s->bind[2 * layer + kv].base;
+      out->strides[0] = (int64_t)(s->stride * c->head_row);
+      out->strides[1] = (int64_t)c->head_row;
+      break;
+    case FER_KV_LAYOUT_SEQ_MAJOR:
+      out->data = s->bind[2 * layer + kv].base;
+      out->strides[0] = (int64_t)c->head_row;
+      out->strides[1] = (int64_t)c->row;
+      break;
+    default:
+      out->data = s->bind[0].base + (2 * (uint64_t)layer + kv) * c->row;
+      out->strides[0] = (int64_t)c->head_row;
+      out->strides[1] = (int64_t)(c->row * 2 * g->n_layers);
+      break;
+  }
+  if (s->live == 0) out->data = NULL;
+  return FER_STATUS_OK;
+}

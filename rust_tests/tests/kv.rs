@@ -1,0 +1,148 @@
+//! The KV cache on real memory: the original's growth record (bytes moved per layout), commit that
+//! follows the layout's geometry and the OS, data preserved across growth, views that kernels read.
+
+mod common;
+
+use ferrite::mem::{self, KvCache, Vmm};
+use ferrite::{status, sys};
+use proptest::prelude::*;
+
+const G: u64 = 2 << 20;
+
+fn options(layout: i32, policy: i32, layers: u32, heads: u32, dim: u32, max: u64, mask: u32) -> mem::KvCacheOptions {
+    let mut o = mem::kv_cache_options();
+    o.policy = policy;
+    o.geometry = mem::kv_geometry(layout, layers, heads, dim, 2, max);
+    o.dtype = sys::FER_DTYPE_F16 as i32;
+    o.mask_bytes_per_token = mask;
+    o.min_bucket = 8;
+    o
+}
+
+/// original-system.md B: qwen2.5-0.5b geometry (24 layers, 2 KV heads, head_dim 64, f16) with an
+/// 8-byte mask entry per token (12,296 bytes per token), one token at a time from a bucket of 8:
+/// capacity 8 -> 16 -> 32 -> 64 (3 growth events); head-major growth moves 688,576 bytes,
+/// seq-major moves 0 and never changes an address.
+// EVIDENCE: C-KV-001
+#[test]
+fn c_kv_001_growth_moves_688576_bytes_head_major_and_0_seq_major() {
+    let vmm = Vmm::cpu(G, 4096).unwrap();
+    let mut got = Vec::new();
+    for (layout, policy) in [(mem::HEAD_MAJOR, mem::BUCKETED), (mem::SEQ_MAJOR, mem::BUCKETED), (mem::HEAD_MAJOR, mem::FIXED_MAX), (mem::TOKEN_MAJOR, mem::BUCKETED)] {
+        let cache = KvCache::new(&vmm, &options(layout, policy, 24, 2, 64, 32768, 8)).unwrap();
+        let mut seq = cache.seq().unwrap();
+        for t in 1..=64 {
+            seq.extend(t).unwrap();
+        }
+        let s = seq.stats().unwrap();
+        got.push((layout, policy, s.capacity_tokens, s.growth_events, s.bytes_moved, s.address_changes));
+    }
+    assert_eq!(got[0], (mem::HEAD_MAJOR, mem::BUCKETED, 64, 3, 688_576, 3));
+    assert_eq!(got[1], (mem::SEQ_MAJOR, mem::BUCKETED, 64, 3, 0, 0));
+    assert_eq!(got[2], (mem::HEAD_MAJOR, mem::FIXED_MAX, 32768, 0, 0, 0));
+    assert_eq!(got[3], (mem::TOKEN_MAJOR, mem::BUCKETED, 64, 3, 0, 0));
+    assert_eq!(56 * 12_296, 688_576); // the 8 + 16 + 32 tokens live at the three growths
+}
+
+proptest! {
+    #![proptest_config(common::config(24, file!()))]
+
+    /// Committed bytes follow the layout: after any sequence of extensions the sequence's committed
+    /// bytes equal fer_kv_committed_granules for its current stride, and the kernel reports exactly
+    /// those bytes for the pool's memfd; the logical contents written through the views survive
+    /// every growth; and a kernel (reduce_mean) reading through the views of different layouts
+    /// gives bit-identical results.
+    // EVIDENCE: C-KV-002
+    #[test]
+    fn c_kv_002_commit_follows_layout_and_views_preserve_data(
+        steps in proptest::collection::vec(1u64..40, 1..6), layers in 1u32..3, heads in 1u32..4, dim in prop_oneof![Just(8u32), Just(64u32)]) {
+        const SMALL: u64 = 64 * 1024;
+        let mut means: Vec<Vec<u16>> = Vec::new();
+        for (layout, policy) in [(mem::HEAD_MAJOR, mem::BUCKETED), (mem::SEQ_MAJOR, mem::BUCKETED), (mem::TOKEN_MAJOR, mem::FIXED_MAX), (mem::HEAD_MAJOR, mem::FIXED_MAX)] {
+            let vmm = Vmm::cpu(SMALL, 4096).unwrap();
+            let cache = KvCache::new(&vmm, &options(layout, policy, layers, heads, dim, 512, 0)).unwrap();
+            let mut seq = cache.seq().unwrap();
+            let mut live = 0u64;
+            for &n in &steps {
+                let old = live;
+                live = (live + n).min(512);
+                seq.extend(live).unwrap();
+                // write token t's values (a function of layer, kv, head, t, d) through the views
+                for l in 0..layers { for kv in 0..2u32 {
+                    let v = seq.view(l, kv).unwrap();
+                    for h in 0..heads as i64 { for t in old as i64..live as i64 { for d in 0..dim as i64 {
+                        let x = half::f16::from_f32(((l as i64 * 7 + kv as i64 * 3 + h * 5 + t * 11 + d) % 97) as f32 / 8.0);
+                        // SAFETY: in bounds of the view (h < heads, t < live, d < dim).
+                        unsafe { *((v.data as *mut u8).offset((h * v.strides[0] + t * v.strides[1] + d * v.strides[2]) as isize) as *mut u16) = x.to_bits() };
+                    }}}
+                }}
+                let s = seq.stats().unwrap();
+                let mut g = mem::kv_geometry(layout, layers, heads, dim, 2, if layout == mem::HEAD_MAJOR && policy == mem::BUCKETED { s.capacity_tokens } else { 512 });
+                g.struct_size = std::mem::size_of::<mem::KvGeometry>() as u32;
+                prop_assert_eq!(s.committed_bytes, mem::kv_committed_granules(&g, live, SMALL).unwrap() * SMALL);
+                let vs = vmm.stats().unwrap();
+                prop_assert_eq!(vs.os_bytes, s.committed_bytes);
+            }
+            // every value intact after all growths; reduce_mean through each view
+            let mut out_all = Vec::new();
+            for l in 0..layers { for kv in 0..2u32 {
+                let v = seq.view(l, kv).unwrap();
+                for h in 0..heads as i64 { for t in 0..live as i64 { for d in 0..dim as i64 {
+                    let want = half::f16::from_f32(((l as i64 * 7 + kv as i64 * 3 + h * 5 + t * 11 + d) % 97) as f32 / 8.0).to_bits();
+                    // SAFETY: in bounds.
+                    let got = unsafe { *((v.data as *const u8).offset((h * v.strides[0] + t * v.strides[1] + d * v.strides[2]) as isize) as *const u16) };
+                    prop_assert_eq!(got, want);
+                }}}
+                let mut out = vec![0u16; (heads as u64 * live) as usize];
+                let mut ot: sys::fer_tensor = unsafe { std::mem::zeroed() };
+                let shape = [heads as i64, live as i64, 1];
+                // SAFETY: out lives through both calls; the view is valid until the next extend.
+                unsafe {
+                    prop_assert_eq!(sys::fer_tensor_init_contiguous(&mut ot, out.as_mut_ptr().cast(), sys::FER_DTYPE_F16 as i32, 3, shape.as_ptr()), 0);
+                    prop_assert_eq!(sys::fer_reduce_mean(std::ptr::null_mut(), &v, &ot), 0);
+                }
+                out_all.extend(out);
+            }}
+            means.push(out_all);
+        }
+        prop_assert!(means.windows(2).all(|w| w[0] == w[1]), "kernels read different values through different layouts");
+    }
+}
+
+// EVIDENCE: C-KV-003
+#[test]
+fn c_kv_003_bad_input_changes_nothing() {
+    let vmm = Vmm::cpu(64 * 1024, 16).unwrap();
+    let mut o = options(mem::SEQ_MAJOR, mem::BUCKETED, 2, 2, 64, 256, 0);
+    o.dtype = sys::FER_DTYPE_F32 as i32; // 4 bytes vs elem_bytes 2
+    assert_eq!(KvCache::new(&vmm, &o).unwrap_err().code, status::INVALID_ARG);
+    o = options(mem::SEQ_MAJOR, mem::BUCKETED, 2, 2, 64, 256, 0);
+    o.min_bucket = 0;
+    assert_eq!(KvCache::new(&vmm, &o).unwrap_err().code, status::INVALID_ARG);
+    o = options(9, mem::BUCKETED, 2, 2, 64, 256, 0);
+    assert_eq!(KvCache::new(&vmm, &o).unwrap_err().code, status::INVALID_ARG);
+    o = options(mem::SEQ_MAJOR, 7, 2, 2, 64, 256, 0);
+    assert_eq!(KvCache::new(&vmm, &o).unwrap_err().code, status::INVALID_ARG);
+    let cache = KvCache::new(&vmm, &options(mem::SEQ_MAJOR, mem::BUCKETED, 2, 2, 64, 256, 0)).unwrap();
+    let mut seq = cache.seq().unwrap();
+    seq.extend(10).unwrap();
+    let before = seq.stats().unwrap();
+    assert_eq!(seq.extend(9).unwrap_err().code, status::INVALID_ARG);
+    assert_eq!(seq.extend(257).unwrap_err().code, status::INVALID_ARG);
+    assert_eq!(seq.view(2, 0).unwrap_err().code, status::INVALID_ARG);
+    assert_eq!(seq.view(0, 2).unwrap_err().code, status::INVALID_ARG);
+    let after = seq.stats().unwrap();
+    assert_eq!((before.live_tokens, before.committed_bytes), (after.live_tokens, after.committed_bytes));
+    // the pool runs out of granules: the extension is refused and nothing changes
+    let small = Vmm::cpu(4096, 3).unwrap();
+    let c2 = KvCache::new(&small, &options(mem::SEQ_MAJOR, mem::BUCKETED, 2, 1, 8, 4096, 0)).unwrap();
+    let mut s2 = c2.seq().unwrap();
+    // 2 layers x K, V = 4 bindings x 1 window = 4 granules > 3: refused, all or nothing
+    assert_eq!(s2.extend(1).unwrap_err().code, status::BUDGET_EXCEEDED);
+    let st = s2.stats().unwrap();
+    assert_eq!((st.live_tokens, st.committed_bytes), (0, 0));
+    let vs = small.stats().unwrap();
+    assert_eq!((vs.live_granules, vs.os_bytes, vs.mapped_windows), (0, 0, 0));
+    // SAFETY: the cache is alive with a live sequence: BUSY, nothing freed.
+    assert_eq!(unsafe { sys::fer_kv_cache_free(cache.as_ptr()) }, status::BUSY);
+}
