@@ -803,6 +803,55 @@ fer_status fer_kv_seq_get_stats(const fer_kv_seq *seq, fer_kv_seq_stats *out_sta
  */
 fer_status fer_kv_seq_view(const fer_kv_seq *seq, uint32_t layer, uint32_t kv, fer_tensor *out_view);
 
+/**
+ * The paged KV mode: fixed pages of page_tokens tokens from a pool of n_pages, a free list, a page
+ * table per sequence, and reference-counted pages so a fork shares its parent's pages (the first
+ * append into a shared, partly filled last page copies it: copy-on-write, counted). Metadata only:
+ * page ids index whatever storage the caller keeps. Thread-safety: one call at a time.
+ */
+typedef struct fer_kv_pages fer_kv_pages;
+
+typedef struct fer_kv_pages_stats {
+  uint32_t n_pages;
+  uint32_t free_pages;
+  uint32_t live_sequences;
+  uint32_t reserved;
+  /** Pages copied on write so far. */
+  uint64_t pages_copied;
+} fer_kv_pages_stats;
+
+/** Creates a pool of n_pages pages of page_tokens tokens (both >= 1). Claims: C-KV-004. */
+fer_status fer_kv_pages_create(uint32_t n_pages, uint32_t page_tokens, fer_kv_pages **out_pages);
+
+/** Frees the pool; BUSY (nothing freed) while sequences are alive. NULL is OK. */
+fer_status fer_kv_pages_free(fer_kv_pages *pages);
+
+/** Creates an empty sequence; *out_seq is its id. */
+fer_status fer_kv_pages_seq_create(fer_kv_pages *pages, uint32_t *out_seq);
+
+/**
+ * Appends n_tokens to the sequence, taking pages from the free list (and copying a shared last page
+ * first). BUDGET_EXCEEDED when the free list is short; all or nothing.
+ */
+fer_status fer_kv_pages_append(fer_kv_pages *pages, uint32_t seq, uint32_t n_tokens);
+
+/** Forks a sequence: the child shares every page of the parent (reference counts + 1). */
+fer_status fer_kv_pages_fork(fer_kv_pages *pages, uint32_t seq, uint32_t *out_child);
+
+/** Removes a sequence; its pages return to the free list when no other sequence holds them. */
+fer_status fer_kv_pages_seq_free(fer_kv_pages *pages, uint32_t seq);
+
+/**
+ * Copies the sequence's page table into pages_out[0 .. cap) and its length in pages into *out_n
+ * (BUFFER_TOO_SMALL with the needed count when cap is short); *out_tokens (may be NULL) gets its
+ * token count.
+ */
+fer_status fer_kv_pages_table(const fer_kv_pages *pages, uint32_t seq, uint32_t *pages_out, size_t cap,
+                              size_t *out_n, uint64_t *out_tokens);
+
+/** Fills *out_stats. */
+fer_status fer_kv_pages_get_stats(const fer_kv_pages *pages, fer_kv_pages_stats *out_stats);
+
 /** true when this library was built with its CUDA kernels compiled in. */
 bool fer_cuda_is_built(void);
 

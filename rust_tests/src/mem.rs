@@ -387,3 +387,75 @@ impl Drop for KvSeq<'_> {
         unsafe { sys::fer_kv_seq_free(self.ptr.as_ptr()) };
     }
 }
+
+pub type KvPagesStats = sys::fer_kv_pages_stats;
+
+/// An owned `fer_kv_pages` pool (the paged KV mode; metadata only).
+#[derive(Debug)]
+pub struct KvPages {
+    ptr: NonNull<sys::fer_kv_pages>,
+}
+
+impl KvPages {
+    pub fn new(n_pages: u32, page_tokens: u32) -> Result<KvPages> {
+        let mut out = ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        check(unsafe { sys::fer_kv_pages_create(n_pages, page_tokens, &mut out) })?;
+        Ok(KvPages { ptr: NonNull::new(out).expect("OK with NULL") })
+    }
+    pub fn seq_create(&mut self) -> Result<u32> {
+        let mut id = 0;
+        // SAFETY: pool alive; out valid.
+        check(unsafe { sys::fer_kv_pages_seq_create(self.ptr.as_ptr(), &mut id) })?;
+        Ok(id)
+    }
+    pub fn append(&mut self, seq: u32, n: u32) -> Result<()> {
+        // SAFETY: pool alive.
+        check(unsafe { sys::fer_kv_pages_append(self.ptr.as_ptr(), seq, n) })
+    }
+    pub fn fork(&mut self, seq: u32) -> Result<u32> {
+        let mut id = 0;
+        // SAFETY: pool alive; out valid.
+        check(unsafe { sys::fer_kv_pages_fork(self.ptr.as_ptr(), seq, &mut id) })?;
+        Ok(id)
+    }
+    pub fn seq_free(&mut self, seq: u32) -> Result<()> {
+        // SAFETY: pool alive.
+        check(unsafe { sys::fer_kv_pages_seq_free(self.ptr.as_ptr(), seq) })
+    }
+    /// (page table, tokens)
+    pub fn table(&self, seq: u32) -> Result<(Vec<u32>, u64)> {
+        let (mut n, mut tokens) = (0usize, 0u64);
+        // SAFETY: a zero-capacity query for the size first.
+        let st = unsafe { sys::fer_kv_pages_table(self.ptr.as_ptr(), seq, ptr::null_mut(), 0, &mut n, &mut tokens) };
+        if st != crate::status::BUFFER_TOO_SMALL {
+            check(st)?;
+        }
+        let mut v = vec![0u32; n];
+        // SAFETY: v holds n entries.
+        check(unsafe { sys::fer_kv_pages_table(self.ptr.as_ptr(), seq, v.as_mut_ptr(), n, &mut n, &mut tokens) })?;
+        Ok((v, tokens))
+    }
+    pub fn stats(&self) -> Result<KvPagesStats> {
+        // SAFETY: plain-data struct filled by the call.
+        let mut s: KvPagesStats = unsafe { std::mem::zeroed() };
+        // SAFETY: pool alive; out valid.
+        check(unsafe { sys::fer_kv_pages_get_stats(self.ptr.as_ptr(), &mut s) })?;
+        Ok(s)
+    }
+    pub fn as_ptr(&self) -> *mut sys::fer_kv_pages {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for KvPages {
+    fn drop(&mut self) {
+        // Free live sequences first (ids are small and reused), then the pool.
+        for id in 0..1024u32 {
+            // SAFETY: pool alive; an id that is not alive answers INVALID_ARG.
+            unsafe { sys::fer_kv_pages_seq_free(self.ptr.as_ptr(), id) };
+        }
+        // SAFETY: owned; freed once.
+        unsafe { sys::fer_kv_pages_free(self.ptr.as_ptr()) };
+    }
+}

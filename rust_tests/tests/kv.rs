@@ -146,3 +146,102 @@ fn c_kv_003_bad_input_changes_nothing() {
     // SAFETY: the cache is alive with a live sequence: BUSY, nothing freed.
     assert_eq!(unsafe { sys::fer_kv_cache_free(cache.as_ptr()) }, status::BUSY);
 }
+
+#[derive(Clone, Debug)]
+enum PageOp {
+    Create,
+    Append(usize, u32),
+    Fork(usize),
+    Free(usize),
+}
+
+fn page_op() -> impl Strategy<Value = PageOp> {
+    prop_oneof![
+        1 => Just(PageOp::Create),
+        4 => (0usize..6, 0u32..40).prop_map(|(s, n)| PageOp::Append(s, n)),
+        1 => (0usize..6).prop_map(PageOp::Fork),
+        1 => (0usize..6).prop_map(PageOp::Free),
+    ]
+}
+
+proptest! {
+    #![proptest_config(common::config(128, file!()))]
+
+    /// The paged mode against a model: every table holds ceil(tokens / page_tokens) pages; a page is
+    /// free exactly when no live table holds it; a fork shares its parent's table; the first append
+    /// into a shared, partly filled last page copies exactly that page; a short free list refuses
+    /// the append and changes nothing.
+    // EVIDENCE: C-KV-004
+    #[test]
+    fn c_kv_004_paged_mode_matches_its_model(ops in proptest::collection::vec(page_op(), 1..60), t in 1u32..20) {
+        let mut pool = mem::KvPages::new(24, t).unwrap();
+        let mut live: Vec<u32> = Vec::new();
+        let mut copied = 0u64;
+        for op in ops {
+            match op {
+                PageOp::Create => live.push(pool.seq_create().unwrap()),
+                PageOp::Append(i, n) if i < live.len() => {
+                    let id = live[i];
+                    let (table, tokens) = pool.table(id).unwrap();
+                    let holders = |pg: u32| live.iter().filter(|&&o| pool.table(o).unwrap().0.contains(&pg)).count();
+                    let cow = n > 0 && tokens % t as u64 != 0 && holders(*table.last().unwrap()) > 1;
+                    let need = (tokens + n as u64).div_ceil(t as u64) - table.len() as u64 + cow as u64;
+                    let before = pool.stats().unwrap();
+                    match pool.append(id, n) {
+                        Ok(()) => {
+                            prop_assert!(need <= before.free_pages as u64);
+                            let (after, at) = pool.table(id).unwrap();
+                            prop_assert_eq!(at, tokens + n as u64);
+                            prop_assert_eq!(&after[..table.len() - cow as usize], &table[..table.len() - cow as usize]);
+                            if cow {
+                                copied += 1;
+                                prop_assert_ne!(after[table.len() - 1], table[table.len() - 1]);
+                            }
+                        }
+                        Err(e) => {
+                            prop_assert_eq!(e.code, status::BUDGET_EXCEEDED);
+                            prop_assert!(need > before.free_pages as u64);
+                            prop_assert_eq!(pool.table(id).unwrap(), (table, tokens));
+                            prop_assert_eq!(pool.stats().unwrap().free_pages, before.free_pages);
+                        }
+                    }
+                }
+                PageOp::Fork(i) if i < live.len() => {
+                    let child = pool.fork(live[i]).unwrap();
+                    prop_assert_eq!(pool.table(child).unwrap(), pool.table(live[i]).unwrap());
+                    live.push(child);
+                }
+                PageOp::Free(i) if i < live.len() => pool.seq_free(live.remove(i)).unwrap(),
+                _ => {}
+            }
+            // invariants over all live tables
+            let mut held = std::collections::BTreeSet::new();
+            for &id in &live {
+                let (table, tokens) = pool.table(id).unwrap();
+                prop_assert_eq!(table.len() as u64, tokens.div_ceil(t as u64));
+                held.extend(table);
+            }
+            let s = pool.stats().unwrap();
+            prop_assert_eq!(s.free_pages as usize + held.len(), 24);
+            prop_assert_eq!(s.live_sequences as usize, live.len());
+            prop_assert_eq!(s.pages_copied, copied);
+        }
+    }
+}
+
+// EVIDENCE: C-KV-004 (bad input)
+#[test]
+fn c_kv_004_paged_bad_input() {
+    assert_eq!(mem::KvPages::new(0, 16).unwrap_err().code, status::INVALID_ARG);
+    assert_eq!(mem::KvPages::new(4, 0).unwrap_err().code, status::INVALID_ARG);
+    let mut p = mem::KvPages::new(4, 16).unwrap();
+    assert_eq!(p.append(0, 1).unwrap_err().code, status::INVALID_ARG);
+    let s = p.seq_create().unwrap();
+    assert_eq!(p.append(s, 65).unwrap_err().code, status::BUDGET_EXCEEDED);
+    p.append(s, 64).unwrap();
+    assert_eq!(p.seq_free(s + 1).unwrap_err().code, status::INVALID_ARG);
+    // SAFETY: the pool is alive with a live sequence: BUSY, nothing freed.
+    assert_eq!(unsafe { sys::fer_kv_pages_free(p.as_ptr()) }, status::BUSY);
+    p.seq_free(s).unwrap();
+    assert_eq!(p.seq_free(s).unwrap_err().code, status::INVALID_ARG);
+}

@@ -865,6 +865,71 @@ extern "C" {
         out_view: *mut fer_tensor,
     ) -> fer_status;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_kv_pages {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_kv_pages_stats {
+    pub n_pages: u32,
+    pub free_pages: u32,
+    pub live_sequences: u32,
+    pub reserved: u32,
+    #[doc = " Pages copied on write so far."]
+    pub pages_copied: u64,
+}
+extern "C" {
+    #[doc = " Creates a pool of n_pages pages of page_tokens tokens (both >= 1). Claims: C-KV-004."]
+    pub fn fer_kv_pages_create(
+        n_pages: u32,
+        page_tokens: u32,
+        out_pages: *mut *mut fer_kv_pages,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees the pool; BUSY (nothing freed) while sequences are alive. NULL is OK."]
+    pub fn fer_kv_pages_free(pages: *mut fer_kv_pages) -> fer_status;
+}
+extern "C" {
+    #[doc = " Creates an empty sequence; *out_seq is its id."]
+    pub fn fer_kv_pages_seq_create(pages: *mut fer_kv_pages, out_seq: *mut u32) -> fer_status;
+}
+extern "C" {
+    #[doc = " Appends n_tokens to the sequence, taking pages from the free list (and copying a shared last page"]
+    #[doc = " first). BUDGET_EXCEEDED when the free list is short; all or nothing."]
+    pub fn fer_kv_pages_append(pages: *mut fer_kv_pages, seq: u32, n_tokens: u32) -> fer_status;
+}
+extern "C" {
+    #[doc = " Forks a sequence: the child shares every page of the parent (reference counts + 1)."]
+    pub fn fer_kv_pages_fork(pages: *mut fer_kv_pages, seq: u32, out_child: *mut u32)
+        -> fer_status;
+}
+extern "C" {
+    #[doc = " Removes a sequence; its pages return to the free list when no other sequence holds them."]
+    pub fn fer_kv_pages_seq_free(pages: *mut fer_kv_pages, seq: u32) -> fer_status;
+}
+extern "C" {
+    #[doc = " Copies the sequence's page table into pages_out[0 .. cap) and its length in pages into *out_n"]
+    #[doc = " (BUFFER_TOO_SMALL with the needed count when cap is short); *out_tokens (may be NULL) gets its"]
+    #[doc = " token count."]
+    pub fn fer_kv_pages_table(
+        pages: *const fer_kv_pages,
+        seq: u32,
+        pages_out: *mut u32,
+        cap: usize,
+        out_n: *mut usize,
+        out_tokens: *mut u64,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Fills *out_stats."]
+    pub fn fer_kv_pages_get_stats(
+        pages: *const fer_kv_pages,
+        out_stats: *mut fer_kv_pages_stats,
+    ) -> fer_status;
+}
 extern "C" {
     #[doc = " true when this library was built with its CUDA kernels compiled in."]
     pub fn fer_cuda_is_built() -> bool;
