@@ -394,6 +394,7 @@ pub type KvPagesStats = sys::fer_kv_pages_stats;
 #[derive(Debug)]
 pub struct KvPages {
     ptr: NonNull<sys::fer_kv_pages>,
+    live: BTreeSet<u32>,
 }
 
 impl KvPages {
@@ -401,12 +402,13 @@ impl KvPages {
         let mut out = ptr::null_mut();
         // SAFETY: valid out-pointer.
         check(unsafe { sys::fer_kv_pages_create(n_pages, page_tokens, &mut out) })?;
-        Ok(KvPages { ptr: NonNull::new(out).expect("OK with NULL") })
+        Ok(KvPages { ptr: NonNull::new(out).expect("OK with NULL"), live: BTreeSet::new() })
     }
     pub fn seq_create(&mut self) -> Result<u32> {
         let mut id = 0;
         // SAFETY: pool alive; out valid.
         check(unsafe { sys::fer_kv_pages_seq_create(self.ptr.as_ptr(), &mut id) })?;
+        self.live.insert(id);
         Ok(id)
     }
     pub fn append(&mut self, seq: u32, n: u32) -> Result<()> {
@@ -417,11 +419,14 @@ impl KvPages {
         let mut id = 0;
         // SAFETY: pool alive; out valid.
         check(unsafe { sys::fer_kv_pages_fork(self.ptr.as_ptr(), seq, &mut id) })?;
+        self.live.insert(id);
         Ok(id)
     }
     pub fn seq_free(&mut self, seq: u32) -> Result<()> {
         // SAFETY: pool alive.
-        check(unsafe { sys::fer_kv_pages_seq_free(self.ptr.as_ptr(), seq) })
+        check(unsafe { sys::fer_kv_pages_seq_free(self.ptr.as_ptr(), seq) })?;
+        self.live.remove(&seq);
+        Ok(())
     }
     /// (page table, tokens)
     pub fn table(&self, seq: u32) -> Result<(Vec<u32>, u64)> {
@@ -450,9 +455,9 @@ impl KvPages {
 
 impl Drop for KvPages {
     fn drop(&mut self) {
-        // Free live sequences first (ids are small and reused), then the pool.
-        for id in 0..1024u32 {
-            // SAFETY: pool alive; an id that is not alive answers INVALID_ARG.
+        // Free the sequences still alive, then the pool (which is BUSY while any is).
+        for &id in &self.live {
+            // SAFETY: pool alive; id is a live sequence of it.
             unsafe { sys::fer_kv_pages_seq_free(self.ptr.as_ptr(), id) };
         }
         // SAFETY: owned; freed once.
