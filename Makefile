@@ -7,7 +7,7 @@ export PATH := $(HOME)/.cargo/bin:/usr/local/cuda/bin:$(PATH)
 BAZEL ?= bazel
 CARGO ?= cargo
 
-.PHONY: run test setup build bazel-test cargo-test bench-smoke test-sanitize check-claims check-header bench bench-quick skipped
+.PHONY: run test setup build bazel-test cargo-test cargo-test-fallback bench-smoke bench-compare test-sanitize check-claims check-header bench bench-quick skipped
 
 setup:
 	./scripts/setup.sh
@@ -18,7 +18,7 @@ build: setup
 run: build
 	./bazel-bin/c/tools/ferrite_info
 
-test: setup bazel-test cargo-test bench-smoke test-sanitize check-claims check-header
+test: setup bazel-test cargo-test cargo-test-fallback bench-smoke test-sanitize check-claims check-header
 	@echo "make test: all passed"
 
 bazel-test:
@@ -38,9 +38,14 @@ cargo-test:
 	@# Rust has no skip status: show what the GPU test printed, so a skip is visible.
 	@FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) test -q -p ferrite --test cuda --test mem -- --nocapture 2>&1 | grep -ho "SKIPPED.*" | sed 's/^/cargo: /' || true
 
+# Plain `cargo test` must work without Bazel: ferrite-sys then compiles the C sources itself, with
+# the CUDA stub (a different code path from the Bazel archive's real CUDA entries).
+cargo-test-fallback:
+	env -u FERRITE_LIB_DIR CARGO_TARGET_DIR=target/fallback $(CARGO) test -p ferrite
+
 # Every benchmark runs once (criterion --test): ids and inputs are valid; no timing.
 bench-smoke:
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling -- --test
+	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv -- --test
 
 # C tests and Rust tests against a library built with -fsanitize=address,undefined (gcc's runtimes).
 # rustc links with -nodefaultlibs, so the runtimes are named explicitly and preloaded into the test
@@ -66,10 +71,15 @@ check-header:
 # Full criterion run (several minutes), then the table recorded in docs/BENCHMARKS.md.
 bench: build
 	$(BAZEL) build //:libferrite_static
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling -- --noplot
+	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv -- --noplot
 	$(CARGO) run -q -p ferrite-benches --bin bench-table -- target/criterion
 
 bench-quick: build
 	$(BAZEL) build //:libferrite_static
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling -- --noplot --warm-up-time 1 --measurement-time 1 --sample-size 10
+	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv -- --noplot --warm-up-time 1 --measurement-time 1 --sample-size 10
 	$(CARGO) run -q -p ferrite-benches --bin bench-table -- target/criterion
+
+# The base (merge-base with main) against the working tree, interleaved, with measured noise and
+# instruction counts: see docs/BENCHMARKS.md. Pass options with ARGS="...".
+bench-compare: setup
+	./scripts/bench-compare $(ARGS)

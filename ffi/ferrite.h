@@ -856,8 +856,9 @@ fer_status fer_kv_pages_get_stats(const fer_kv_pages *pages, fer_kv_pages_stats 
 bool fer_cuda_is_built(void);
 
 /**
- * Number of CUDA devices into *out_count (0 on failure). UNSUPPORTED when CUDA is not built in;
- * NO_DEVICE when the driver or a GPU does not answer.
+ * Number of CUDA devices into *out_count (0 on failure). NULL_ARG for a NULL pointer (checked
+ * first, built with CUDA or not); UNSUPPORTED when CUDA is not built in; NO_DEVICE when the driver
+ * or a GPU does not answer.
  */
 fer_status fer_cuda_device_count(int32_t *out_count);
 

@@ -5,21 +5,9 @@
 //! EVIDENCE: C-PERF-003, C-PERF-004, C-PERF-005, C-PERF-006
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
+use ferrite_benches::{qwen3_logits, synthetic_logits};
 use ferrite_sys as sys;
 use std::ptr;
-
-/// The original `synthetic_logits()`: V = 32,000, `((i*17 % 997) - 498) / 73`.
-fn synthetic_logits() -> Vec<f32> {
-    (0..32_000usize).map(|i| ((i * 17 % 997) as f32 - 498.0) / 73.0).collect()
-}
-
-/// The original Qwen3-sized generator: V = 151,936,
-/// `((i*1103515245 + 12345) mod 1048573) / 65536 - 8` with wrapping usize arithmetic.
-fn qwen3_logits() -> Vec<f32> {
-    (0..151_936usize)
-        .map(|i| (i.wrapping_mul(1103515245).wrapping_add(12345) % 1048573) as f32 / 65536.0 - 8.0)
-        .collect()
-}
 
 struct Sampler(*mut sys::fer_sampler);
 

@@ -3,6 +3,8 @@
 
 use ferrite_sys as sys;
 
+pub mod compare;
+
 /// The original `float_values(len)`: element i is `((i % 251) - 125) / 64`, in [-1.95, 1.95].
 pub fn float_values(len: usize) -> Vec<f32> {
     (0..len).map(|i| ((i % 251) as f32 - 125.0) / 64.0).collect()
@@ -79,6 +81,19 @@ impl Buffer {
         assert!(need as usize <= self.words.len() * 8, "shape {shape:?} exceeds the buffer");
         contiguous(self.words.as_mut_ptr().cast(), self.dtype.code(), shape)
     }
+}
+
+/// The original `synthetic_logits()`: V = 32,000, `((i*17 % 997) - 498) / 73` (heavy ties).
+pub fn synthetic_logits() -> Vec<f32> {
+    (0..32_000usize).map(|i| ((i * 17 % 997) as f32 - 498.0) / 73.0).collect()
+}
+
+/// The original Qwen3-sized generator: V = 151,936,
+/// `((i*1103515245 + 12345) mod 1048573) / 65536 - 8` with wrapping usize arithmetic.
+pub fn qwen3_logits() -> Vec<f32> {
+    (0..151_936usize)
+        .map(|i| (i.wrapping_mul(1103515245).wrapping_add(12345) % 1048573) as f32 / 65536.0 - 8.0)
+        .collect()
 }
 
 /// The original's gather indices: `(i * 97) % rows`, as i64.

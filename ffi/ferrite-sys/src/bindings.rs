@@ -935,8 +935,9 @@ extern "C" {
     pub fn fer_cuda_is_built() -> bool;
 }
 extern "C" {
-    #[doc = " Number of CUDA devices into *out_count (0 on failure). UNSUPPORTED when CUDA is not built in;"]
-    #[doc = " NO_DEVICE when the driver or a GPU does not answer."]
+    #[doc = " Number of CUDA devices into *out_count (0 on failure). NULL_ARG for a NULL pointer (checked"]
+    #[doc = " first, built with CUDA or not); UNSUPPORTED when CUDA is not built in; NO_DEVICE when the driver"]
+    #[doc = " or a GPU does not answer."]
     pub fn fer_cuda_device_count(out_count: *mut i32) -> fer_status;
 }
 extern "C" {
