@@ -161,7 +161,7 @@ fer_status fer_kv_pages_fork(fer_kv_pages *p, uint32_t id, uint32_t *out) {
   if ((st = new_slot(p, &child, fn)) != FER_STATUS_OK) return st; /* may move p->seq */
   seq_table *parent = &p->seq[id], *c = &p->seq[child];
   if ((st = ensure_table(c, parent->n_pages, fn)) != FER_STATUS_OK) return st;
-  memcpy(c->page, parent->page, parent->n_pages * sizeof *c->page);
+  if (parent->n_pages > 0) memcpy(c->page, parent->page, parent->n_pages * sizeof *c->page);
   for (uint32_t i = 0; i < parent->n_pages; i++) p->refcount[parent->page[i]]++;
   c->n_pages = parent->n_pages;
   c->tokens = parent->tokens;
