@@ -119,7 +119,7 @@ impl Vmm {
         let mut r = ptr::null_mut();
         // SAFETY: pool alive; out valid (one call at a time: Vmm is not Sync).
         check(unsafe { sys::fer_vmm_range_reserve(self.ptr.as_ptr(), bytes, &mut r) })?;
-        Ok(VmmRange { ptr: NonNull::new(r).expect("OK with NULL"), _pool: PhantomData })
+        Ok(VmmRange { ptr: NonNull::new(r).expect("OK with NULL"), pool: self })
     }
 
     pub fn set_frozen(&self, frozen: bool) -> Result<()> {
@@ -149,7 +149,7 @@ impl Drop for Vmm {
 #[derive(Debug)]
 pub struct VmmRange<'p> {
     ptr: NonNull<sys::fer_vmm_range>,
-    _pool: PhantomData<&'p Vmm>,
+    pool: &'p Vmm,
 }
 
 impl VmmRange<'_> {
@@ -168,6 +168,7 @@ impl VmmRange<'_> {
         let (mut g, mut n) = (0u64, 0u64);
         // SAFETY: range alive; out-pointers valid.
         check(unsafe { sys::fer_vmm_copy_on_write(self.ptr.as_ptr(), offset, &mut g, &mut n) })?;
+        self.pool.live.borrow_mut().insert(g); // the pool releases it on drop like any other
         Ok((g, n))
     }
 
