@@ -115,6 +115,16 @@ fer_status fer_vmm_get_stats(const fer_vmm *v, fer_vmm_stats *out) {
   return FER_STATUS_OK;
 }
 
+/* The lowest slot with no live granule; BUDGET_EXCEEDED when all max_granules are alive. */
+static fer_status free_slot(const fer_vmm *v, const char *fn, uint64_t *slot) {
+  uint64_t s = 0;
+  while (s < v->max_granules && v->live[s]) s++;
+  if (s == v->max_granules)
+    return feri_fail(FER_STATUS_BUDGET_EXCEEDED, "%s: all %llu granules are in use", fn, (unsigned long long)v->max_granules);
+  *slot = s;
+  return FER_STATUS_OK;
+}
+
 fer_status fer_vmm_granule_create(fer_vmm *v, uint64_t *out) {
   static const char *const fn = "fer_vmm_granule_create";
   feri_error_clear();
@@ -122,10 +132,9 @@ fer_status fer_vmm_granule_create(fer_vmm *v, uint64_t *out) {
   *out = UINT64_MAX;
   if (v == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: vmm is NULL", fn);
   uint64_t slot = 0;
-  while (slot < v->max_granules && v->live[slot]) slot++;
-  if (slot == v->max_granules)
-    return feri_fail(FER_STATUS_BUDGET_EXCEEDED, "%s: all %llu granules are in use", fn, (unsigned long long)v->max_granules);
-  fer_status st = v->be->granule_alloc(v->state, slot, v->granule, fn);
+  fer_status st = free_slot(v, fn, &slot);
+  if (st != FER_STATUS_OK) return st;
+  st = v->be->granule_alloc(v->state, slot, v->granule, fn);
   if (st != FER_STATUS_OK) return st;
   v->live[slot] = 1;
   v->n_live++;
@@ -313,9 +322,7 @@ fer_status fer_vmm_copy_on_write(fer_vmm_range *r, uint64_t offset, uint64_t *ou
   /* Charge, create and fill the copy first; only then swap the window, so a failure on the way
    * leaves the old mapping in place. */
   uint64_t slot = 0;
-  while (slot < v->max_granules && v->live[slot]) slot++;
-  if (slot == v->max_granules)
-    return feri_fail(FER_STATUS_BUDGET_EXCEEDED, "%s: all %llu granules are in use", fn, (unsigned long long)v->max_granules);
+  if ((st = free_slot(v, fn, &slot)) != FER_STATUS_OK) return st;
   if (v->gov != NULL && (st = feri_governor_charge(v->gov, v->role, v->granule, fn)) != FER_STATUS_OK) return st;
   if ((st = v->be->granule_alloc(v->state, slot, v->granule, fn)) != FER_STATUS_OK) goto fail_charge;
   if ((st = v->be->copy_into(v->state, slot, r->base + offset, v->granule, fn)) != FER_STATUS_OK) goto fail_alloc;
