@@ -71,6 +71,7 @@ fn agree(p: &Params, c: &Case, flags: u32) -> Result<u32, TestCaseError> {
 proptest! {
     #![proptest_config(common::config(200, file!()))]
 
+    // EVIDENCE: C-SAMP-001
     #[test]
     fn c_samp_001_top_k_keeps_exactly_the_tokens_at_or_above_the_kth(c in case(3000), k in 1i32..400) {
         let p = Params { top_k: k, ..Params::default() };
@@ -78,16 +79,19 @@ proptest! {
         prop_assert!(applied == processor::TOP_K || applied == 0);
     }
 
+    // EVIDENCE: C-SAMP-002
     #[test]
     fn c_samp_002_top_p_keeps_the_smallest_prefix_reaching_p(c in case(3000), top_p in 0.01f32..0.999) {
         agree(&Params { top_p, ..Params::default() }, &c, 0)?;
     }
 
+    // EVIDENCE: C-SAMP-003
     #[test]
     fn c_samp_003_min_p_matches_oracle(c in case(600), min_p in 0.0001f32..1.0) {
         agree(&Params { min_p, ..Params::default() }, &c, 0)?;
     }
 
+    // EVIDENCE: C-SAMP-004
     #[test]
     fn c_samp_004_penalties_match_oracle(c in case(600), rep in 0.5f32..2.0, window in 0i32..30,
                                          freq in -1.0f32..1.0, pres in -1.0f32..1.0) {
@@ -96,6 +100,7 @@ proptest! {
         agree(&Params { presence_penalty: pres, ..Params::default() }, &c, 0)?;
     }
 
+    // EVIDENCE: C-SAMP-006
     #[test]
     fn c_samp_006_bias_ngram_min_new_typical_xtc_match_oracle(
         c in case(600), bias_seed in any::<u64>(), n in 1i32..4, typical in 0.05f32..0.99,
@@ -112,6 +117,7 @@ proptest! {
         agree(&Params { xtc_threshold: xtc_t, xtc_probability: 0.7, seed, ..Params::default() }, &c, 0)?;
     }
 
+    // EVIDENCE: C-SAMP-005
     /// The chain equals the composition of its parts: the oracle's chain (each part in the header's
     /// order) and ferrite's parts run one sampler at a time both equal ferrite's whole chain.
     #[test]
@@ -145,6 +151,7 @@ proptest! {
         }
     }
 
+    // EVIDENCE: C-SAMP-012
     #[test]
     fn c_samp_012_fused_top_k_top_p_equals_the_two_processors(c in case(3000), k in 1i32..300, top_p in 0.05f32..0.99) {
         let p = Params { top_k: k, top_p, ..Params::default() };
@@ -161,6 +168,7 @@ proptest! {
         }
     }
 
+    // EVIDENCE: C-SAMP-008
     /// The draw with a given uniform equals the oracle's walk, token and log-probability.
     #[test]
     fn c_samp_008_draw_matches_oracle(c in case(2000), k in 0i32..60, u in 0.0f64..1.0) {
@@ -174,6 +182,7 @@ proptest! {
         prop_assert!((lp as f64 - want_lp).abs() <= 1e-5 * (1.0 + want_lp.abs()), "logprob {} vs {}", lp, want_lp);
     }
 
+    // EVIDENCE: C-SAMP-011
     #[test]
     fn c_samp_011_top_logprobs_match_log_softmax(c in case(1500), n in 0usize..40) {
         let finite: Vec<usize> = (0..c.logits.len()).filter(|&i| c.logits[i] != f32::NEG_INFINITY).collect();
@@ -195,6 +204,7 @@ proptest! {
     }
 }
 
+// EVIDENCE: C-SAMP-007
 #[test]
 fn c_samp_007_greedy_takes_the_first_maximum() {
     let l = [1.0f32, 7.0, 2.0, 7.0, -1.0];
@@ -222,6 +232,7 @@ fn c_samp_007_greedy_takes_the_first_maximum() {
     assert_eq!(sampling::greedy(&[]).unwrap_err().code, status::INVALID_ARG);
 }
 
+// EVIDENCE: C-SAMP-008
 /// The same seed gives the same tokens: the generator is the header's SplitMix64 construction
 /// (recomputed here independently), sample() uses it at counter = n_generated, and samplers on
 /// several threads at once produce the same sequence.
@@ -261,6 +272,7 @@ fn c_samp_008_seeded_sampling_is_reproducible() {
     assert!(reference.iter().collect::<std::collections::HashSet<_>>().len() > 1, "the draws vary");
 }
 
+// EVIDENCE: C-SAMP-009
 /// Chi-square goodness of fit, fixed seed: 40,000 draws over the processed distribution (8 tokens
 /// survive top-k of 10 at temperature 0.7). Critical value for 7 degrees of freedom at
 /// significance 0.001: 24.32. A deterministic test: the seed fixes the statistic.
@@ -298,6 +310,7 @@ fn c_samp_009_draw_frequencies_follow_the_processed_distribution() {
     assert!(chi2_flat > 24.32);
 }
 
+// EVIDENCE: C-SAMP-010
 #[test]
 fn c_samp_010_bad_input_gets_a_status() {
     let ctx = Context::default();
@@ -395,6 +408,7 @@ fn c_samp_010_bad_input_gets_a_status() {
     }
 }
 
+// EVIDENCE: C-SAMP-001
 /// The edges the header pins down: k at or above the number of finite logits keeps them all (and
 /// still reports top-k as run); top_p = 1 and typical_p = 1 are off; min_p = 1 keeps the maxima.
 #[test]
