@@ -5,56 +5,8 @@
 //! EVIDENCE: C-PERF-003, C-PERF-004, C-PERF-005, C-PERF-006
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
-use ferrite_benches::{qwen3_logits, synthetic_logits};
+use ferrite_benches::{empty_ctx, qwen3_logits, seven_processor_chain, synthetic_logits, ChainHistory, Sampler};
 use ferrite_sys as sys;
-use std::ptr;
-
-struct Sampler(*mut sys::fer_sampler);
-
-impl Sampler {
-    fn new(set: impl FnOnce(&mut sys::fer_sampling_params)) -> Sampler {
-        // SAFETY: plain-data struct, initialised by the C call.
-        let mut p: sys::fer_sampling_params = unsafe { std::mem::zeroed() };
-        let mut s = ptr::null_mut();
-        // SAFETY: valid pointers for both calls.
-        unsafe {
-            assert_eq!(sys::fer_sampling_params_init(&mut p), 0);
-            set(&mut p);
-            assert_eq!(sys::fer_sampler_create(&p, &mut s), 0, "bench sampler params refused");
-        }
-        Sampler(s)
-    }
-
-    fn process(&self, logits: &mut [f32], ctx: &sys::fer_sampling_context) -> u32 {
-        let mut applied = 0;
-        // SAFETY: logits valid for its length; ctx borrows live vectors.
-        let st = unsafe { sys::fer_sampler_process(self.0, logits.as_mut_ptr(), logits.len(), ctx, &mut applied) };
-        assert_eq!(st, 0);
-        applied
-    }
-
-    fn sample(&self, logits: &mut [f32], u: f64) -> i32 {
-        let mut tok = -1;
-        let ctx = empty_ctx();
-        // SAFETY: as in process.
-        let st = unsafe {
-            sys::fer_sampler_sample_uniform(self.0, logits.as_mut_ptr(), logits.len(), &ctx, u, &mut tok, ptr::null_mut())
-        };
-        assert_eq!(st, 0);
-        tok
-    }
-}
-
-impl Drop for Sampler {
-    fn drop(&mut self) {
-        // SAFETY: owned, freed once.
-        unsafe { sys::fer_sampler_free(self.0) }
-    }
-}
-
-fn empty_ctx() -> sys::fer_sampling_context {
-    sys::fer_sampling_context { prompt_tokens: ptr::null(), n_prompt: 0, generated_tokens: ptr::null(), n_generated: 0 }
-}
 
 fn greedy(logits: &[f32]) -> i32 {
     let mut tok = -1;
@@ -80,25 +32,9 @@ fn bench_sampling_latency(c: &mut Criterion) {
 
 fn bench_seven_processor_chain(c: &mut Criterion) {
     let logits = synthetic_logits();
-    let prompt: Vec<i32> = (0..128).map(|i| i % 97).collect();
-    let generated: Vec<i32> = (0..64).map(|i| i % 31).collect();
-    let ctx = sys::fer_sampling_context {
-        prompt_tokens: prompt.as_ptr(),
-        n_prompt: prompt.len(),
-        generated_tokens: generated.as_ptr(),
-        n_generated: generated.len(),
-    };
-    // The original's order and values: repetition 1.1, frequency 0.2, presence 0.1,
-    // temperature 0.8, top-k 50, top-p 0.9, min-p 0.05.
-    let s = Sampler::new(|p| {
-        p.repetition_penalty = 1.1;
-        p.frequency_penalty = 0.2;
-        p.presence_penalty = 0.1;
-        p.temperature = 0.8;
-        p.top_k = 50;
-        p.top_p = 0.9;
-        p.min_p = 0.05;
-    });
+    let history = ChainHistory::original();
+    let ctx = history.ctx();
+    let s = Sampler::new(seven_processor_chain);
     let mut g = c.benchmark_group("logit_processing");
     g.bench_function("seven_processor_chain_per_step", |b| {
         b.iter_batched(|| logits.clone(), |mut l| s.process(&mut l, &ctx), BatchSize::SmallInput)

@@ -110,3 +110,94 @@ pub fn contiguous(data: *mut std::ffi::c_void, dtype: sys::fer_dtype, shape: &[i
     assert_eq!(st, sys::FER_STATUS_OK as i32, "fer_tensor_init_contiguous refused {shape:?}");
     t
 }
+
+/// A `fer_sampler` created from `fer_sampling_params_init` plus `set`, freed on drop. Panics when
+/// ferrite refuses (a bench bug, not a measurement).
+pub struct Sampler(*mut sys::fer_sampler);
+
+impl Sampler {
+    pub fn new(set: impl FnOnce(&mut sys::fer_sampling_params)) -> Sampler {
+        // SAFETY: plain-data struct, initialised by the C call.
+        let mut p: sys::fer_sampling_params = unsafe { std::mem::zeroed() };
+        let mut s = std::ptr::null_mut();
+        // SAFETY: valid pointers for both calls.
+        unsafe {
+            assert_eq!(sys::fer_sampling_params_init(&mut p), 0);
+            set(&mut p);
+            assert_eq!(sys::fer_sampler_create(&p, &mut s), 0, "bench sampler params refused");
+        }
+        Sampler(s)
+    }
+
+    /// Runs the chain in place; returns the processor bits that ran.
+    pub fn process(&self, logits: &mut [f32], ctx: &sys::fer_sampling_context) -> u32 {
+        let mut applied = 0;
+        // SAFETY: logits valid for its length; ctx borrows live vectors.
+        let st = unsafe { sys::fer_sampler_process(self.0, logits.as_mut_ptr(), logits.len(), ctx, &mut applied) };
+        assert_eq!(st, 0, "fer_sampler_process refused its bench input");
+        applied
+    }
+
+    /// Runs the chain, then draws with the given uniform (empty history).
+    pub fn sample(&self, logits: &mut [f32], u: f64) -> i32 {
+        let mut tok = -1;
+        let ctx = empty_ctx();
+        // SAFETY: as in process.
+        let st = unsafe {
+            sys::fer_sampler_sample_uniform(self.0, logits.as_mut_ptr(), logits.len(), &ctx, u, &mut tok, std::ptr::null_mut())
+        };
+        assert_eq!(st, 0, "fer_sampler_sample_uniform refused its bench input");
+        tok
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        // SAFETY: owned, freed once.
+        unsafe { sys::fer_sampler_free(self.0) }
+    }
+}
+
+/// A context with no history.
+pub fn empty_ctx() -> sys::fer_sampling_context {
+    sys::fer_sampling_context {
+        prompt_tokens: std::ptr::null(),
+        n_prompt: 0,
+        generated_tokens: std::ptr::null(),
+        n_generated: 0,
+    }
+}
+
+/// The original's seven-processor chain: repetition 1.1, frequency 0.2, presence 0.1,
+/// temperature 0.8, top-k 50, top-p 0.9, min-p 0.05 (its order is the chain's).
+pub fn seven_processor_chain(p: &mut sys::fer_sampling_params) {
+    p.repetition_penalty = 1.1;
+    p.frequency_penalty = 0.2;
+    p.presence_penalty = 0.1;
+    p.temperature = 0.8;
+    p.top_k = 50;
+    p.top_p = 0.9;
+    p.min_p = 0.05;
+}
+
+/// The original's `processor_context()` history: prompt `(0..128) % 97`, generated `(0..64) % 31`.
+pub struct ChainHistory {
+    pub prompt: Vec<i32>,
+    pub generated: Vec<i32>,
+}
+
+impl ChainHistory {
+    pub fn original() -> ChainHistory {
+        ChainHistory { prompt: (0..128).map(|i| i % 97).collect(), generated: (0..64).map(|i| i % 31).collect() }
+    }
+
+    /// A context borrowing this history (keep `self` alive while it is used).
+    pub fn ctx(&self) -> sys::fer_sampling_context {
+        sys::fer_sampling_context {
+            prompt_tokens: self.prompt.as_ptr(),
+            n_prompt: self.prompt.len(),
+            generated_tokens: self.generated.as_ptr(),
+            n_generated: self.generated.len(),
+        }
+    }
+}

@@ -21,7 +21,10 @@
 //! time and its instruction count on one row. `bench-compare` writes this file into both worktrees
 //! it compares, so both sides are measured by the same harness against their own C library.
 
-use ferrite_benches::{contiguous, float_values, gather_indices, qwen3_logits, synthetic_logits, BenchDtype, Buffer};
+use ferrite_benches::{
+    contiguous, empty_ctx, float_values, gather_indices, qwen3_logits, synthetic_logits,
+    BenchDtype, Buffer, ChainHistory, Sampler,
+};
 use ferrite_sys as sys;
 use std::hint::black_box;
 use std::ptr;
@@ -98,69 +101,23 @@ fn reduce_mean_large(dtype: BenchDtype) -> Scenario {
 
 
 
-/// A sampler created from `fer_sampling_params_init` plus `set`, freed on drop.
-struct Sampler(*mut sys::fer_sampler);
-
-impl Sampler {
-    fn new(set: impl FnOnce(&mut sys::fer_sampling_params)) -> Sampler {
-        // SAFETY: plain-data struct, initialised by the C call.
-        let mut p: sys::fer_sampling_params = unsafe { std::mem::zeroed() };
-        let mut s = ptr::null_mut();
-        // SAFETY: valid pointers for both calls.
-        unsafe {
-            ok(sys::fer_sampling_params_init(&mut p), "fer_sampling_params_init");
-            set(&mut p);
-            ok(sys::fer_sampler_create(&p, &mut s), "fer_sampler_create");
-        }
-        Sampler(s)
+/// Runs the chain over a fresh copy of `src` (the copy is Rust, outside the count) `reps` times.
+fn process_copies(s: &Sampler, src: &[f32], ctx: &sys::fer_sampling_context, reps: u32) {
+    for _ in 0..reps {
+        let mut l = src.to_vec();
+        s.process(&mut l, ctx);
+        black_box(&l);
     }
-
-    /// Runs the chain over a fresh copy of `src` (the copy is Rust, outside the count) `reps` times.
-    fn process_copies(&self, src: &[f32], ctx: &sys::fer_sampling_context, reps: u32) {
-        for _ in 0..reps {
-            let mut l = src.to_vec();
-            let mut applied = 0;
-            // SAFETY: logits valid for its length; ctx borrows live vectors.
-            let st = unsafe { sys::fer_sampler_process(self.0, l.as_mut_ptr(), l.len(), ctx, &mut applied) };
-            ok(st, "fer_sampler_process");
-            black_box(&l);
-        }
-    }
-}
-
-impl Drop for Sampler {
-    fn drop(&mut self) {
-        // SAFETY: owned, freed once.
-        unsafe { sys::fer_sampler_free(self.0) }
-    }
-}
-
-fn empty_ctx() -> sys::fer_sampling_context {
-    sys::fer_sampling_context { prompt_tokens: ptr::null(), n_prompt: 0, generated_tokens: ptr::null(), n_generated: 0 }
 }
 
 /// The original's seven-processor chain at V = 32,000, as bench_seven_processor_chain.
-fn seven_processor_chain() -> Scenario {
+fn seven_processor_chain_scenario() -> Scenario {
     let run = |reps: u32| {
         let logits = synthetic_logits();
-        let prompt: Vec<i32> = (0..128).map(|i| i % 97).collect();
-        let generated: Vec<i32> = (0..64).map(|i| i % 31).collect();
-        let ctx = sys::fer_sampling_context {
-            prompt_tokens: prompt.as_ptr(),
-            n_prompt: prompt.len(),
-            generated_tokens: generated.as_ptr(),
-            n_generated: generated.len(),
-        };
-        let s = Sampler::new(|p| {
-            p.repetition_penalty = 1.1;
-            p.frequency_penalty = 0.2;
-            p.presence_penalty = 0.1;
-            p.temperature = 0.8;
-            p.top_k = 50;
-            p.top_p = 0.9;
-            p.min_p = 0.05;
-        });
-        s.process_copies(&logits, &ctx, reps);
+        let history = ChainHistory::original();
+        let ctx = history.ctx();
+        let s = Sampler::new(ferrite_benches::seven_processor_chain);
+        process_copies(&s, &logits, &ctx, reps);
     };
     Scenario { name: "logit_processing/seven_processor_chain_per_step".into(), run: Box::new(run) }
 }
@@ -170,7 +127,7 @@ fn top_k_qwen3() -> Scenario {
     let run = |reps: u32| {
         let logits = qwen3_logits();
         let s = Sampler::new(|p| p.top_k = 20);
-        s.process_copies(&logits, &empty_ctx(), reps);
+        process_copies(&s, &logits, &empty_ctx(), reps);
     };
     Scenario { name: "qwen3_sampling_processors/top_k_partial_selection".into(), run: Box::new(run) }
 }
@@ -194,7 +151,7 @@ fn scenarios() -> Vec<Scenario> {
     for make in [add_large, gather_large, reduce_mean_large] {
         all.extend(BenchDtype::ALL.into_iter().map(make));
     }
-    all.extend([seven_processor_chain(), top_k_qwen3(), greedy_qwen3()]);
+    all.extend([seven_processor_chain_scenario(), top_k_qwen3(), greedy_qwen3()]);
     all
 }
 
