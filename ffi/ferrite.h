@@ -271,6 +271,108 @@ fer_status fer_gather(fer_threadpool *pool, const fer_tensor *data, const fer_te
  */
 fer_status fer_reduce_mean(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *out);
 
+/** How the B operand of fer_matmul is laid out. Values are append-only. */
+enum fer_matmul_b_layout_code {
+  /** b has shape [K, N]: out = a x b. */
+  FER_MATMUL_B_KN = 0,
+  /** b has shape [N, K], as model weights are stored: out = a x b^T. */
+  FER_MATMUL_B_NK = 1,
+};
+typedef int32_t fer_matmul_b_layout;
+
+/**
+ * Bytes of scratch fer_matmul needs for these arguments on this pool (pool may be NULL): the
+ * exact amount it allocates, or requires from the caller, for the route it will take. A route
+ * that needs none reports 0 (M = 1 with a contiguous f32 row of a; K = 0; empty out).
+ * Claims: C-MM-005.
+ */
+fer_status fer_matmul_workspace_bytes(const fer_threadpool *pool, const fer_tensor *a,
+                                      const fer_tensor *b, fer_matmul_b_layout b_layout,
+                                      const fer_tensor *out, size_t *out_bytes);
+
+/**
+ * out[M, N] = a[M, K] x b, with b [K, N] or [N, K] (b_layout). a, b and out are rank 2, any
+ * strides, each F32, F16 or BF16 independently. Each output element is one f32 chain
+ * acc = fma(a[i, k], b[k, j], acc) over k = 0 .. K-1 from acc = 0, rounded once to out's dtype
+ * (nearest even), so results are bit-identical across ISA levels and thread counts, and row i of
+ * out does not depend on the other rows of a (M = 1 decode and M > 1 prefill agree bit for bit).
+ * K = 0 gives zeros. f16/bf16 operands are widened panel by panel, never as a whole copy.
+ * out may not overlap a or b. workspace: NULL lets the call allocate its scratch itself;
+ * otherwise it must be 64-byte aligned and hold fer_matmul_workspace_bytes() bytes
+ * (BUFFER_TOO_SMALL otherwise). On any error nothing is written. Claims: C-MM-001..C-MM-005.
+ */
+fer_status fer_matmul(fer_threadpool *pool, const fer_tensor *a, const fer_tensor *b,
+                      fer_matmul_b_layout b_layout, const fer_tensor *out, void *workspace,
+                      size_t workspace_bytes);
+
+/* ---------------------------------------------------------------------------------------------
+ * Transformer row kernels. Each works on the last axis of tensors of one shape (any rank >= 1,
+ * any strides), widens each row to f32, computes in f32 in a fixed order (bit-identical across
+ * ISA levels and thread counts) and rounds once to out's dtype. out may be exactly an input (same
+ * data, dtype, shape and strides); any other overlap is INVALID_ARG. On error nothing is written.
+ */
+
+/**
+ * RMSNorm: out = (x * r) * weight with r = 1 / sqrtf(sum(x^2) / D + eps), the sum of squares in
+ * the 32-partial order of fer_reduce_mean. x and out share a float dtype; weight is [D] of any
+ * float dtype, or NULL for no scale. eps must be finite and >= 0. Claims: C-TK-001.
+ */
+fer_status fer_rms_norm(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *weight,
+                        float eps, const fer_tensor *out);
+
+/** Pairing of the dimensions fer_rope rotates together. Values are append-only. */
+enum fer_rope_pairing_code {
+  /** (i, i + rot_dims / 2): GPT-NeoX, Llama in HF layout, Qwen. */
+  FER_ROPE_NEOX = 0,
+  /** (2i, 2i + 1): GPT-J, Llama in Meta / GGUF layout. */
+  FER_ROPE_GPTJ = 1,
+};
+typedef int32_t fer_rope_pairing;
+
+/**
+ * Rotary position embedding. x is [T, ..., D] (e.g. [tokens, heads, head_dim]); positions is [T]
+ * I32 or I64 (any value). Pair i (i < rot_dims / 2) of token t turns by the angle
+ * positions[t] * theta^(-2i / rot_dims), computed in double; cos and sin are rounded to f32 and
+ * y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos in f32. Dimensions from rot_dims on are copied.
+ * rot_dims is even, 2 <= rot_dims <= D; theta finite and > 0. Claims: C-TK-002.
+ */
+fer_status fer_rope(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *positions,
+                    fer_rope_pairing pairing, uint32_t rot_dims, float theta,
+                    const fer_tensor *out);
+
+/**
+ * SiLU: out = x * sigmoid(x), the sigmoid evaluated as 1 / (1 + expf(-x)) for x >= 0 and
+ * e / (1 + e), e = expf(x), below; where the sigmoid is 0 (x = -inf or below about -104) the
+ * result is -0. Claims: C-TK-003.
+ */
+fer_status fer_silu(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *out);
+
+/** SwiGLU: out = silu(gate) * up (silu as fer_silu), one shape and dtype. Claims: C-TK-003. */
+fer_status fer_swiglu(fer_threadpool *pool, const fer_tensor *gate, const fer_tensor *up,
+                      const fer_tensor *out);
+
+/**
+ * Softmax over the last axis, stabilised by the row maximum: out = expf(x - max) / sum, the sum
+ * in the 32-partial order. A row with a NaN or without a value above -inf gives NaN.
+ * Claims: C-TK-004.
+ */
+fer_status fer_softmax(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *out);
+
+/**
+ * Index of the maximum over the last axis; ties go to the lowest index; a NaN wins at its first
+ * position (numpy). x: float dtype, rank >= 1, last axis non-empty; out: x's shape without the
+ * last axis, I32 or I64. Claims: C-TK-005.
+ */
+fer_status fer_argmax(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *out);
+
+/**
+ * Embedding lookup: out[i..., :] = table[ids[i...], :] converted to out's dtype. table is [V, D]
+ * of a float dtype; ids any shape, I32 or I64, every id in [0, V) (else INVALID_ARG naming the
+ * first bad one, nothing written); out is ids' shape plus [D], any float dtype. Claims: C-TK-006.
+ */
+fer_status fer_embedding(fer_threadpool *pool, const fer_tensor *table, const fer_tensor *ids,
+                         const fer_tensor *out);
+
 /* ---------------------------------------------------------------------------------------------
  * Sampling: a chain of logits processors configured by one struct, and the draw.
  * ------------------------------------------------------------------------------------------- */

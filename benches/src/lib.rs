@@ -201,3 +201,31 @@ impl ChainHistory {
         }
     }
 }
+
+/// An owned `fer_threadpool` at FER_ISA_AUTO for the benches.
+pub struct Pool(*mut sys::fer_threadpool);
+
+impl Pool {
+    pub fn new(n_threads: u32) -> Pool {
+        let mut opts: sys::fer_threadpool_options = unsafe { std::mem::zeroed() };
+        // SAFETY: opts is a valid out-pointer; create reads it and writes the handle.
+        unsafe {
+            assert_eq!(sys::fer_threadpool_options_init(&mut opts), 0);
+            opts.n_threads = n_threads;
+            let mut p = std::ptr::null_mut();
+            assert_eq!(sys::fer_threadpool_create(&opts, &mut p), 0, "pool of {n_threads} threads");
+            Pool(p)
+        }
+    }
+
+    pub fn ptr(&self) -> *mut sys::fer_threadpool {
+        self.0
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // SAFETY: we own the pool and no call is running on it.
+        unsafe { sys::fer_threadpool_free(self.0) }
+    }
+}

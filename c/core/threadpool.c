@@ -15,10 +15,16 @@
 
 enum { FERI_MAX_THREADS = 1024 };
 
+typedef struct feri_worker_arg {
+  fer_threadpool *pool;
+  uint32_t index; /* 1 .. n_threads-1; the caller is worker 0 */
+} feri_worker_arg;
+
 struct fer_threadpool {
   uint32_t n_threads; /* including the caller */
   fer_isa isa;
   pthread_t *workers; /* n_threads - 1 */
+  feri_worker_arg *worker_args; /* one per worker thread */
   uint32_t n_started;
   pthread_mutex_t mu;
   pthread_cond_t wake;
@@ -26,34 +32,37 @@ struct fer_threadpool {
   uint64_t generation; /* bumped for each run; workers wait for a new one */
   int shutdown;
   uint32_t busy_workers; /* workers still inside the current run */
-  feri_task_fn fn;
+  feri_worker_task_fn fn;
   void *ctx;
   int64_t n_tasks;
   _Atomic int64_t next_task;
   _Atomic int in_use; /* the BUSY guard: one caller at a time */
 };
 
-static void feri_drain(fer_threadpool *p, feri_task_fn fn, void *ctx, int64_t n) {
+static void feri_drain(fer_threadpool *p, feri_worker_task_fn fn, void *ctx, int64_t n,
+                       uint32_t worker) {
   for (;;) {
     int64_t t = atomic_fetch_add_explicit(&p->next_task, 1, memory_order_relaxed);
     if (t >= n) return;
-    fn(ctx, t);
+    fn(ctx, t, worker);
   }
 }
 
 static void *feri_worker(void *arg) {
-  fer_threadpool *p = arg;
+  const feri_worker_arg *wa = arg;
+  fer_threadpool *p = wa->pool;
+  const uint32_t index = wa->index;
   uint64_t seen = 0;
   pthread_mutex_lock(&p->mu);
   for (;;) {
     while (p->generation == seen && !p->shutdown) pthread_cond_wait(&p->wake, &p->mu);
     if (p->shutdown) break;
     seen = p->generation;
-    feri_task_fn fn = p->fn;
+    feri_worker_task_fn fn = p->fn;
     void *ctx = p->ctx;
     int64_t n = p->n_tasks;
     pthread_mutex_unlock(&p->mu);
-    feri_drain(p, fn, ctx, n);
+    feri_drain(p, fn, ctx, n, index);
     pthread_mutex_lock(&p->mu);
     if (--p->busy_workers == 0) pthread_cond_signal(&p->done);
   }
@@ -61,15 +70,36 @@ static void *feri_worker(void *arg) {
   return NULL;
 }
 
+typedef struct feri_plain_task {
+  feri_task_fn fn;
+  void *ctx;
+} feri_plain_task;
+
+static void feri_run_plain(void *ctx, int64_t task, uint32_t worker) {
+  const feri_plain_task *pt = ctx;
+  (void)worker;
+  pt->fn(pt->ctx, task);
+}
+
 fer_status feri_threadpool_run(fer_threadpool *pool, int64_t n_tasks, feri_task_fn fn, void *ctx) {
+  feri_plain_task pt = {fn, ctx};
+  return feri_threadpool_run_workers(pool, n_tasks, feri_run_plain, &pt);
+}
+
+uint32_t feri_threadpool_slots(const fer_threadpool *pool) {
+  return pool == NULL ? 1u : pool->n_threads;
+}
+
+fer_status feri_threadpool_run_workers(fer_threadpool *pool, int64_t n_tasks,
+                                       feri_worker_task_fn fn, void *ctx) {
   if (pool == NULL) {
-    for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t);
+    for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
     return FER_STATUS_OK;
   }
   if (atomic_exchange_explicit(&pool->in_use, 1, memory_order_acquire))
     return feri_fail(FER_STATUS_BUSY, "fer_threadpool: another thread is running on this pool");
   if (pool->n_threads == 1 || n_tasks <= 1) {
-    for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t);
+    for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
   } else {
     pthread_mutex_lock(&pool->mu);
     pool->fn = fn;
@@ -80,7 +110,7 @@ fer_status feri_threadpool_run(fer_threadpool *pool, int64_t n_tasks, feri_task_
     pool->generation++;
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->mu);
-    feri_drain(pool, fn, ctx, n_tasks);
+    feri_drain(pool, fn, ctx, n_tasks, 0);
     pthread_mutex_lock(&pool->mu);
     while (pool->busy_workers != 0) pthread_cond_wait(&pool->done, &pool->mu);
     pthread_mutex_unlock(&pool->mu);
@@ -115,6 +145,7 @@ static void feri_pool_stop(fer_threadpool *p) {
   pthread_cond_destroy(&p->done);
   pthread_cond_destroy(&p->wake);
   pthread_mutex_destroy(&p->mu);
+  free(p->worker_args);
   free(p->workers);
   free(p);
 }
@@ -149,13 +180,17 @@ fer_status fer_threadpool_create(const fer_threadpool_options *opts, fer_threadp
   if (p == NULL) goto fail_alloc;
   p->workers = calloc(n, sizeof *p->workers);
   if (p->workers == NULL) goto fail_workers;
+  p->worker_args = calloc(n, sizeof *p->worker_args);
+  if (p->worker_args == NULL) goto fail_worker_args;
   p->n_threads = n;
   p->isa = isa;
   if (pthread_mutex_init(&p->mu, NULL) != 0) goto fail_mutex;
   if (pthread_cond_init(&p->wake, NULL) != 0) goto fail_wake;
   if (pthread_cond_init(&p->done, NULL) != 0) goto fail_done;
   for (uint32_t i = 0; i + 1 < n; i++) {
-    if (pthread_create(&p->workers[i], NULL, feri_worker, p) != 0) {
+    p->worker_args[i].pool = p;
+    p->worker_args[i].index = i + 1;
+    if (pthread_create(&p->workers[i], NULL, feri_worker, &p->worker_args[i]) != 0) {
       feri_pool_stop(p); /* joins the workers started so far and frees everything */
       return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_threadpool_create: could not start thread %u of %u",
                        i + 2, n);
@@ -170,6 +205,8 @@ fail_done:
 fail_wake:
   pthread_mutex_destroy(&p->mu);
 fail_mutex:
+  free(p->worker_args);
+fail_worker_args:
   free(p->workers);
 fail_workers:
   free(p);

@@ -47,3 +47,182 @@ pub fn reduce_mean(
     // SAFETY: as in `add`.
     check(unsafe { sys::fer_reduce_mean(pool_ptr(pool), x.raw(), out.raw()) })
 }
+
+/// How `b` of [`matmul`] is laid out (`fer_matmul_b_layout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BLayout {
+    /// b is [K, N]: out = a x b.
+    KN,
+    /// b is [N, K] (weights as stored): out = a x b^T.
+    NK,
+}
+
+impl BLayout {
+    pub fn raw(self) -> sys::fer_matmul_b_layout {
+        match self {
+            BLayout::KN => sys::FER_MATMUL_B_KN as sys::fer_matmul_b_layout,
+            BLayout::NK => sys::FER_MATMUL_B_NK as sys::fer_matmul_b_layout,
+        }
+    }
+}
+
+/// Scratch bytes [`matmul`] needs for these arguments on this pool (`fer_matmul_workspace_bytes`).
+pub fn matmul_workspace_bytes(
+    pool: Option<&ThreadPool>,
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    layout: BLayout,
+    out: &TensorMut<'_>,
+) -> Result<usize> {
+    let mut bytes = 0usize;
+    let pool_ptr = pool.map_or(std::ptr::null(), |p| p.as_const_ptr());
+    // SAFETY: descriptors borrow live slices; the call only reads them and writes `bytes`.
+    check(unsafe {
+        sys::fer_matmul_workspace_bytes(pool_ptr, a.raw(), b.raw(), layout.raw(), out.raw(), &mut bytes)
+    })?;
+    Ok(bytes)
+}
+
+/// out = a x b (or a x b^T), scratch allocated by the call (`fer_matmul`).
+pub fn matmul(
+    pool: Option<&mut ThreadPool>,
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    layout: BLayout,
+    out: &mut TensorMut<'_>,
+) -> Result<()> {
+    // SAFETY: as in `add`; a NULL workspace lets the call allocate its own.
+    check(unsafe {
+        sys::fer_matmul(pool_ptr(pool), a.raw(), b.raw(), layout.raw(), out.raw(), std::ptr::null_mut(), 0)
+    })
+}
+
+/// A 64-byte aligned scratch buffer for [`matmul_in`].
+pub struct Workspace {
+    buf: Vec<u8>,
+    offset: usize,
+    len: usize,
+}
+
+impl Workspace {
+    pub fn new(len: usize) -> Workspace {
+        // 63 bytes to reach alignment plus up to 63 of deliberate misalignment, then len.
+        let buf = vec![0u8; len + 128];
+        let offset = buf.as_ptr().align_offset(64);
+        Workspace { buf, offset, len }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The aligned start; `misalign` bytes later for tests of the alignment check.
+    pub fn ptr(&mut self, misalign: usize) -> *mut std::os::raw::c_void {
+        assert!(misalign <= 63);
+        // offset + misalign <= 126, so start + len stays inside the len + 128 bytes.
+        let start = self.offset + misalign;
+        self.buf[start..].as_mut_ptr() as *mut std::os::raw::c_void
+    }
+}
+
+/// As [`matmul`], with caller-provided scratch of `ws.len()` bytes starting `misalign` bytes
+/// past a 64-byte boundary.
+pub fn matmul_in(
+    pool: Option<&mut ThreadPool>,
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    layout: BLayout,
+    out: &mut TensorMut<'_>,
+    ws: &mut Workspace,
+    misalign: usize,
+) -> Result<()> {
+    let len = ws.len();
+    let ptr = ws.ptr(misalign);
+    // SAFETY: `ptr` has at least `len` writable bytes (see Workspace::new), borrowed mutably for
+    // the call.
+    check(unsafe { sys::fer_matmul(pool_ptr(pool), a.raw(), b.raw(), layout.raw(), out.raw(), ptr, len) })
+}
+
+/// RMSNorm over the last axis (`fer_rms_norm`); `weight` None scales by 1.
+pub fn rms_norm(
+    pool: Option<&mut ThreadPool>,
+    x: &TensorRef<'_>,
+    weight: Option<&TensorRef<'_>>,
+    eps: f32,
+    out: &mut TensorMut<'_>,
+) -> Result<()> {
+    let w = weight.map_or(std::ptr::null(), |w| w.raw() as *const sys::fer_tensor);
+    // SAFETY: as in `add`; a NULL weight is allowed by the header.
+    check(unsafe { sys::fer_rms_norm(pool_ptr(pool), x.raw(), w, eps, out.raw()) })
+}
+
+/// Which dimensions [`rope`] rotates together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopePairing {
+    /// (i, i + rot/2)
+    Neox,
+    /// (2i, 2i + 1)
+    Gptj,
+}
+
+/// Rotary position embedding over x [T, ..., D] (`fer_rope`).
+pub fn rope(
+    pool: Option<&mut ThreadPool>,
+    x: &TensorRef<'_>,
+    positions: &TensorRef<'_>,
+    pairing: RopePairing,
+    rot_dims: u32,
+    theta: f32,
+    out: &mut TensorMut<'_>,
+) -> Result<()> {
+    let p = match pairing {
+        RopePairing::Neox => sys::FER_ROPE_NEOX,
+        RopePairing::Gptj => sys::FER_ROPE_GPTJ,
+    } as sys::fer_rope_pairing;
+    // SAFETY: as in `add`.
+    check(unsafe { sys::fer_rope(pool_ptr(pool), x.raw(), positions.raw(), p, rot_dims, theta, out.raw()) })
+}
+
+/// out = silu(x) (`fer_silu`).
+pub fn silu(pool: Option<&mut ThreadPool>, x: &TensorRef<'_>, out: &mut TensorMut<'_>) -> Result<()> {
+    // SAFETY: as in `add`.
+    check(unsafe { sys::fer_silu(pool_ptr(pool), x.raw(), out.raw()) })
+}
+
+/// out = silu(gate) * up (`fer_swiglu`).
+pub fn swiglu(
+    pool: Option<&mut ThreadPool>,
+    gate: &TensorRef<'_>,
+    up: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+) -> Result<()> {
+    // SAFETY: as in `add`.
+    check(unsafe { sys::fer_swiglu(pool_ptr(pool), gate.raw(), up.raw(), out.raw()) })
+}
+
+/// Softmax over the last axis (`fer_softmax`).
+pub fn softmax(pool: Option<&mut ThreadPool>, x: &TensorRef<'_>, out: &mut TensorMut<'_>) -> Result<()> {
+    // SAFETY: as in `add`.
+    check(unsafe { sys::fer_softmax(pool_ptr(pool), x.raw(), out.raw()) })
+}
+
+/// Index of the maximum over the last axis (`fer_argmax`); out is I32 or I64.
+pub fn argmax(pool: Option<&mut ThreadPool>, x: &TensorRef<'_>, out: &mut TensorMut<'_>) -> Result<()> {
+    // SAFETY: as in `add`.
+    check(unsafe { sys::fer_argmax(pool_ptr(pool), x.raw(), out.raw()) })
+}
+
+/// Rows of `table` [V, D] by id (`fer_embedding`).
+pub fn embedding(
+    pool: Option<&mut ThreadPool>,
+    table: &TensorRef<'_>,
+    ids: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+) -> Result<()> {
+    // SAFETY: as in `add`.
+    check(unsafe { sys::fer_embedding(pool_ptr(pool), table.raw(), ids.raw(), out.raw()) })
+}

@@ -81,6 +81,11 @@ impl ThreadPool {
         Ok(v)
     }
 
+    /// The raw handle for queries that only read the pool.
+    pub fn as_const_ptr(&self) -> *const sys::fer_threadpool {
+        self.ptr.as_ptr()
+    }
+
     /// The raw handle, for calls through `ferrite-sys`. `&mut self`: one call at a time.
     pub fn as_ptr(&mut self) -> *mut sys::fer_threadpool {
         self.ptr.as_ptr()

@@ -256,6 +256,132 @@ extern "C" {
         out: *const fer_tensor,
     ) -> fer_status;
 }
+#[doc = " b has shape [K, N]: out = a x b."]
+pub const FER_MATMUL_B_KN: fer_matmul_b_layout_code = 0;
+#[doc = " b has shape [N, K], as model weights are stored: out = a x b^T."]
+pub const FER_MATMUL_B_NK: fer_matmul_b_layout_code = 1;
+#[doc = " How the B operand of fer_matmul is laid out. Values are append-only."]
+pub type fer_matmul_b_layout_code = ::std::os::raw::c_uint;
+pub type fer_matmul_b_layout = i32;
+extern "C" {
+    #[doc = " Bytes of scratch fer_matmul needs for these arguments on this pool (pool may be NULL): the"]
+    #[doc = " exact amount it allocates, or requires from the caller, for the route it will take. A route"]
+    #[doc = " that needs none reports 0 (M = 1 with a contiguous f32 row of a; K = 0; empty out)."]
+    #[doc = " Claims: C-MM-005."]
+    pub fn fer_matmul_workspace_bytes(
+        pool: *const fer_threadpool,
+        a: *const fer_tensor,
+        b: *const fer_tensor,
+        b_layout: fer_matmul_b_layout,
+        out: *const fer_tensor,
+        out_bytes: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " out[M, N] = a[M, K] x b, with b [K, N] or [N, K] (b_layout). a, b and out are rank 2, any"]
+    #[doc = " strides, each F32, F16 or BF16 independently. Each output element is one f32 chain"]
+    #[doc = " acc = fma(a[i, k], b[k, j], acc) over k = 0 .. K-1 from acc = 0, rounded once to out's dtype"]
+    #[doc = " (nearest even), so results are bit-identical across ISA levels and thread counts, and row i of"]
+    #[doc = " out does not depend on the other rows of a (M = 1 decode and M > 1 prefill agree bit for bit)."]
+    #[doc = " K = 0 gives zeros. f16/bf16 operands are widened panel by panel, never as a whole copy."]
+    #[doc = " out may not overlap a or b. workspace: NULL lets the call allocate its scratch itself;"]
+    #[doc = " otherwise it must be 64-byte aligned and hold fer_matmul_workspace_bytes() bytes"]
+    #[doc = " (BUFFER_TOO_SMALL otherwise). On any error nothing is written. Claims: C-MM-001..C-MM-005."]
+    pub fn fer_matmul(
+        pool: *mut fer_threadpool,
+        a: *const fer_tensor,
+        b: *const fer_tensor,
+        b_layout: fer_matmul_b_layout,
+        out: *const fer_tensor,
+        workspace: *mut ::std::os::raw::c_void,
+        workspace_bytes: usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " RMSNorm: out = (x * r) * weight with r = 1 / sqrtf(sum(x^2) / D + eps), the sum of squares in"]
+    #[doc = " the 32-partial order of fer_reduce_mean. x and out share a float dtype; weight is [D] of any"]
+    #[doc = " float dtype, or NULL for no scale. eps must be finite and >= 0. Claims: C-TK-001."]
+    pub fn fer_rms_norm(
+        pool: *mut fer_threadpool,
+        x: *const fer_tensor,
+        weight: *const fer_tensor,
+        eps: f32,
+        out: *const fer_tensor,
+    ) -> fer_status;
+}
+#[doc = " (i, i + rot_dims / 2): GPT-NeoX, Llama in HF layout, Qwen."]
+pub const FER_ROPE_NEOX: fer_rope_pairing_code = 0;
+#[doc = " (2i, 2i + 1): GPT-J, Llama in Meta / GGUF layout."]
+pub const FER_ROPE_GPTJ: fer_rope_pairing_code = 1;
+#[doc = " Pairing of the dimensions fer_rope rotates together. Values are append-only."]
+pub type fer_rope_pairing_code = ::std::os::raw::c_uint;
+pub type fer_rope_pairing = i32;
+extern "C" {
+    #[doc = " Rotary position embedding. x is [T, ..., D] (e.g. [tokens, heads, head_dim]); positions is [T]"]
+    #[doc = " I32 or I64 (any value). Pair i (i < rot_dims / 2) of token t turns by the angle"]
+    #[doc = " positions[t] * theta^(-2i / rot_dims), computed in double; cos and sin are rounded to f32 and"]
+    #[doc = " y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos in f32. Dimensions from rot_dims on are copied."]
+    #[doc = " rot_dims is even, 2 <= rot_dims <= D; theta finite and > 0. Claims: C-TK-002."]
+    pub fn fer_rope(
+        pool: *mut fer_threadpool,
+        x: *const fer_tensor,
+        positions: *const fer_tensor,
+        pairing: fer_rope_pairing,
+        rot_dims: u32,
+        theta: f32,
+        out: *const fer_tensor,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " SiLU: out = x * sigmoid(x), the sigmoid evaluated as 1 / (1 + expf(-x)) for x >= 0 and"]
+    #[doc = " e / (1 + e), e = expf(x), below; where the sigmoid is 0 (x = -inf or below about -104) the"]
+    #[doc = " result is -0. Claims: C-TK-003."]
+    pub fn fer_silu(
+        pool: *mut fer_threadpool,
+        x: *const fer_tensor,
+        out: *const fer_tensor,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " SwiGLU: out = silu(gate) * up (silu as fer_silu), one shape and dtype. Claims: C-TK-003."]
+    pub fn fer_swiglu(
+        pool: *mut fer_threadpool,
+        gate: *const fer_tensor,
+        up: *const fer_tensor,
+        out: *const fer_tensor,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Softmax over the last axis, stabilised by the row maximum: out = expf(x - max) / sum, the sum"]
+    #[doc = " in the 32-partial order. A row with a NaN or without a value above -inf gives NaN."]
+    #[doc = " Claims: C-TK-004."]
+    pub fn fer_softmax(
+        pool: *mut fer_threadpool,
+        x: *const fer_tensor,
+        out: *const fer_tensor,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Index of the maximum over the last axis; ties go to the lowest index; a NaN wins at its first"]
+    #[doc = " position (numpy). x: float dtype, rank >= 1, last axis non-empty; out: x's shape without the"]
+    #[doc = " last axis, I32 or I64. Claims: C-TK-005."]
+    pub fn fer_argmax(
+        pool: *mut fer_threadpool,
+        x: *const fer_tensor,
+        out: *const fer_tensor,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Embedding lookup: out[i..., :] = table[ids[i...], :] converted to out's dtype. table is [V, D]"]
+    #[doc = " of a float dtype; ids any shape, I32 or I64, every id in [0, V) (else INVALID_ARG naming the"]
+    #[doc = " first bad one, nothing written); out is ids' shape plus [D], any float dtype. Claims: C-TK-006."]
+    pub fn fer_embedding(
+        pool: *mut fer_threadpool,
+        table: *const fer_tensor,
+        ids: *const fer_tensor,
+        out: *const fer_tensor,
+    ) -> fer_status;
+}
 #[doc = " Accept NaN and +inf logits instead of refusing them with FER_STATUS_INVALID_ARG: a NaN counts"]
 #[doc = " as masked (-inf); when any logit is +inf, the +inf tokens are the only candidates and equally"]
 #[doc = " likely."]

@@ -7,12 +7,15 @@
 pub mod add;
 pub mod convert;
 pub mod gather;
+pub mod matmul;
 pub mod reduce_mean;
 pub mod sampling;
+pub mod transformer;
 
 pub use add::{add, broadcast_shape};
 pub use convert::{round_to_format, ulp, Float, Format};
 pub use gather::gather;
+pub use matmul::{matmul, matmul_abs, matmul_fma_chain};
 pub use reduce_mean::{reduce_mean, reduce_mean_abs};
 
 /// Number of elements of a shape (1 for rank 0).

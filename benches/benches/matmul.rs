@@ -1,0 +1,274 @@
+//! Matmul benchmarks: the original ids (`original-system.md` A.1: B is [K, N], inputs from
+//! `float_values`), the weight layout [N, K] that decode uses, large decode GEMVs, and in the same
+//! run the peer (OpenBLAS `cblas_sgemm` / `cblas_sgemv`, Debian's libopenblas, same thread count)
+//! and the two ceilings (f32 FMA throughput; read bandwidth). docs/BENCHMARKS.md records the ratios.
+//!
+//! Ids:
+//! - `matmul/{small,medium,large}_generic_{f32,f16,bf16}_threads={1,2,8}/{MxKxN}` (original
+//!   shapes 1x256x256, 32x512x512, 32x1024x1024; "generic" is the original's backend label,
+//!   kept for parity; threads=8 oversubscribes 2 cores as the original's 3-core runner did).
+//! - `matmul_peer/openblas_f32_threads={1,2,8}/{MxKxN}`.
+//! - `matmul_nk/{size}_{dtype}_threads=2/{MxKxN}`: B as [N, K] (weights as stored).
+//! - `gemv/{f32,f16,bf16}_{kn,nk}_threads=2/1x4096x14336` and `gemv_peer/openblas_sgemv_f32_
+//!   {kn,nk}_threads=2/...`: weights of 235 MB f32, far beyond the 32 MiB L3.
+//! - `ceiling/fma_f32_threads={1,2}/..`: 12 independent FMA chains per thread (throughput =
+//!   FLOPs); `ceiling/read_threads={1,2}/..`: a summing read of 256 MiB in eight streams per thread
+//!   (throughput = bytes).
+//! EVIDENCE: C-MM-006, C-MM-007, C-MM-008
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use ferrite_benches::{float_values, BenchDtype, Buffer, Pool};
+use ferrite_sys as sys;
+use std::os::raw::c_int;
+use std::time::Duration;
+
+#[link(name = "openblas")]
+extern "C" {
+    fn cblas_sgemm(
+        order: c_int, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: f32,
+        a: *const f32, lda: c_int, b: *const f32, ldb: c_int, beta: f32, c: *mut f32, ldc: c_int,
+    );
+    fn cblas_sgemv(
+        order: c_int, ta: c_int, m: c_int, n: c_int, alpha: f32, a: *const f32, lda: c_int,
+        x: *const f32, incx: c_int, beta: f32, y: *mut f32, incy: c_int,
+    );
+    fn openblas_set_num_threads(n: c_int);
+}
+
+const ROW_MAJOR: c_int = 101;
+const NO_TRANS: c_int = 111;
+const TRANS: c_int = 112;
+
+const SHAPES: [(&str, (i64, i64, i64)); 3] =
+    [("small", (1, 256, 256)), ("medium", (32, 512, 512)), ("large", (32, 1024, 1024))];
+
+fn shape_id((m, k, n): (i64, i64, i64)) -> String {
+    format!("{m}x{k}x{n}")
+}
+
+fn ok(status: sys::fer_status) {
+    assert_eq!(status, sys::FER_STATUS_OK as i32, "fer_matmul refused its benchmark input");
+}
+
+/// One fer_matmul set-up: buffers, descriptors and the pool, kept alive together.
+struct Case {
+    _a: Buffer,
+    _b: Buffer,
+    _out: Buffer,
+    ta: sys::fer_tensor,
+    tb: sys::fer_tensor,
+    to: sys::fer_tensor,
+    layout: sys::fer_matmul_b_layout,
+    pool: Pool,
+}
+
+impl Case {
+    fn new(dtype: BenchDtype, (m, k, n): (i64, i64, i64), nk: bool, threads: u32) -> Case {
+        let mut a = Buffer::from_f32(&float_values((m * k) as usize), dtype);
+        let mut b = Buffer::from_f32(&float_values((k * n) as usize), dtype);
+        let mut out = Buffer::zeroed((m * n) as usize, BenchDtype::F32);
+        let b_shape = if nk { [n, k] } else { [k, n] };
+        let (ta, tb, to) = (a.tensor(&[m, k]), b.tensor(&b_shape), out.tensor(&[m, n]));
+        let layout = (if nk { sys::FER_MATMUL_B_NK } else { sys::FER_MATMUL_B_KN }) as sys::fer_matmul_b_layout;
+        Case { _a: a, _b: b, _out: out, ta, tb, to, layout, pool: Pool::new(threads) }
+    }
+
+    fn run(&self) {
+        // SAFETY: the descriptors point into buffers owned by self; NULL workspace = allocate.
+        ok(unsafe {
+            sys::fer_matmul(self.pool.ptr(), &self.ta, &self.tb, self.layout, &self.to, std::ptr::null_mut(), 0)
+        })
+    }
+}
+
+fn bench_matmul(c: &mut Criterion) {
+    let mut g = c.benchmark_group("matmul");
+    g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2)).sample_size(20);
+    for (size, shape) in SHAPES {
+        for dtype in BenchDtype::ALL {
+            for threads in [1u32, 2, 8] {
+                let case = Case::new(dtype, shape, false, threads);
+                g.throughput(Throughput::Elements((shape.0 * shape.2) as u64));
+                let id = format!("{size}_generic_{}_threads={threads}", dtype.name());
+                g.bench_function(BenchmarkId::new(id, shape_id(shape)), |bch| bch.iter(|| case.run()));
+            }
+        }
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("matmul_nk");
+    g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2)).sample_size(20);
+    for (size, shape) in SHAPES {
+        for dtype in BenchDtype::ALL {
+            let case = Case::new(dtype, shape, true, 2);
+            g.throughput(Throughput::Elements((shape.0 * shape.2) as u64));
+            let id = format!("{size}_{}_threads=2", dtype.name());
+            g.bench_function(BenchmarkId::new(id, shape_id(shape)), |bch| bch.iter(|| case.run()));
+        }
+    }
+    g.finish();
+}
+
+fn bench_openblas(c: &mut Criterion) {
+    let mut g = c.benchmark_group("matmul_peer");
+    g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2)).sample_size(20);
+    for (_, shape) in SHAPES {
+        let (m, k, n) = shape;
+        let a = float_values((m * k) as usize);
+        let b = float_values((k * n) as usize);
+        let mut out = vec![0f32; (m * n) as usize];
+        for threads in [1, 2, 8] {
+            g.throughput(Throughput::Elements((m * n) as u64));
+            g.bench_function(BenchmarkId::new(format!("openblas_f32_threads={threads}"), shape_id(shape)), |bch| {
+                // SAFETY: plain FFI call into OpenBLAS with buffers sized [m,k], [k,n], [m,n].
+                unsafe { openblas_set_num_threads(threads) };
+                bch.iter(|| unsafe {
+                    cblas_sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m as c_int, n as c_int, k as c_int, 1.0,
+                                a.as_ptr(), k as c_int, b.as_ptr(), n as c_int, 0.0, out.as_mut_ptr(), n as c_int);
+                    black_box(&mut out);
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+const GEMV: (i64, i64, i64) = (1, 4096, 14336);
+
+fn bench_gemv(c: &mut Criterion) {
+    let (_, k, n) = GEMV;
+    let mut g = c.benchmark_group("gemv");
+    g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3)).sample_size(10);
+    for dtype in BenchDtype::ALL {
+        for nk in [false, true] {
+            let case = Case::new(dtype, GEMV, nk, 2);
+            let bytes = (k * n) as u64 * if dtype == BenchDtype::F32 { 4 } else { 2 };
+            g.throughput(Throughput::Bytes(bytes));
+            let id = format!("{}_{}_threads=2", dtype.name(), if nk { "nk" } else { "kn" });
+            g.bench_function(BenchmarkId::new(id, shape_id(GEMV)), |bch| bch.iter(|| case.run()));
+        }
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("gemv_peer");
+    g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3)).sample_size(10);
+    let x = float_values(k as usize);
+    let w = float_values((k * n) as usize);
+    let mut y = vec![0f32; n as usize];
+    g.throughput(Throughput::Bytes((k * n) as u64 * 4));
+    for nk in [false, true] {
+        let id = format!("openblas_sgemv_f32_{}_threads=2", if nk { "nk" } else { "kn" });
+        g.bench_function(BenchmarkId::new(id, shape_id(GEMV)), |bch| {
+            // SAFETY: FFI into OpenBLAS; w is [k, n] (kn: y = w^T x) or [n, k] (nk: y = w x).
+            unsafe { openblas_set_num_threads(2) };
+            bch.iter(|| unsafe {
+                if nk {
+                    cblas_sgemv(ROW_MAJOR, NO_TRANS, n as c_int, k as c_int, 1.0, w.as_ptr(), k as c_int,
+                                x.as_ptr(), 1, 0.0, y.as_mut_ptr(), 1);
+                } else {
+                    cblas_sgemv(ROW_MAJOR, TRANS, k as c_int, n as c_int, 1.0, w.as_ptr(), n as c_int,
+                                x.as_ptr(), 1, 0.0, y.as_mut_ptr(), 1);
+                }
+                black_box(&mut y);
+            })
+        });
+    }
+    g.finish();
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn fma_chains(iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    let x = _mm256_set1_ps(black_box(0.999_999));
+    let y = _mm256_set1_ps(black_box(1e-7));
+    let mut acc = [_mm256_setzero_ps(); 12];
+    for _ in 0..iters {
+        for a in acc.iter_mut() {
+            *a = _mm256_fmadd_ps(*a, x, y);
+        }
+    }
+    let mut s = _mm256_setzero_ps();
+    for a in acc {
+        s = _mm256_add_ps(s, a);
+    }
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), s);
+    lanes.iter().sum()
+}
+
+/// Sums `v` read as eight concurrent streams, one cache line from each per step: a single
+/// sequential stream per core is latency-bound well below what the memory delivers, and the
+/// kernels it is the ceiling for (GEMV over 8 weight rows, attention over heads) read several.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn read_sum(v: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    const STREAMS: usize = 8;
+    let seg = v.len() / STREAMS / 16 * 16;
+    let p = v.as_ptr();
+    let mut acc = [_mm256_setzero_ps(); STREAMS];
+    let mut i = 0;
+    while i < seg {
+        for (s, a) in acc.iter_mut().enumerate() {
+            let q = p.add(s * seg + i);
+            *a = _mm256_add_ps(*a, _mm256_add_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(q.add(8))));
+        }
+        i += 16;
+    }
+    let mut s = _mm256_setzero_ps();
+    for a in acc {
+        s = _mm256_add_ps(s, a);
+    }
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), s);
+    lanes.iter().sum::<f32>() + v[STREAMS * seg..].iter().sum::<f32>()
+}
+
+fn bench_ceilings(c: &mut Criterion) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let has = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+        if !has {
+            eprintln!("SKIPPED: ceilings need AVX2+FMA");
+            return;
+        }
+        const ITERS: u64 = 1 << 20; // 12 x 8 x 2 FLOPs each
+        let mut g = c.benchmark_group("ceiling");
+        g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2)).sample_size(20);
+        for threads in [1u64, 2] {
+            g.throughput(Throughput::Elements(threads * ITERS * 12 * 8 * 2));
+            g.bench_function(BenchmarkId::new(format!("fma_f32_threads={threads}"), ITERS), |bch| {
+                bch.iter(|| {
+                    std::thread::scope(|s| {
+                        for _ in 0..threads {
+                            // SAFETY: AVX2+FMA checked above.
+                            s.spawn(|| black_box(unsafe { fma_chains(ITERS) }));
+                        }
+                    })
+                })
+            });
+        }
+        const READ_BYTES: usize = 256 << 20;
+        let data = float_values(READ_BYTES / 4);
+        g.throughput(Throughput::Bytes(READ_BYTES as u64));
+        for threads in [1usize, 2] {
+            g.bench_function(BenchmarkId::new(format!("read_threads={threads}"), READ_BYTES), |bch| {
+                bch.iter(|| {
+                    std::thread::scope(|s| {
+                        for part in data.chunks(data.len() / threads) {
+                            // SAFETY: AVX2 checked above.
+                            s.spawn(move || black_box(unsafe { read_sum(part) }));
+                        }
+                    })
+                })
+            });
+        }
+        g.finish();
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = c;
+}
+
+criterion_group!(benches, bench_ceilings, bench_matmul, bench_openblas, bench_gemv);
+criterion_main!(benches);

@@ -1,0 +1,305 @@
+/* matmul.c: fer_matmul and fer_matmul_workspace_bytes (contract in ffi/ferrite.h).
+ *
+ * Two routes, chosen by shape only. M = 1 is a GEMV that streams B once (decode). M >= 2 is a
+ * packed GEMM: A is read in place when it is f32 with unit stride along K, else widened once into
+ * an f32 copy (activations: small next to B); each task owns a block of C, walks K in KC steps,
+ * packs its B panel into its worker's scratch as f32 (f16/bf16 widened there, panel by panel,
+ * never the whole of B), and runs the MR x NR micro-kernel into an f32 tile that is rounded into
+ * `out` once at the end. Tasks are blocks of C, so the split depends on the shape alone. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/threadpool.h"
+#include "kernels/kernel_util.h"
+#include "kernels/matmul.h"
+
+static const char *const FN = "fer_matmul";
+
+enum { WS_ALIGN = 64, GEMM_MIN_TASKS = 8, GEMM_MIN_NC = 64 };
+
+/* Everything a call needs, worked out once from the arguments; the workspace query and the
+ * kernel read the same plan, so the bytes reported are the bytes used. */
+typedef struct mm_plan {
+  int64_t M, N, K;
+  const char *a;
+  fer_dtype a_dtype;
+  int64_t a_sm, a_sk, a_es;
+  feri_mm_b b;
+  char *out;
+  fer_dtype out_dtype;
+  int64_t o_sm, o_sn;
+  enum { ROUTE_EMPTY, ROUTE_ZERO, ROUTE_GEMV, ROUTE_GEMM } route;
+  /* GEMV */
+  int gemv_nk;         /* B has unit stride along K */
+  int64_t gemv_chunk;  /* outputs per task */
+  size_t x_bytes;      /* widened copy of A's one row; 0 when A is already contiguous f32 */
+  /* GEMM: per-worker scratch, each part a multiple of WS_ALIGN bytes */
+  int64_t nct;          /* columns per task: NC, narrowed so that small shapes still make tasks */
+  int64_t mc, kc, ncp;  /* largest block sizes this shape uses; ncp rounded up to NR */
+  int a_in_place;       /* A is f32 with unit stride along K: the micro-kernel reads it directly */
+  size_t a_copy_bytes;  /* otherwise A is widened once into a contiguous f32 [M, K] copy */
+  size_t bpack_bytes, tile_bytes, worker_bytes;
+  uint32_t workers;
+  int64_t m_blocks, n_blocks;
+  size_t total_bytes;
+} mm_plan;
+
+static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static void store_f32(char *p, fer_dtype dtype, float v) {
+  uint16_t h;
+  switch (dtype) {
+    case FER_DTYPE_F32: memcpy(p, &v, sizeof v); return;
+    case FER_DTYPE_F16: h = feri_f32_to_f16(v); break;
+    default: h = feri_f32_to_bf16(v); break;
+  }
+  memcpy(p, &h, sizeof h);
+}
+
+static fer_status require_rank2(const fer_tensor *t, const char *name) {
+  if (t->rank != 2)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: %s has rank %d, expected 2", FN, name,
+                     (int)t->rank);
+  return FER_STATUS_OK;
+}
+
+static fer_status plan_matmul(const fer_threadpool *pool, const fer_tensor *a, const fer_tensor *b,
+                              fer_matmul_b_layout b_layout, const fer_tensor *out, mm_plan *p) {
+  memset(p, 0, sizeof *p);
+  feri_tensor_info ai, bi, oi;
+  fer_status st;
+  if ((st = feri_tensor_validate(a, FN, "a", &ai)) != FER_STATUS_OK) return st;
+  if ((st = feri_tensor_validate(b, FN, "b", &bi)) != FER_STATUS_OK) return st;
+  if ((st = feri_tensor_validate(out, FN, "out", &oi)) != FER_STATUS_OK) return st;
+  if ((st = feri_require_float_dtype(a->dtype, FN)) != FER_STATUS_OK) return st;
+  if ((st = feri_require_float_dtype(b->dtype, FN)) != FER_STATUS_OK) return st;
+  if ((st = feri_require_float_dtype(out->dtype, FN)) != FER_STATUS_OK) return st;
+  if (b_layout != FER_MATMUL_B_KN && b_layout != FER_MATMUL_B_NK)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: b_layout %d is neither FER_MATMUL_B_KN (0) nor "
+                     "FER_MATMUL_B_NK (1)", FN, (int)b_layout);
+  if ((st = require_rank2(a, "a")) != FER_STATUS_OK) return st;
+  if ((st = require_rank2(b, "b")) != FER_STATUS_OK) return st;
+  if ((st = require_rank2(out, "out")) != FER_STATUS_OK) return st;
+  const int nk = b_layout == FER_MATMUL_B_NK;
+  p->M = a->shape[0];
+  p->K = a->shape[1];
+  const int64_t bk = b->shape[nk ? 1 : 0];
+  p->N = b->shape[nk ? 0 : 1];
+  if (bk != p->K)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: a is [%lld, %lld] but b has K = %lld (%s)", FN,
+                     (long long)p->M, (long long)p->K, (long long)bk, nk ? "[N, K]" : "[K, N]");
+  if (out->shape[0] != p->M || out->shape[1] != p->N)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out is [%lld, %lld], expected [%lld, %lld]",
+                     FN, (long long)out->shape[0], (long long)out->shape[1], (long long)p->M,
+                     (long long)p->N);
+  if ((st = feri_tensor_check_writable(out, &oi, FN, "out")) != FER_STATUS_OK) return st;
+  if (feri_tensors_overlap(out, &oi, a, &ai))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps a", FN);
+  if (feri_tensors_overlap(out, &oi, b, &bi))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps b", FN);
+
+  p->a = a->data;
+  p->a_dtype = a->dtype;
+  p->a_es = (int64_t)ai.elem_size;
+  p->a_sm = a->strides[0];
+  p->a_sk = a->strides[1];
+  p->b.data = b->data;
+  p->b.dtype = b->dtype;
+  p->b.es = (int64_t)bi.elem_size;
+  p->b.sk = b->strides[nk ? 1 : 0];
+  p->b.sn = b->strides[nk ? 0 : 1];
+  p->out = out->data;
+  p->out_dtype = out->dtype;
+  p->o_sm = out->strides[0];
+  p->o_sn = out->strides[1];
+
+  if (p->M == 0 || p->N == 0) {
+    p->route = ROUTE_EMPTY;
+  } else if (p->K == 0) {
+    p->route = ROUTE_ZERO;
+  } else if (p->M == 1) {
+    p->route = ROUTE_GEMV;
+    p->gemv_nk = p->b.sn != p->b.es && p->b.sk == p->b.es;
+    p->gemv_chunk = p->gemv_nk ? FERI_GEMV_NK_ROWS : FERI_GEMV_KN_COLS;
+    const int x_ready = p->a_dtype == FER_DTYPE_F32 && (p->a_sk == 4 || p->K == 1);
+    p->x_bytes = x_ready ? 0 : round_up((size_t)p->K * sizeof(float), WS_ALIGN);
+    p->total_bytes = p->x_bytes;
+  } else {
+    p->route = ROUTE_GEMM;
+    p->mc = min64(p->M, FERI_MM_MC);
+    p->kc = min64(p->K, FERI_MM_KC);
+    /* at least GEMM_MIN_TASKS tasks where columns allow (a pool's late-waking workers then
+     * still find work), never narrower than GEMM_MIN_NC; a function of the shape alone */
+    const int64_t m_blocks = (p->M + FERI_MM_MC - 1) / FERI_MM_MC;
+    const int64_t want_n_blocks = (GEMM_MIN_TASKS + m_blocks - 1) / m_blocks;
+    p->nct = (int64_t)round_up((size_t)((p->N + want_n_blocks - 1) / want_n_blocks), FERI_MM_NR);
+    p->nct = p->nct < GEMM_MIN_NC ? GEMM_MIN_NC : p->nct > FERI_MM_NC ? FERI_MM_NC : p->nct;
+    p->ncp = (int64_t)round_up((size_t)min64(p->N, p->nct), FERI_MM_NR);
+    p->a_in_place = p->a_dtype == FER_DTYPE_F32 && p->a_sk == 4 && p->a_sm % 4 == 0;
+    p->a_copy_bytes = p->a_in_place ? 0 : round_up((size_t)p->M * (size_t)p->K * 4, WS_ALIGN);
+    p->bpack_bytes = round_up((size_t)p->kc * (size_t)p->ncp * 4, WS_ALIGN);
+    p->tile_bytes = round_up((size_t)p->mc * (size_t)p->ncp * 4, WS_ALIGN);
+    p->worker_bytes = p->bpack_bytes + p->tile_bytes;
+    p->m_blocks = (p->M + FERI_MM_MC - 1) / FERI_MM_MC;
+    p->n_blocks = (p->N + p->nct - 1) / p->nct;
+    const int64_t tasks = p->m_blocks * p->n_blocks;
+    const uint32_t slots = feri_threadpool_slots(pool);
+    /* a pool's worker indices run to slots - 1 even with fewer tasks, and any worker may take
+     * any task, so each slot has its own scratch unless everything runs on the caller */
+    p->workers = tasks == 1 ? 1u : slots;
+    p->total_bytes = p->a_copy_bytes + p->worker_bytes * p->workers;
+  }
+  return FER_STATUS_OK;
+}
+
+typedef struct mm_job {
+  const mm_plan *p;
+  const feri_matmul_ops *ops;
+  const float *x;    /* GEMV: A's row as contiguous f32 */
+  const float *a32;  /* GEMM: A as f32 with unit stride along K */
+  int64_t lda;       /* its row stride in floats */
+  char *ws;          /* per-worker scratch */
+} mm_job;
+
+/* Row panels of an mc-row block: ceil(mc / MR) panels of near-equal height (32 rows give
+ * 6,6,5,5,5,5, not 6,6,6,6,6,2), so no panel runs the latency-bound short micro-kernel. */
+static int64_t panel_count(int64_t mc) { return (mc + FERI_MM_MR - 1) / FERI_MM_MR; }
+static int64_t panel_start(int64_t mc, int64_t panel) { return panel * mc / panel_count(mc); }
+
+static void gemm_task(void *ctx, int64_t task, uint32_t worker) {
+  const mm_job *j = ctx;
+  const mm_plan *p = j->p;
+  char *ws = j->ws + (p->workers == 1 ? 0 : (size_t)worker * p->worker_bytes);
+  float *bpack = (float *)ws;
+  float *tile = (float *)(ws + p->bpack_bytes);
+  const int64_t m0 = task / p->n_blocks * FERI_MM_MC, n0 = task % p->n_blocks * p->nct;
+  const int64_t mc = min64(FERI_MM_MC, p->M - m0), nc = min64(p->nct, p->N - n0);
+  const int64_t ldc = p->ncp;
+  for (int64_t k0 = 0; k0 < p->K; k0 += FERI_MM_KC) {
+    const int64_t kc = min64(FERI_MM_KC, p->K - k0);
+    /* always packed, even an f32 [K, N] B: read in place, its rows (often 4 KiB apart) alias in
+     * one L1 set and the micro-kernel ran 20% slower (measured) */
+    j->ops->pack_b(&p->b, k0, kc, n0, nc, bpack);
+    const float *a_block = j->a32 + m0 * j->lda + k0;
+    const int64_t lda = j->lda;
+    /* one B micro-panel (kc x NR) stays in L1 while every A micro-panel passes over it */
+    const int64_t np = panel_count(mc);
+    for (int64_t jr = 0; jr < nc; jr += FERI_MM_NR)
+      for (int64_t q = 0; q < np; q++) {
+        const int64_t ir = panel_start(mc, q);
+        const int mr = (int)(panel_start(mc, q + 1) - ir);
+        j->ops->micro(kc, a_block + ir * lda, lda, 1, bpack + jr * kc, FERI_MM_NR,
+                      tile + ir * ldc + jr, ldc, mr, k0 == 0);
+      }
+  }
+  for (int64_t r = 0; r < mc; r++) {
+    char *orow = p->out + (m0 + r) * p->o_sm + n0 * p->o_sn;
+    const float *trow = tile + r * ldc;
+    if (p->out_dtype == FER_DTYPE_F32 && p->o_sn == 4) {
+      memcpy(orow, trow, (size_t)nc * sizeof(float));
+    } else {
+      for (int64_t c = 0; c < nc; c++) store_f32(orow + c * p->o_sn, p->out_dtype, trow[c]);
+    }
+  }
+}
+
+static void gemv_task(void *ctx, int64_t task, uint32_t worker) {
+  const mm_job *j = ctx;
+  const mm_plan *p = j->p;
+  (void)worker;
+  const int64_t n0 = task * p->gemv_chunk, nc = min64(p->gemv_chunk, p->N - n0);
+  float y[FERI_GEMV_KN_COLS > FERI_GEMV_NK_ROWS ? FERI_GEMV_KN_COLS : FERI_GEMV_NK_ROWS];
+  const int unit_kn = p->b.sn == p->b.es;
+  if (unit_kn) {
+    j->ops->gemv_kn(j->x, p->K, &p->b, n0, nc, y);
+  } else if (p->gemv_nk) {
+    j->ops->gemv_nk(j->x, p->K, &p->b, n0, nc, y);
+  } else {
+    feri_gemv_strided(j->x, p->K, &p->b, n0, nc, y);
+  }
+  for (int64_t c = 0; c < nc; c++) store_f32(p->out + (n0 + c) * p->o_sn, p->out_dtype, y[c]);
+}
+
+static void widen_a_task(void *ctx, int64_t row) {
+  mm_job *j = ctx;
+  const mm_plan *p = j->p;
+  j->ops->widen(p->a + row * p->a_sm, p->a_sk, p->a_dtype, p->K, (float *)j->a32 + row * p->K);
+}
+
+static void zero_task(void *ctx, int64_t task) {
+  const mm_plan *p = ctx;
+  for (int64_t c = 0; c < p->N; c++) store_f32(p->out + task * p->o_sm + c * p->o_sn, p->out_dtype, 0.0f);
+}
+
+fer_status fer_matmul_workspace_bytes(const fer_threadpool *pool, const fer_tensor *a,
+                                      const fer_tensor *b, fer_matmul_b_layout b_layout,
+                                      const fer_tensor *out, size_t *out_bytes) {
+  feri_error_clear();
+  if (out_bytes == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s_workspace_bytes: out_bytes is NULL", FN);
+  *out_bytes = 0;
+  if (a == NULL || b == NULL || out == NULL)
+    return feri_fail(FER_STATUS_NULL_ARG, "%s_workspace_bytes: a, b and out must not be NULL", FN);
+  mm_plan p;
+  fer_status st = plan_matmul(pool, a, b, b_layout, out, &p);
+  if (st != FER_STATUS_OK) return st;
+  *out_bytes = p.total_bytes;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_matmul(fer_threadpool *pool, const fer_tensor *a, const fer_tensor *b,
+                      fer_matmul_b_layout b_layout, const fer_tensor *out, void *workspace,
+                      size_t workspace_bytes) {
+  feri_error_clear();
+  if (a == NULL || b == NULL || out == NULL)
+    return feri_fail(FER_STATUS_NULL_ARG, "%s: a, b and out must not be NULL", FN);
+  mm_plan p;
+  fer_status st = plan_matmul(pool, a, b, b_layout, out, &p);
+  if (st != FER_STATUS_OK) return st;
+  if (workspace != NULL) {
+    if (((uintptr_t)workspace & (WS_ALIGN - 1)) != 0)
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: workspace is not %d-byte aligned", FN, WS_ALIGN);
+    if (workspace_bytes < p.total_bytes)
+      return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: workspace has %zu bytes, this call needs %zu",
+                       FN, workspace_bytes, p.total_bytes);
+  }
+  if (p.route == ROUTE_EMPTY) return FER_STATUS_OK;
+  if (p.route == ROUTE_ZERO) return feri_threadpool_run(pool, p.M, zero_task, &p);
+
+  char *ws = workspace;
+  void *owned = NULL;
+  if (ws == NULL && p.total_bytes > 0) {
+    owned = aligned_alloc(WS_ALIGN, p.total_bytes);
+    if (owned == NULL)
+      return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of workspace", FN,
+                       p.total_bytes);
+    ws = owned;
+  }
+  mm_job j = {&p, feri_matmul_ops_for(feri_threadpool_effective_isa(pool)), NULL, NULL, 0, ws};
+  if (p.route == ROUTE_GEMV) {
+    if (p.x_bytes == 0) {
+      j.x = (const float *)p.a;
+    } else {
+      j.ops->widen(p.a, p.a_sk, p.a_dtype, p.K, (float *)ws);
+      j.x = (const float *)ws;
+    }
+    st = feri_threadpool_run_workers(pool, (p.N + p.gemv_chunk - 1) / p.gemv_chunk, gemv_task, &j);
+  } else {
+    if (p.a_in_place) {
+      j.a32 = (const float *)p.a;
+      j.lda = p.a_sm / 4;
+    } else {
+      j.a32 = (const float *)ws;
+      j.lda = p.K;
+      st = feri_threadpool_run(pool, p.M, widen_a_task, &j);
+    }
+    j.ws = ws + p.a_copy_bytes;
+    if (st == FER_STATUS_OK)
+      st = feri_threadpool_run_workers(pool, p.m_blocks * p.n_blocks, gemm_task, &j);
+  }
+  free(owned);
+  return st;
+}

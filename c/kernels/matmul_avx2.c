@@ -1,0 +1,229 @@
+/* matmul_avx2.c: the AVX2/FMA/F16C level of fer_matmul. Same chains as matmul_portable.c (one
+ * fma per k, k ascending, per output element), only wider: vectors run across output columns or
+ * rows, never across k, so no partial sums are ever re-associated. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/matmul.h"
+
+#define FERI_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define FERI_INLINE inline __attribute__((always_inline))
+
+/* Eight consecutive elements of dtype at p, widened to f32 exactly. */
+FERI_AVX2 static FERI_INLINE __m256 load8(const char *p, fer_dtype dtype) {
+  if (dtype == FER_DTYPE_F32) return _mm256_loadu_ps((const float *)p);
+  __m128i h = _mm_loadu_si128((const __m128i *)p);
+  if (dtype == FER_DTYPE_F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* In-register transpose: r[i] lane j <-> r[j] lane i. */
+FERI_AVX2 static FERI_INLINE void transpose8(__m256 r[8]) {
+  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* Packing: B with unit stride along N copies rows of NR; B with unit stride along K (a [N, K]
+ * weight) transposes 8 x 8 blocks in registers. Partial panels and other strides go through the
+ * scalar packer, which produces the same values. */
+FERI_AVX2 static void pack_b_avx2(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0,
+                                  int64_t nc, float *dst) {
+  const int64_t full = nc / FERI_MM_NR; /* complete panels */
+  if (b->sn == b->es) {
+    /* row by row across every panel: each row of B is read as one contiguous run; walking one
+     * panel down K instead touches kc lines one row stride apart, which alias in L1 */
+    const char *src = b->data + k0 * b->sk + n0 * b->sn;
+    for (int64_t k = 0; k < kc; k++, src += b->sk)
+      for (int64_t p = 0; p < full; p++) {
+        float *row = dst + p * kc * FERI_MM_NR + k * FERI_MM_NR;
+        const char *s = src + p * FERI_MM_NR * b->es;
+        _mm256_storeu_ps(row, load8(s, b->dtype));
+        _mm256_storeu_ps(row + 8, load8(s + 8 * b->es, b->dtype));
+      }
+  } else if (b->sk == b->es) {
+    const int64_t kc8 = kc & ~(int64_t)7;
+    for (int64_t p = 0; p < full; p++) {
+      float *panel = dst + p * kc * FERI_MM_NR;
+      for (int64_t half = 0; half < 2; half++) {
+        const char *rows = b->data + k0 * b->sk + (n0 + p * FERI_MM_NR + half * 8) * b->sn;
+        for (int64_t k = 0; k < kc8; k += 8) {
+          __m256 r[8];
+          for (int i = 0; i < 8; i++) r[i] = load8(rows + i * b->sn + k * b->es, b->dtype);
+          transpose8(r);
+          for (int i = 0; i < 8; i++) _mm256_storeu_ps(panel + (k + i) * FERI_MM_NR + half * 8, r[i]);
+        }
+        for (int64_t k = kc8; k < kc; k++)
+          for (int64_t j = 0; j < 8; j++)
+            panel[k * FERI_MM_NR + half * 8 + j] =
+                feri_mm_b_at(b, k0 + k, n0 + p * FERI_MM_NR + half * 8 + j);
+      }
+    }
+  } else {
+    feri_pack_b_strided(b, k0, kc, n0, nc, dst);
+    return;
+  }
+  if (full * FERI_MM_NR < nc) {
+    /* the last, partial panel: pack it as a panel of its own */
+    feri_mm_b tail = *b;
+    tail.data = b->data + (n0 + full * FERI_MM_NR) * b->sn;
+    feri_pack_b_strided(&tail, k0, kc, 0, nc - full * FERI_MM_NR, dst + full * kc * FERI_MM_NR);
+  }
+}
+
+/* The 6 x 16 register tile; MR rows are written only while r < mr, which the compiler resolves
+ * at each call site below, so a short tile costs only its own rows. */
+#define ROW_DECL(r) __m256 c##r##a = _mm256_setzero_ps(), c##r##b = _mm256_setzero_ps();
+#define ROW_LOAD(r)                                      \
+  if (mr > r && !first) {                                \
+    c##r##a = _mm256_loadu_ps(c + r * ldc);              \
+    c##r##b = _mm256_loadu_ps(c + r * ldc + 8);          \
+  }
+#define ROW_FMA(r)                                       \
+  if (mr > r) {                                          \
+    const __m256 av = _mm256_broadcast_ss(a##r + k * aks); \
+    c##r##a = _mm256_fmadd_ps(av, b0, c##r##a);          \
+    c##r##b = _mm256_fmadd_ps(av, b1, c##r##b);          \
+  }
+#define ROW_STORE(r)                                     \
+  if (mr > r) {                                          \
+    _mm256_storeu_ps(c + r * ldc, c##r##a);              \
+    _mm256_storeu_ps(c + r * ldc + 8, c##r##b);          \
+  }
+
+FERI_AVX2 static FERI_INLINE void micro_body(int64_t kc, const float *a, int64_t ars, int64_t aks,
+                                             const float *b, int64_t bks, float *c, int64_t ldc,
+                                             const int mr, int first) {
+  /* rows past mr are never read; their pointers stay at row 0 rather than past the matrix */
+  const float *a0 = a, *a1 = mr > 1 ? a + ars : a, *a2 = mr > 2 ? a + 2 * ars : a,
+              *a3 = mr > 3 ? a + 3 * ars : a, *a4 = mr > 4 ? a + 4 * ars : a,
+              *a5 = mr > 5 ? a + 5 * ars : a;
+  ROW_DECL(0) ROW_DECL(1) ROW_DECL(2) ROW_DECL(3) ROW_DECL(4) ROW_DECL(5)
+  ROW_LOAD(0) ROW_LOAD(1) ROW_LOAD(2) ROW_LOAD(3) ROW_LOAD(4) ROW_LOAD(5)
+  for (int64_t k = 0; k < kc; k++) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    ROW_FMA(0) ROW_FMA(1) ROW_FMA(2) ROW_FMA(3) ROW_FMA(4) ROW_FMA(5)
+    b += bks;
+  }
+  ROW_STORE(0) ROW_STORE(1) ROW_STORE(2) ROW_STORE(3) ROW_STORE(4) ROW_STORE(5)
+}
+
+FERI_AVX2 static void micro_avx2(int64_t kc, const float *a, int64_t ars, int64_t aks,
+                                 const float *b, int64_t bks, float *c, int64_t ldc, int mr,
+                                 int first) {
+  switch (mr) {
+    case 1: micro_body(kc, a, ars, aks, b, bks, c, ldc, 1, first); break;
+    case 2: micro_body(kc, a, ars, aks, b, bks, c, ldc, 2, first); break;
+    case 3: micro_body(kc, a, ars, aks, b, bks, c, ldc, 3, first); break;
+    case 4: micro_body(kc, a, ars, aks, b, bks, c, ldc, 4, first); break;
+    case 5: micro_body(kc, a, ars, aks, b, bks, c, ldc, 5, first); break;
+    default: micro_body(kc, a, ars, aks, b, bks, c, ldc, 6, first); break;
+  }
+}
+
+/* GEMV over B [K, N] with unit stride along N: vectors across columns, k sequential. Each step
+ * reads GEMV_KN_ROWS whole rows of the task's columns (contiguous runs of up to 2 KiB, which the
+ * prefetchers stream), keeping the partial sums in y (L1) between steps. */
+enum { GEMV_KN_ROWS = 4 };
+
+FERI_AVX2 static void gemv_kn_avx2(const float *x, int64_t K, const feri_mm_b *b, int64_t n0,
+                                   int64_t nc, float *y) {
+  for (int64_t j = 0; j < nc; j++) y[j] = 0.0f;
+  const int64_t nvec = nc & ~(int64_t)7;
+  const int64_t es = b->es, sk = b->sk;
+  int64_t k = 0;
+  for (; k + GEMV_KN_ROWS <= K; k += GEMV_KN_ROWS) {
+    const char *r0 = b->data + k * sk + n0 * es;
+    const __m256 x0 = _mm256_broadcast_ss(x + k), x1 = _mm256_broadcast_ss(x + k + 1),
+                 x2 = _mm256_broadcast_ss(x + k + 2), x3 = _mm256_broadcast_ss(x + k + 3);
+    for (int64_t v = 0; v < nvec; v += 8) {
+      __m256 acc = _mm256_loadu_ps(y + v);
+      acc = _mm256_fmadd_ps(x0, load8(r0 + v * es, b->dtype), acc);
+      acc = _mm256_fmadd_ps(x1, load8(r0 + sk + v * es, b->dtype), acc);
+      acc = _mm256_fmadd_ps(x2, load8(r0 + 2 * sk + v * es, b->dtype), acc);
+      acc = _mm256_fmadd_ps(x3, load8(r0 + 3 * sk + v * es, b->dtype), acc);
+      _mm256_storeu_ps(y + v, acc);
+    }
+  }
+  for (; k < K; k++) {
+    const char *r0 = b->data + k * sk + n0 * es;
+    const __m256 x0 = _mm256_broadcast_ss(x + k);
+    for (int64_t v = 0; v < nvec; v += 8)
+      _mm256_storeu_ps(y + v, _mm256_fmadd_ps(x0, load8(r0 + v * es, b->dtype), _mm256_loadu_ps(y + v)));
+  }
+  for (int64_t j = nvec; j < nc; j++)
+    for (int64_t kk = 0; kk < K; kk++) y[j] = fmaf(x[kk], feri_mm_b_at(b, kk, n0 + j), y[j]);
+}
+
+/* GEMV over B with unit stride along K (rows of an [N, K] weight): groups of eight rows, 8 x 8
+ * blocks transposed in registers so each lane runs one row's chain with k sequential. One group
+ * at a time: its chain (8 dependent FMAs per 8 steps, 2 elements a cycle) already outruns one
+ * core's share of DRAM; two or four groups at once were measured slower (16 and 32 rows 16 KiB
+ * apart alias in one L1 set and overrun the stream prefetcher). */
+FERI_AVX2 static FERI_INLINE void gemv_nk_group_step(const float *x, const char *rows, int64_t k,
+                                                     const feri_mm_b *b, __m256 *acc) {
+  __m256 r[8];
+  for (int i = 0; i < 8; i++) r[i] = load8(rows + i * b->sn + k * b->es, b->dtype);
+  transpose8(r);
+  for (int i = 0; i < 8; i++) *acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + i), r[i], *acc);
+}
+
+FERI_AVX2 static void gemv_nk_finish(const float *x, int64_t K, int64_t K8, const feri_mm_b *b,
+                                     int64_t n, __m256 acc, float *y) {
+  float lane[8];
+  _mm256_storeu_ps(lane, acc);
+  for (int i = 0; i < 8; i++) {
+    for (int64_t k = K8; k < K; k++) lane[i] = fmaf(x[k], feri_mm_b_at(b, k, n + i), lane[i]);
+    y[i] = lane[i];
+  }
+}
+
+FERI_AVX2 static void gemv_nk_avx2(const float *x, int64_t K, const feri_mm_b *b, int64_t n0,
+                                   int64_t nc, float *y) {
+  const int64_t K8 = K & ~(int64_t)7;
+  int64_t j = 0;
+  for (; j + 8 <= nc; j += 8) {
+    const char *rows = b->data + (n0 + j) * b->sn;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K8; k += 8) gemv_nk_group_step(x, rows, k, b, &acc);
+    gemv_nk_finish(x, K, K8, b, n0 + j, acc, y + j);
+  }
+  if (j < nc) feri_gemv_strided(x, K, b, n0 + j, nc - j, y + j);
+}
+
+FERI_AVX2 static void widen_avx2(const char *src, int64_t stride, fer_dtype dtype, int64_t n,
+                                 float *dst) {
+  const int64_t es = dtype == FER_DTYPE_F32 ? 4 : 2;
+  if (stride != es) {
+    feri_widen_strided(src, stride, dtype, n, dst);
+    return;
+  }
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8(src + i * es, dtype));
+  feri_widen_strided(src + i * es, stride, dtype, n - i, dst + i);
+}
+
+const feri_matmul_ops feri_matmul_ops_avx2 = {
+    .pack_b = pack_b_avx2,
+    .micro = micro_avx2,
+    .gemv_kn = gemv_kn_avx2,
+    .gemv_nk = gemv_nk_avx2,
+    .widen = widen_avx2,
+};
+
+#endif

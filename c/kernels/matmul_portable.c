@@ -1,0 +1,74 @@
+/* matmul_portable.c: the reference level of fer_matmul, scalar C with fmaf. The AVX2 level
+ * performs exactly these operations in this order (see matmul.h). */
+#include <math.h>
+
+#include "core/dtype.h"
+#include "kernels/matmul.h"
+
+float feri_mm_b_at(const feri_mm_b *b, int64_t k, int64_t n) {
+  const char *p = b->data + k * b->sk + n * b->sn;
+  uint16_t h;
+  switch (b->dtype) {
+    case FER_DTYPE_F32: {
+      float f;
+      memcpy(&f, p, sizeof f);
+      return f;
+    }
+    case FER_DTYPE_F16: memcpy(&h, p, sizeof h); return feri_f16_to_f32(h);
+    default: memcpy(&h, p, sizeof h); return feri_bf16_to_f32(h);
+  }
+}
+
+void feri_pack_b_strided(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                         float *dst) {
+  for (int64_t p = 0; p * FERI_MM_NR < nc; p++) {
+    float *panel = dst + p * kc * FERI_MM_NR;
+    for (int64_t k = 0; k < kc; k++)
+      for (int64_t j = 0; j < FERI_MM_NR; j++) {
+        int64_t n = p * FERI_MM_NR + j;
+        panel[k * FERI_MM_NR + j] = n < nc ? feri_mm_b_at(b, k0 + k, n0 + n) : 0.0f;
+      }
+  }
+}
+
+void feri_widen_strided(const char *src, int64_t stride, fer_dtype dtype, int64_t n, float *dst) {
+  feri_mm_b row = {src, dtype, 0, stride, 0};
+  for (int64_t i = 0; i < n; i++) dst[i] = feri_mm_b_at(&row, 0, i);
+}
+
+static void micro_portable(int64_t kc, const float *a, int64_t ars, int64_t aks, const float *b,
+                           int64_t bks, float *c, int64_t ldc, int mr, int first) {
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < FERI_MM_NR; j++) {
+      float acc = first ? 0.0f : c[r * ldc + j];
+      for (int64_t k = 0; k < kc; k++)
+        acc = fmaf(a[r * ars + k * aks], b[k * bks + j], acc);
+      c[r * ldc + j] = acc;
+    }
+}
+
+void feri_gemv_strided(const float *x, int64_t K, const feri_mm_b *b, int64_t n0, int64_t nc,
+                       float *y) {
+  for (int64_t j = 0; j < nc; j++) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; k++) acc = fmaf(x[k], feri_mm_b_at(b, k, n0 + j), acc);
+    y[j] = acc;
+  }
+}
+
+const feri_matmul_ops feri_matmul_ops_portable = {
+    .pack_b = feri_pack_b_strided,
+    .micro = micro_portable,
+    .gemv_kn = feri_gemv_strided,
+    .gemv_nk = feri_gemv_strided,
+    .widen = feri_widen_strided,
+};
+
+const feri_matmul_ops *feri_matmul_ops_for(fer_isa isa) {
+#if defined(__x86_64__)
+  if (isa == FER_ISA_AVX2) return &feri_matmul_ops_avx2;
+#else
+  (void)isa;
+#endif
+  return &feri_matmul_ops_portable;
+}
