@@ -1,6 +1,8 @@
 /* dtype.c: element sizes and the portable f16 conversions. */
 #include "core/dtype.h"
 
+#include <string.h>
+
 #include "core/status.h"
 
 size_t feri_dtype_size(fer_dtype dtype) {
@@ -93,4 +95,27 @@ uint16_t feri_f32_to_f16(float f) {
   uint32_t half = 1u << (shift - 1u);
   if (rem > half || (rem == half && (m & 1u))) m++;
   return (uint16_t)(sign | m);
+}
+
+float feri_elem_load(const char *p, fer_dtype dtype) {
+  uint16_t h;
+  switch (dtype) {
+    case FER_DTYPE_F32: {
+      float f;
+      memcpy(&f, p, sizeof f);
+      return f;
+    }
+    case FER_DTYPE_F16: memcpy(&h, p, sizeof h); return feri_f16_to_f32(h);
+    default: memcpy(&h, p, sizeof h); return feri_bf16_to_f32(h);
+  }
+}
+
+void feri_elem_store(char *p, fer_dtype dtype, float v) {
+  uint16_t h;
+  switch (dtype) {
+    case FER_DTYPE_F32: memcpy(p, &v, sizeof v); return;
+    case FER_DTYPE_F16: h = feri_f32_to_f16(v); break;
+    default: h = feri_f32_to_bf16(v); break;
+  }
+  memcpy(p, &h, sizeof h);
 }

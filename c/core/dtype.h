@@ -45,4 +45,9 @@ float feri_f16_to_f32(uint16_t h);
  * nine payload bits), overflow (infinity) and subnormals. */
 uint16_t feri_f32_to_f16(float f);
 
+/* One F32, F16 or BF16 element at p (any alignment) widened exactly to f32; and v stored at p
+ * as dtype, rounded to nearest even. */
+float feri_elem_load(const char *p, fer_dtype dtype);
+void feri_elem_store(char *p, fer_dtype dtype, float v);
+
 #endif

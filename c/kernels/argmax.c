@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/threadpool.h"

@@ -50,16 +50,6 @@ typedef struct mm_plan {
 static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-static void store_f32(char *p, fer_dtype dtype, float v) {
-  uint16_t h;
-  switch (dtype) {
-    case FER_DTYPE_F32: memcpy(p, &v, sizeof v); return;
-    case FER_DTYPE_F16: h = feri_f32_to_f16(v); break;
-    default: h = feri_f32_to_bf16(v); break;
-  }
-  memcpy(p, &h, sizeof h);
-}
-
 static fer_status require_rank2(const fer_tensor *t, const char *name) {
   if (t->rank != 2)
     return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: %s has rank %d, expected 2", FN, name,
@@ -202,7 +192,7 @@ static void gemm_task(void *ctx, int64_t task, uint32_t worker) {
     if (p->out_dtype == FER_DTYPE_F32 && p->o_sn == 4) {
       memcpy(orow, trow, (size_t)nc * sizeof(float));
     } else {
-      for (int64_t c = 0; c < nc; c++) store_f32(orow + c * p->o_sn, p->out_dtype, trow[c]);
+      for (int64_t c = 0; c < nc; c++) feri_elem_store(orow + c * p->o_sn, p->out_dtype, trow[c]);
     }
   }
 }
@@ -221,7 +211,7 @@ static void gemv_task(void *ctx, int64_t task, uint32_t worker) {
   } else {
     feri_gemv_strided(j->x, p->K, &p->b, n0, nc, y);
   }
-  for (int64_t c = 0; c < nc; c++) store_f32(p->out + (n0 + c) * p->o_sn, p->out_dtype, y[c]);
+  for (int64_t c = 0; c < nc; c++) feri_elem_store(p->out + (n0 + c) * p->o_sn, p->out_dtype, y[c]);
 }
 
 static void widen_a_task(void *ctx, int64_t row) {
@@ -232,7 +222,7 @@ static void widen_a_task(void *ctx, int64_t row) {
 
 static void zero_task(void *ctx, int64_t task) {
   const mm_plan *p = ctx;
-  for (int64_t c = 0; c < p->N; c++) store_f32(p->out + task * p->o_sm + c * p->o_sn, p->out_dtype, 0.0f);
+  for (int64_t c = 0; c < p->N; c++) feri_elem_store(p->out + task * p->o_sm + c * p->o_sn, p->out_dtype, 0.0f);
 }
 
 fer_status fer_matmul_workspace_bytes(const fer_threadpool *pool, const fer_tensor *a,

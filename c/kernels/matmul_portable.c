@@ -6,17 +6,7 @@
 #include "kernels/matmul.h"
 
 float feri_mm_b_at(const feri_mm_b *b, int64_t k, int64_t n) {
-  const char *p = b->data + k * b->sk + n * b->sn;
-  uint16_t h;
-  switch (b->dtype) {
-    case FER_DTYPE_F32: {
-      float f;
-      memcpy(&f, p, sizeof f);
-      return f;
-    }
-    case FER_DTYPE_F16: memcpy(&h, p, sizeof h); return feri_f16_to_f32(h);
-    default: memcpy(&h, p, sizeof h); return feri_bf16_to_f32(h);
-  }
+  return feri_elem_load(b->data + k * b->sk + n * b->sn, b->dtype);
 }
 
 void feri_pack_b_strided(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc,

@@ -4,10 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/threadpool.h"
-
 #include "core/dtype.h"
 #include "core/status.h"
+#include "core/threadpool.h"
 #include "kernels/kernel_util.h"
 #include "kernels/rowops.h"
 
@@ -51,29 +50,6 @@ fer_status feri_rows_init(feri_rows *r, const char *fn, const char *const *names
 
 void feri_rows_offsets(const feri_rows *r, int64_t row, int64_t *off) {
   feri_nd_loop_offsets(&r->outer, r->outer.rank, row, off);
-}
-
-float feri_elem_load(const char *p, fer_dtype dtype) {
-  uint16_t h;
-  switch (dtype) {
-    case FER_DTYPE_F32: {
-      float f;
-      memcpy(&f, p, sizeof f);
-      return f;
-    }
-    case FER_DTYPE_F16: memcpy(&h, p, sizeof h); return feri_f16_to_f32(h);
-    default: memcpy(&h, p, sizeof h); return feri_bf16_to_f32(h);
-  }
-}
-
-void feri_elem_store(char *p, fer_dtype dtype, float v) {
-  uint16_t h;
-  switch (dtype) {
-    case FER_DTYPE_F32: memcpy(p, &v, sizeof v); return;
-    case FER_DTYPE_F16: h = feri_f32_to_f16(v); break;
-    default: h = feri_f32_to_bf16(v); break;
-  }
-  memcpy(p, &h, sizeof h);
 }
 
 void feri_row_load(const char *p, int64_t stride, fer_dtype dtype, int64_t n, float *dst) {

@@ -39,10 +39,6 @@ void feri_row_load(const char *p, int64_t stride, fer_dtype dtype, int64_t n, fl
 /* Stores src[i] at p + i * stride, rounded to dtype (nearest even). */
 void feri_row_store(char *p, int64_t stride, fer_dtype dtype, int64_t n, const float *src);
 
-/* One element as f32 / stored from f32. */
-float feri_elem_load(const char *p, fer_dtype dtype);
-void feri_elem_store(char *p, fer_dtype dtype, float v);
-
 /* Sum of squares (or plain sum with square = 0) in the 32-partial order of rowops.h. */
 float feri_row_sum(const float *x, int64_t n, int square);
 
