@@ -306,6 +306,64 @@ fer_status fer_matmul(fer_threadpool *pool, const fer_tensor *a, const fer_tenso
                       size_t workspace_bytes);
 
 /* ---------------------------------------------------------------------------------------------
+ * Block-quantized weights: GGUF Q4_0, Q4_1, Q8_0 (llama.cpp's layouts) and OCP MX v1.0 MXFP4 in
+ * the original system's 17-byte block (byte 0 an E8M0 scale, bytes 1-16 E2M1 codes; element
+ * o < 16 the low nibble of byte 1 + o, element o >= 16 the high nibble of byte 1 + o - 16).
+ * Blocks hold 32 consecutive elements of a row. Values: Q4_0 (q - 8) d; Q4_1 q d + m (rounded
+ * after the product, no fma); Q8_0 q d; MXFP4 e2m1(code) 2^(scale - 127); all other values are
+ * exact in f32.
+ */
+
+/** A row-major matrix of blocks: row n starts at data + n * row_stride. */
+typedef struct fer_qmatrix {
+  /** The blocks; may be unaligned (blocks are 17, 18, 20 or 34 bytes). */
+  const void *data;
+  /** Size of the buffer at data, for the bounds check. */
+  uint64_t bytes;
+  /** FER_DTYPE_MXFP4, FER_DTYPE_Q4_0, FER_DTYPE_Q4_1 or FER_DTYPE_Q8_0. */
+  fer_dtype dtype;
+  int32_t reserved;
+  /** Rows (N, the output features of a weight). */
+  int64_t rows;
+  /** Columns (K), a multiple of 32. */
+  int64_t cols;
+  /** Bytes from one row to the next, at least cols / 32 blocks. */
+  int64_t row_stride;
+} fer_qmatrix;
+
+/** Elements and bytes of one block of a block-quantized dtype; INVALID_ARG for other dtypes. */
+fer_status fer_qblock_size(fer_dtype dtype, int64_t *out_block_elems, int64_t *out_block_bytes);
+
+/**
+ * Checks a matrix as a loader must before use: its structure (as every kernel does: a known
+ * format, cols a multiple of 32, a row_stride that covers a row, a buffer that covers every row:
+ * CORRUPT when short) and every scale: an E8M0 code 255 (NaN) or an f16 scale or minimum that is
+ * NaN or infinite is CORRUPT, naming the row and block. Kernels do not re-read the scales.
+ * Claims: C-Q-003.
+ */
+fer_status fer_qmatrix_check(const fer_qmatrix *w);
+
+/**
+ * out[rows, cols] = the dequantized values of w, rounded to out's float dtype. Claims: C-Q-001.
+ */
+fer_status fer_dequantize(fer_threadpool *pool, const fer_qmatrix *w, const fer_tensor *out);
+
+/** Scratch fer_matmul_quant needs for these arguments (as fer_matmul_workspace_bytes). */
+fer_status fer_matmul_quant_workspace_bytes(const fer_threadpool *pool, const fer_tensor *a,
+                                            const fer_qmatrix *w, const fer_tensor *out,
+                                            size_t *out_bytes);
+
+/**
+ * out[M, N] = a[M, K] x w^T for a block-quantized weight w [N, K], without a dense copy of w:
+ * M = 1 dequantizes in registers as it streams the blocks; M > 1 dequantizes one cache-sized
+ * panel at a time. Bit-identical to fer_matmul(a, dequantized w, FER_MATMUL_B_NK), so every
+ * contract of fer_matmul holds (the fma chain, ISA and thread independence, rows independent of
+ * M, the workspace). Claims: C-Q-002.
+ */
+fer_status fer_matmul_quant(fer_threadpool *pool, const fer_tensor *a, const fer_qmatrix *w,
+                            const fer_tensor *out, void *workspace, size_t workspace_bytes);
+
+/* ---------------------------------------------------------------------------------------------
  * Transformer row kernels. Each works on the last axis of tensors of one shape (any rank >= 1,
  * any strides), widens each row to f32, computes in f32 in a fixed order (bit-identical across
  * ISA levels and thread counts) and rounds once to out's dtype. out may be exactly an input (same

@@ -15,6 +15,7 @@
 #include "core/threadpool.h"
 #include "kernels/kernel_util.h"
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 
 static const char *const FN = "fer_matmul";
 
@@ -55,6 +56,45 @@ static fer_status require_rank2(const fer_tensor *t, const char *name) {
     return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: %s has rank %d, expected 2", FN, name,
                      (int)t->rank);
   return FER_STATUS_OK;
+}
+
+static void plan_route(const fer_threadpool *pool, mm_plan *p) {
+  if (p->M == 0 || p->N == 0) {
+    p->route = ROUTE_EMPTY;
+  } else if (p->K == 0) {
+    p->route = ROUTE_ZERO;
+  } else if (p->M == 1) {
+    p->route = ROUTE_GEMV;
+    p->gemv_nk = p->b.qbytes != 0 || (p->b.sn != p->b.es && p->b.sk == p->b.es);
+    p->gemv_chunk = p->gemv_nk ? FERI_GEMV_NK_ROWS : FERI_GEMV_KN_COLS;
+    const int x_ready = p->a_dtype == FER_DTYPE_F32 && (p->a_sk == 4 || p->K == 1);
+    p->x_bytes = x_ready ? 0 : round_up((size_t)p->K * sizeof(float), WS_ALIGN);
+    p->total_bytes = p->x_bytes;
+  } else {
+    p->route = ROUTE_GEMM;
+    p->mc = min64(p->M, FERI_MM_MC);
+    p->kc = min64(p->K, FERI_MM_KC);
+    /* at least GEMM_MIN_TASKS tasks where columns allow (a pool's late-waking workers then
+     * still find work), never narrower than GEMM_MIN_NC; a function of the shape alone */
+    const int64_t m_blocks = (p->M + FERI_MM_MC - 1) / FERI_MM_MC;
+    const int64_t want_n_blocks = (GEMM_MIN_TASKS + m_blocks - 1) / m_blocks;
+    p->nct = (int64_t)round_up((size_t)((p->N + want_n_blocks - 1) / want_n_blocks), FERI_MM_NR);
+    p->nct = p->nct < GEMM_MIN_NC ? GEMM_MIN_NC : p->nct > FERI_MM_NC ? FERI_MM_NC : p->nct;
+    p->ncp = (int64_t)round_up((size_t)min64(p->N, p->nct), FERI_MM_NR);
+    p->a_in_place = p->a_dtype == FER_DTYPE_F32 && p->a_sk == 4 && p->a_sm % 4 == 0;
+    p->a_copy_bytes = p->a_in_place ? 0 : round_up((size_t)p->M * (size_t)p->K * 4, WS_ALIGN);
+    p->bpack_bytes = round_up((size_t)p->kc * (size_t)p->ncp * 4, WS_ALIGN);
+    p->tile_bytes = round_up((size_t)p->mc * (size_t)p->ncp * 4, WS_ALIGN);
+    p->worker_bytes = p->bpack_bytes + p->tile_bytes;
+    p->m_blocks = (p->M + FERI_MM_MC - 1) / FERI_MM_MC;
+    p->n_blocks = (p->N + p->nct - 1) / p->nct;
+    const int64_t tasks = p->m_blocks * p->n_blocks;
+    const uint32_t slots = feri_threadpool_slots(pool);
+    /* a pool's worker indices run to slots - 1 even with fewer tasks, and any worker may take
+     * any task, so each slot has its own scratch unless everything runs on the caller */
+    p->workers = tasks == 1 ? 1u : slots;
+    p->total_bytes = p->a_copy_bytes + p->worker_bytes * p->workers;
+  }
 }
 
 static fer_status plan_matmul(const fer_threadpool *pool, const fer_tensor *a, const fer_tensor *b,
@@ -107,42 +147,7 @@ static fer_status plan_matmul(const fer_threadpool *pool, const fer_tensor *a, c
   p->o_sm = out->strides[0];
   p->o_sn = out->strides[1];
 
-  if (p->M == 0 || p->N == 0) {
-    p->route = ROUTE_EMPTY;
-  } else if (p->K == 0) {
-    p->route = ROUTE_ZERO;
-  } else if (p->M == 1) {
-    p->route = ROUTE_GEMV;
-    p->gemv_nk = p->b.sn != p->b.es && p->b.sk == p->b.es;
-    p->gemv_chunk = p->gemv_nk ? FERI_GEMV_NK_ROWS : FERI_GEMV_KN_COLS;
-    const int x_ready = p->a_dtype == FER_DTYPE_F32 && (p->a_sk == 4 || p->K == 1);
-    p->x_bytes = x_ready ? 0 : round_up((size_t)p->K * sizeof(float), WS_ALIGN);
-    p->total_bytes = p->x_bytes;
-  } else {
-    p->route = ROUTE_GEMM;
-    p->mc = min64(p->M, FERI_MM_MC);
-    p->kc = min64(p->K, FERI_MM_KC);
-    /* at least GEMM_MIN_TASKS tasks where columns allow (a pool's late-waking workers then
-     * still find work), never narrower than GEMM_MIN_NC; a function of the shape alone */
-    const int64_t m_blocks = (p->M + FERI_MM_MC - 1) / FERI_MM_MC;
-    const int64_t want_n_blocks = (GEMM_MIN_TASKS + m_blocks - 1) / m_blocks;
-    p->nct = (int64_t)round_up((size_t)((p->N + want_n_blocks - 1) / want_n_blocks), FERI_MM_NR);
-    p->nct = p->nct < GEMM_MIN_NC ? GEMM_MIN_NC : p->nct > FERI_MM_NC ? FERI_MM_NC : p->nct;
-    p->ncp = (int64_t)round_up((size_t)min64(p->N, p->nct), FERI_MM_NR);
-    p->a_in_place = p->a_dtype == FER_DTYPE_F32 && p->a_sk == 4 && p->a_sm % 4 == 0;
-    p->a_copy_bytes = p->a_in_place ? 0 : round_up((size_t)p->M * (size_t)p->K * 4, WS_ALIGN);
-    p->bpack_bytes = round_up((size_t)p->kc * (size_t)p->ncp * 4, WS_ALIGN);
-    p->tile_bytes = round_up((size_t)p->mc * (size_t)p->ncp * 4, WS_ALIGN);
-    p->worker_bytes = p->bpack_bytes + p->tile_bytes;
-    p->m_blocks = (p->M + FERI_MM_MC - 1) / FERI_MM_MC;
-    p->n_blocks = (p->N + p->nct - 1) / p->nct;
-    const int64_t tasks = p->m_blocks * p->n_blocks;
-    const uint32_t slots = feri_threadpool_slots(pool);
-    /* a pool's worker indices run to slots - 1 even with fewer tasks, and any worker may take
-     * any task, so each slot has its own scratch unless everything runs on the caller */
-    p->workers = tasks == 1 ? 1u : slots;
-    p->total_bytes = p->a_copy_bytes + p->worker_bytes * p->workers;
-  }
+  plan_route(pool, p);
   return FER_STATUS_OK;
 }
 
@@ -203,7 +208,7 @@ static void gemv_task(void *ctx, int64_t task, uint32_t worker) {
   (void)worker;
   const int64_t n0 = task * p->gemv_chunk, nc = min64(p->gemv_chunk, p->N - n0);
   float y[FERI_GEMV_KN_COLS > FERI_GEMV_NK_ROWS ? FERI_GEMV_KN_COLS : FERI_GEMV_NK_ROWS];
-  const int unit_kn = p->b.sn == p->b.es;
+  const int unit_kn = p->b.qbytes == 0 && p->b.sn == p->b.es;
   if (unit_kn) {
     j->ops->gemv_kn(j->x, p->K, &p->b, n0, nc, y);
   } else if (p->gemv_nk) {
@@ -223,6 +228,54 @@ static void widen_a_task(void *ctx, int64_t row) {
 static void zero_task(void *ctx, int64_t task) {
   const mm_plan *p = ctx;
   for (int64_t c = 0; c < p->N; c++) feri_elem_store(p->out + task * p->o_sm + c * p->o_sn, p->out_dtype, 0.0f);
+}
+
+static fer_status run_plan(fer_threadpool *pool, const mm_plan *p, void *workspace,
+                           size_t workspace_bytes, const char *fn) {
+  fer_status st = FER_STATUS_OK;
+  if (workspace != NULL) {
+    if (((uintptr_t)workspace & (WS_ALIGN - 1)) != 0)
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: workspace is not %d-byte aligned", fn, WS_ALIGN);
+    if (workspace_bytes < p->total_bytes)
+      return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: workspace has %zu bytes, this call needs %zu",
+                       fn, workspace_bytes, p->total_bytes);
+  }
+  if (p->route == ROUTE_EMPTY) return FER_STATUS_OK;
+  if (p->route == ROUTE_ZERO) return feri_threadpool_run(pool, p->M, zero_task, (void *)p);
+
+  char *ws = workspace;
+  void *owned = NULL;
+  if (ws == NULL && p->total_bytes > 0) {
+    owned = aligned_alloc(WS_ALIGN, p->total_bytes);
+    if (owned == NULL)
+      return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of workspace", fn,
+                       p->total_bytes);
+    ws = owned;
+  }
+  mm_job j = {p, feri_matmul_ops_for(feri_threadpool_effective_isa(pool)), NULL, NULL, 0, ws};
+  if (p->route == ROUTE_GEMV) {
+    if (p->x_bytes == 0) {
+      j.x = (const float *)p->a;
+    } else {
+      j.ops->widen(p->a, p->a_sk, p->a_dtype, p->K, (float *)ws);
+      j.x = (const float *)ws;
+    }
+    st = feri_threadpool_run_workers(pool, (p->N + p->gemv_chunk - 1) / p->gemv_chunk, gemv_task, &j);
+  } else {
+    if (p->a_in_place) {
+      j.a32 = (const float *)p->a;
+      j.lda = p->a_sm / 4;
+    } else {
+      j.a32 = (const float *)ws;
+      j.lda = p->K;
+      st = feri_threadpool_run(pool, p->M, widen_a_task, &j);
+    }
+    j.ws = ws + p->a_copy_bytes;
+    if (st == FER_STATUS_OK)
+      st = feri_threadpool_run_workers(pool, p->m_blocks * p->n_blocks, gemm_task, &j);
+  }
+  free(owned);
+  return st;
 }
 
 fer_status fer_matmul_workspace_bytes(const fer_threadpool *pool, const fer_tensor *a,
@@ -249,47 +302,146 @@ fer_status fer_matmul(fer_threadpool *pool, const fer_tensor *a, const fer_tenso
   mm_plan p;
   fer_status st = plan_matmul(pool, a, b, b_layout, out, &p);
   if (st != FER_STATUS_OK) return st;
-  if (workspace != NULL) {
-    if (((uintptr_t)workspace & (WS_ALIGN - 1)) != 0)
-      return feri_fail(FER_STATUS_INVALID_ARG, "%s: workspace is not %d-byte aligned", FN, WS_ALIGN);
-    if (workspace_bytes < p.total_bytes)
-      return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: workspace has %zu bytes, this call needs %zu",
-                       FN, workspace_bytes, p.total_bytes);
-  }
-  if (p.route == ROUTE_EMPTY) return FER_STATUS_OK;
-  if (p.route == ROUTE_ZERO) return feri_threadpool_run(pool, p.M, zero_task, &p);
+  return run_plan(pool, &p, workspace, workspace_bytes, FN);
+}
 
-  char *ws = workspace;
-  void *owned = NULL;
-  if (ws == NULL && p.total_bytes > 0) {
-    owned = aligned_alloc(WS_ALIGN, p.total_bytes);
-    if (owned == NULL)
-      return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of workspace", FN,
-                       p.total_bytes);
-    ws = owned;
-  }
-  mm_job j = {&p, feri_matmul_ops_for(feri_threadpool_effective_isa(pool)), NULL, NULL, 0, ws};
-  if (p.route == ROUTE_GEMV) {
-    if (p.x_bytes == 0) {
-      j.x = (const float *)p.a;
-    } else {
-      j.ops->widen(p.a, p.a_sk, p.a_dtype, p.K, (float *)ws);
-      j.x = (const float *)ws;
-    }
-    st = feri_threadpool_run_workers(pool, (p.N + p.gemv_chunk - 1) / p.gemv_chunk, gemv_task, &j);
-  } else {
-    if (p.a_in_place) {
-      j.a32 = (const float *)p.a;
-      j.lda = p.a_sm / 4;
-    } else {
-      j.a32 = (const float *)ws;
-      j.lda = p.K;
-      st = feri_threadpool_run(pool, p.M, widen_a_task, &j);
-    }
-    j.ws = ws + p.a_copy_bytes;
-    if (st == FER_STATUS_OK)
-      st = feri_threadpool_run_workers(pool, p.m_blocks * p.n_blocks, gemm_task, &j);
-  }
-  free(owned);
+/* ---- block-quantized weights ------------------------------------------------------------- */
+
+static const char *const QFN = "fer_matmul_quant";
+
+/* a and out as for fer_matmul, w [N, K] blocks; fills the plan with a quantized B. */
+static fer_status plan_matmul_quant(const fer_threadpool *pool, const fer_tensor *a,
+                                    const fer_qmatrix *w, const fer_tensor *out, mm_plan *p) {
+  memset(p, 0, sizeof *p);
+  feri_tensor_info ai, oi;
+  fer_status st;
+  if ((st = feri_tensor_validate(a, QFN, "a", &ai)) != FER_STATUS_OK) return st;
+  if ((st = feri_tensor_validate(out, QFN, "out", &oi)) != FER_STATUS_OK) return st;
+  if ((st = feri_qmatrix_validate(w, QFN)) != FER_STATUS_OK) return st;
+  if ((st = feri_require_float_dtype(a->dtype, QFN)) != FER_STATUS_OK) return st;
+  if ((st = feri_require_float_dtype(out->dtype, QFN)) != FER_STATUS_OK) return st;
+  if ((st = require_rank2(a, "a")) != FER_STATUS_OK) return st;
+  if ((st = require_rank2(out, "out")) != FER_STATUS_OK) return st;
+  p->M = a->shape[0];
+  p->K = a->shape[1];
+  p->N = w->rows;
+  if (w->cols != p->K)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: a is [%lld, %lld] but w is [%lld, %lld]", QFN,
+                     (long long)p->M, (long long)p->K, (long long)w->rows, (long long)w->cols);
+  if (out->shape[0] != p->M || out->shape[1] != p->N)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out is [%lld, %lld], expected [%lld, %lld]",
+                     QFN, (long long)out->shape[0], (long long)out->shape[1], (long long)p->M,
+                     (long long)p->N);
+  if ((st = feri_tensor_check_writable(out, &oi, QFN, "out")) != FER_STATUS_OK) return st;
+  if (feri_tensors_overlap(out, &oi, a, &ai)) return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps a", QFN);
+  const char *wlo = w->data, *whi = wlo + (w->rows > 0 && w->cols > 0 ? w->bytes : 0);
+  const char *olo = (const char *)out->data + oi.lo, *ohi = (const char *)out->data + oi.hi;
+  if (oi.numel > 0 && olo < whi && wlo < ohi)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps w", QFN);
+  p->a = a->data;
+  p->a_dtype = a->dtype;
+  p->a_es = (int64_t)ai.elem_size;
+  p->a_sm = a->strides[0];
+  p->a_sk = a->strides[1];
+  p->b.data = w->data;
+  p->b.dtype = w->dtype;
+  p->b.sn = w->row_stride;
+  p->b.qbytes = (int64_t)feri_qblock_bytes(w->dtype);
+  p->out = out->data;
+  p->out_dtype = out->dtype;
+  p->o_sm = out->strides[0];
+  p->o_sn = out->strides[1];
+  plan_route(pool, p);
+  return FER_STATUS_OK;
+}
+
+fer_status fer_matmul_quant_workspace_bytes(const fer_threadpool *pool, const fer_tensor *a,
+                                            const fer_qmatrix *w, const fer_tensor *out,
+                                            size_t *out_bytes) {
+  feri_error_clear();
+  if (out_bytes == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s_workspace_bytes: out_bytes is NULL", QFN);
+  *out_bytes = 0;
+  if (a == NULL || w == NULL || out == NULL)
+    return feri_fail(FER_STATUS_NULL_ARG, "%s_workspace_bytes: a, w and out must not be NULL", QFN);
+  mm_plan p;
+  fer_status st = plan_matmul_quant(pool, a, w, out, &p);
+  if (st == FER_STATUS_OK) *out_bytes = p.total_bytes;
   return st;
+}
+
+fer_status fer_matmul_quant(fer_threadpool *pool, const fer_tensor *a, const fer_qmatrix *w,
+                            const fer_tensor *out, void *workspace, size_t workspace_bytes) {
+  feri_error_clear();
+  if (a == NULL || w == NULL || out == NULL)
+    return feri_fail(FER_STATUS_NULL_ARG, "%s: a, w and out must not be NULL", QFN);
+  mm_plan p;
+  fer_status st = plan_matmul_quant(pool, a, w, out, &p);
+  if (st != FER_STATUS_OK) return st;
+  return run_plan(pool, &p, workspace, workspace_bytes, QFN);
+}
+
+fer_status fer_qblock_size(fer_dtype dtype, int64_t *out_block_elems, int64_t *out_block_bytes) {
+  feri_error_clear();
+  if (out_block_elems == NULL || out_block_bytes == NULL)
+    return feri_fail(FER_STATUS_NULL_ARG, "fer_qblock_size: an out-pointer is NULL");
+  *out_block_elems = 0;
+  *out_block_bytes = 0;
+  const size_t bb = feri_qblock_bytes(dtype);
+  if (bb == 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "fer_qblock_size: %s is not block-quantized", feri_dtype_name(dtype));
+  *out_block_elems = FERI_QBLOCK;
+  *out_block_bytes = (int64_t)bb;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_qmatrix_check(const fer_qmatrix *w) {
+  feri_error_clear();
+  fer_status st = feri_qmatrix_validate(w, "fer_qmatrix_check");
+  if (st != FER_STATUS_OK) return st;
+  const size_t bb = feri_qblock_bytes(w->dtype);
+  for (int64_t r = 0; r < w->rows; r++)
+    for (int64_t b = 0; b < w->cols / FERI_QBLOCK; b++) {
+      const uint8_t *blk = (const uint8_t *)w->data + r * w->row_stride + (size_t)b * bb;
+      if ((st = feri_qblock_check(w->dtype, blk, r, b, "fer_qmatrix_check")) != FER_STATUS_OK) return st;
+    }
+  return FER_STATUS_OK;
+}
+
+typedef struct deq_job {
+  const fer_qmatrix *w;
+  const fer_tensor *out;
+} deq_job;
+
+static void dequant_task(void *ctx, int64_t row) {
+  const deq_job *j = ctx;
+  const size_t bb = feri_qblock_bytes(j->w->dtype);
+  float vals[FERI_QBLOCK];
+  const uint8_t *src = (const uint8_t *)j->w->data + row * j->w->row_stride;
+  char *dst = (char *)j->out->data + row * j->out->strides[0];
+  for (int64_t b = 0; b < j->w->cols / FERI_QBLOCK; b++) {
+    feri_qblock_dequant(j->w->dtype, src + (size_t)b * bb, vals);
+    for (int i = 0; i < FERI_QBLOCK; i++)
+      feri_elem_store(dst + (b * FERI_QBLOCK + i) * j->out->strides[1], j->out->dtype, vals[i]);
+  }
+}
+
+fer_status fer_dequantize(fer_threadpool *pool, const fer_qmatrix *w, const fer_tensor *out) {
+  feri_error_clear();
+  static const char *const DFN = "fer_dequantize";
+  if (w == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: w and out must not be NULL", DFN);
+  fer_status st;
+  feri_tensor_info oi;
+  if ((st = feri_qmatrix_validate(w, DFN)) != FER_STATUS_OK) return st;
+  if ((st = feri_tensor_validate(out, DFN, "out", &oi)) != FER_STATUS_OK) return st;
+  if ((st = feri_require_float_dtype(out->dtype, DFN)) != FER_STATUS_OK) return st;
+  if (out->rank != 2 || out->shape[0] != w->rows || out->shape[1] != w->cols)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out must be [%lld, %lld]", DFN,
+                     (long long)w->rows, (long long)w->cols);
+  if ((st = feri_tensor_check_writable(out, &oi, DFN, "out")) != FER_STATUS_OK) return st;
+  const char *wlo = w->data, *whi = wlo + (w->rows > 0 && w->cols > 0 ? w->bytes : 0);
+  if (oi.numel > 0 && (const char *)out->data + oi.lo < whi && wlo < (const char *)out->data + oi.hi)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps w", DFN);
+  if (oi.numel == 0) return FER_STATUS_OK;
+  deq_job j = {w, out};
+  return feri_threadpool_run(pool, w->rows, dequant_task, &j);
 }

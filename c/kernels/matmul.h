@@ -30,7 +30,9 @@ typedef struct feri_mm_b {
   const char *data;
   fer_dtype dtype;
   int64_t sk, sn;
-  int64_t es; /* element size */
+  int64_t es;    /* element size; 0 for a block-quantized B */
+  int64_t qbytes; /* block bytes of a block-quantized B [N, K]: element (k, n) is value k % 32
+                   * of block k / 32 of the row at data + n * sn; 0 for dense B */
 } feri_mm_b;
 
 typedef struct feri_matmul_ops {
@@ -65,6 +67,10 @@ void feri_gemv_strided(const float *x, int64_t K, const feri_mm_b *b, int64_t n0
 
 /* Scalar widening for any stride (portable table, and strided rows). */
 void feri_widen_strided(const char *src, int64_t stride, fer_dtype dtype, int64_t n, float *dst);
+
+/* Packing of a block-quantized B (k0 and kc multiples of 32): blocks dequantized into panels. */
+void feri_pack_b_quant(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                       float *dst);
 
 /* Scalar packing for any strides (portable table, and tails of the vector packers). */
 void feri_pack_b_strided(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc,

@@ -4,13 +4,41 @@
 
 #include "core/dtype.h"
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 
 float feri_mm_b_at(const feri_mm_b *b, int64_t k, int64_t n) {
+  if (b->qbytes != 0)
+    return feri_qblock_value(b->dtype, (const uint8_t *)b->data + n * b->sn + k / FERI_QBLOCK * b->qbytes,
+                             (int)(k % FERI_QBLOCK));
   return feri_elem_load(b->data + k * b->sk + n * b->sn, b->dtype);
+}
+
+void feri_pack_b_quant(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                       float *dst) {
+  float vals[FERI_QBLOCK];
+  for (int64_t p = 0; p * FERI_MM_NR < nc; p++) {
+    float *panel = dst + p * kc * FERI_MM_NR;
+    for (int64_t j = 0; j < FERI_MM_NR; j++) {
+      const int64_t n = p * FERI_MM_NR + j;
+      if (n >= nc) {
+        for (int64_t k = 0; k < kc; k++) panel[k * FERI_MM_NR + j] = 0.0f;
+        continue;
+      }
+      const uint8_t *row = (const uint8_t *)b->data + (n0 + n) * b->sn;
+      for (int64_t k = 0; k < kc; k += FERI_QBLOCK) {
+        feri_qblock_dequant(b->dtype, row + (k0 + k) / FERI_QBLOCK * b->qbytes, vals);
+        for (int i = 0; i < FERI_QBLOCK; i++) panel[(k + i) * FERI_MM_NR + j] = vals[i];
+      }
+    }
+  }
 }
 
 void feri_pack_b_strided(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
                          float *dst) {
+  if (b->qbytes != 0) {
+    feri_pack_b_quant(b, k0, kc, n0, nc, dst);
+    return;
+  }
   for (int64_t p = 0; p * FERI_MM_NR < nc; p++) {
     float *panel = dst + p * kc * FERI_MM_NR;
     for (int64_t k = 0; k < kc; k++)
@@ -22,7 +50,7 @@ void feri_pack_b_strided(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0,
 }
 
 void feri_widen_strided(const char *src, int64_t stride, fer_dtype dtype, int64_t n, float *dst) {
-  feri_mm_b row = {src, dtype, 0, stride, 0};
+  feri_mm_b row = {src, dtype, 0, stride, 0, 0};
   for (int64_t i = 0; i < n; i++) dst[i] = feri_mm_b_at(&row, 0, i);
 }
 

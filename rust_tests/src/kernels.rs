@@ -226,3 +226,57 @@ pub fn embedding(
     // SAFETY: as in `add`.
     check(unsafe { sys::fer_embedding(pool_ptr(pool), table.raw(), ids.raw(), out.raw()) })
 }
+
+/// A borrowed block-quantized matrix [rows, cols] (`fer_qmatrix`): rows of blocks, `row_stride`
+/// bytes apart, inside `data`. Only the structure is checked here by C; see [`qmatrix_check`].
+#[derive(Clone, Copy, Debug)]
+pub struct QMatrix<'a> {
+    raw: sys::fer_qmatrix,
+    _borrow: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl<'a> QMatrix<'a> {
+    /// A view of `rows` x `cols` values of `dtype` starting at byte `offset` of `data`.
+    pub fn new(data: &'a [u8], offset: usize, dtype: i32, rows: i64, cols: i64, row_stride: i64) -> QMatrix<'a> {
+        let off = offset.min(data.len());
+        QMatrix {
+            raw: sys::fer_qmatrix {
+                data: data[off..].as_ptr().cast(),
+                bytes: (data.len() - off) as u64,
+                dtype,
+                reserved: 0,
+                rows,
+                cols,
+                row_stride,
+            },
+            _borrow: std::marker::PhantomData,
+        }
+    }
+
+    pub fn raw(&self) -> &sys::fer_qmatrix {
+        &self.raw
+    }
+}
+
+/// Structure and scale check a loader runs (`fer_qmatrix_check`).
+pub fn qmatrix_check(w: &QMatrix<'_>) -> Result<()> {
+    // SAFETY: the view borrows its buffer and `bytes` is its length past the offset.
+    check(unsafe { sys::fer_qmatrix_check(w.raw()) })
+}
+
+/// out = dequantized w (`fer_dequantize`).
+pub fn dequantize(pool: Option<&mut ThreadPool>, w: &QMatrix<'_>, out: &mut TensorMut<'_>) -> Result<()> {
+    // SAFETY: as in `qmatrix_check`; `out` borrowed mutably.
+    check(unsafe { sys::fer_dequantize(pool_ptr(pool), w.raw(), out.raw()) })
+}
+
+/// out = a x w^T over block-quantized w (`fer_matmul_quant`), scratch allocated by the call.
+pub fn matmul_quant(
+    pool: Option<&mut ThreadPool>,
+    a: &TensorRef<'_>,
+    w: &QMatrix<'_>,
+    out: &mut TensorMut<'_>,
+) -> Result<()> {
+    // SAFETY: as in `matmul`.
+    check(unsafe { sys::fer_matmul_quant(pool_ptr(pool), a.raw(), w.raw(), out.raw(), std::ptr::null_mut(), 0) })
+}

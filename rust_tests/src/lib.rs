@@ -23,8 +23,9 @@ pub mod tensor;
 pub use dtype::{dtype_size, Dtype, Element};
 pub use error::{check, last_error_message, status, status_str, Error, Result, Status};
 pub use kernels::{
-    add, add_assign, argmax, embedding, gather, matmul, matmul_in, matmul_workspace_bytes,
-    reduce_mean, rms_norm, rope, silu, softmax, swiglu, BLayout, RopePairing, Workspace,
+    add, add_assign, argmax, dequantize, embedding, gather, matmul, matmul_in, matmul_quant,
+    matmul_workspace_bytes, qmatrix_check, reduce_mean, rms_norm, rope, silu, softmax, swiglu,
+    BLayout, QMatrix, RopePairing, Workspace,
 };
 pub use pool::{isa, PoolOptions, ThreadPool};
 pub use tensor::{TensorMut, TensorRef};

@@ -297,6 +297,73 @@ extern "C" {
         workspace_bytes: usize,
     ) -> fer_status;
 }
+#[doc = " A row-major matrix of blocks: row n starts at data + n * row_stride."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_qmatrix {
+    #[doc = " The blocks; may be unaligned (blocks are 17, 18, 20 or 34 bytes)."]
+    pub data: *const ::std::os::raw::c_void,
+    #[doc = " Size of the buffer at data, for the bounds check."]
+    pub bytes: u64,
+    #[doc = " FER_DTYPE_MXFP4, FER_DTYPE_Q4_0, FER_DTYPE_Q4_1 or FER_DTYPE_Q8_0."]
+    pub dtype: fer_dtype,
+    pub reserved: i32,
+    #[doc = " Rows (N, the output features of a weight)."]
+    pub rows: i64,
+    #[doc = " Columns (K), a multiple of 32."]
+    pub cols: i64,
+    #[doc = " Bytes from one row to the next, at least cols / 32 blocks."]
+    pub row_stride: i64,
+}
+extern "C" {
+    #[doc = " Elements and bytes of one block of a block-quantized dtype; INVALID_ARG for other dtypes."]
+    pub fn fer_qblock_size(
+        dtype: fer_dtype,
+        out_block_elems: *mut i64,
+        out_block_bytes: *mut i64,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Checks a matrix as a loader must before use: its structure (as every kernel does: a known"]
+    #[doc = " format, cols a multiple of 32, a row_stride that covers a row, a buffer that covers every row:"]
+    #[doc = " CORRUPT when short) and every scale: an E8M0 code 255 (NaN) or an f16 scale or minimum that is"]
+    #[doc = " NaN or infinite is CORRUPT, naming the row and block. Kernels do not re-read the scales."]
+    #[doc = " Claims: C-Q-003."]
+    pub fn fer_qmatrix_check(w: *const fer_qmatrix) -> fer_status;
+}
+extern "C" {
+    #[doc = " out[rows, cols] = the dequantized values of w, rounded to out's float dtype. Claims: C-Q-001."]
+    pub fn fer_dequantize(
+        pool: *mut fer_threadpool,
+        w: *const fer_qmatrix,
+        out: *const fer_tensor,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Scratch fer_matmul_quant needs for these arguments (as fer_matmul_workspace_bytes)."]
+    pub fn fer_matmul_quant_workspace_bytes(
+        pool: *const fer_threadpool,
+        a: *const fer_tensor,
+        w: *const fer_qmatrix,
+        out: *const fer_tensor,
+        out_bytes: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " out[M, N] = a[M, K] x w^T for a block-quantized weight w [N, K], without a dense copy of w:"]
+    #[doc = " M = 1 dequantizes in registers as it streams the blocks; M > 1 dequantizes one cache-sized"]
+    #[doc = " panel at a time. Bit-identical to fer_matmul(a, dequantized w, FER_MATMUL_B_NK), so every"]
+    #[doc = " contract of fer_matmul holds (the fma chain, ISA and thread independence, rows independent of"]
+    #[doc = " M, the workspace). Claims: C-Q-002."]
+    pub fn fer_matmul_quant(
+        pool: *mut fer_threadpool,
+        a: *const fer_tensor,
+        w: *const fer_qmatrix,
+        out: *const fer_tensor,
+        workspace: *mut ::std::os::raw::c_void,
+        workspace_bytes: usize,
+    ) -> fer_status;
+}
 extern "C" {
     #[doc = " RMSNorm: out = (x * r) * weight with r = 1 / sqrtf(sum(x^2) / D + eps), the sum of squares in"]
     #[doc = " the 32-partial order of fer_reduce_mean. x and out share a float dtype; weight is [D] of any"]

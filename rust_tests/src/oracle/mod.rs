@@ -8,6 +8,7 @@ pub mod add;
 pub mod convert;
 pub mod gather;
 pub mod matmul;
+pub mod quant;
 pub mod reduce_mean;
 pub mod sampling;
 pub mod transformer;
