@@ -884,6 +884,51 @@ fer_status fer_governor_admit_sequence(fer_governor *governor, const fer_kv_geom
  */
 fer_status fer_vmm_set_governor(fer_vmm *vmm, fer_governor *governor, fer_mem_role role);
 
+/**
+ * A bounded cache of dense f32 expansions of block-quantized weights: the original system's
+ * "cached dense" strategy, kept for comparison with fer_matmul_quant (which needs no dense copy).
+ * Entries are keyed by identity: the caller's key plus the matrix's data address, format, shape
+ * and stride. The content hash (64-bit FNV-1a over the rows' bytes) is computed once, on insertion;
+ * FER_DENSE_CACHE_VERIFY re-hashes on a hit and re-expands when the bytes changed. Least recently
+ * used entries are evicted to stay within capacity_bytes. With a governor, every entry's bytes are
+ * charged to FER_MEM_ROLE_CACHE while it lives; a new entry the governor refuses is
+ * BUDGET_EXCEEDED and changes nothing. One thread at a time per cache.
+ */
+typedef struct fer_dense_cache fer_dense_cache;
+
+/** Flags of fer_dense_cache_get. */
+enum fer_dense_cache_flag {
+  /** Re-hash the packed bytes on a hit; a changed matrix is expanded again. */
+  FER_DENSE_CACHE_VERIFY = 1,
+};
+
+typedef struct fer_dense_cache_stats {
+  /** Bytes of dense f32 held now (what the governor is charged). */
+  uint64_t bytes;
+  uint64_t capacity_bytes;
+  uint64_t entries;
+  uint64_t hits;
+  uint64_t misses;
+  uint64_t evictions;
+} fer_dense_cache_stats;
+
+/** A cache of at most capacity_bytes of dense f32; governor may be NULL. Claims: C-Q-004. */
+fer_status fer_dense_cache_create(uint64_t capacity_bytes, fer_governor *governor,
+                                  fer_dense_cache **out_cache);
+
+/** Frees every entry (releasing its charge) and the cache. */
+fer_status fer_dense_cache_free(fer_dense_cache *cache);
+
+/**
+ * The dense row-major f32 [rows, cols] expansion of w under key, expanded on a miss (on pool).
+ * The pointer stays valid until the entry is evicted by a later get or the cache is freed. An
+ * expansion larger than the capacity is BUDGET_EXCEEDED. Claims: C-Q-004.
+ */
+fer_status fer_dense_cache_get(fer_dense_cache *cache, fer_threadpool *pool, uint64_t key,
+                               const fer_qmatrix *w, uint32_t flags, const float **out_dense);
+
+fer_status fer_dense_cache_get_stats(const fer_dense_cache *cache, fer_dense_cache_stats *out_stats);
+
 /** KV capacity policies. Append-only. */
 enum fer_kv_policy_code {
   /**

@@ -198,45 +198,69 @@ FERI_AVX2 static void gemv_nk_finish(const float *x, int64_t K, int64_t K8, cons
   }
 }
 
+/* Scale of a block, as feri_qblock_scale (F16C's conversion equals feri_f16_to_f32). */
+FERI_AVX2 static FERI_INLINE float qscale(const fer_dtype t, const uint8_t *blk) {
+  if (t == FER_DTYPE_MXFP4) return feri_e8m0_to_f32(blk[0]);
+  uint16_t h;
+  memcpy(&h, blk, sizeof h);
+  return _cvtsh_ss(h);
+}
+
 /* Values o .. o+7 (o a multiple of 8) of one block, exactly as feri_qblock_value computes them. */
-FERI_AVX2 static FERI_INLINE __m256 qdeq8(fer_dtype t, const uint8_t *blk, int o) {
+FERI_AVX2 static FERI_INLINE __m256 qdeq8(const fer_dtype t, const uint8_t *blk, int o) {
+  const __m256 d = _mm256_set1_ps(qscale(t, blk));
   if (t == FER_DTYPE_Q8_0) {
     const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + o))));
-    return _mm256_mul_ps(q, _mm256_set1_ps(feri_qblock_scale(t, blk)));
+    return _mm256_mul_ps(q, d);
   }
   const int off = t == FER_DTYPE_MXFP4 ? 1 : t == FER_DTYPE_Q4_0 ? 2 : 4;
   __m256i w = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + off + (o & 15))));
   if (o >= 16) w = _mm256_srli_epi32(w, 4);
   w = _mm256_and_si256(w, _mm256_set1_epi32(0xF));
-  const __m256 d = _mm256_set1_ps(feri_qblock_scale(t, blk));
   if (t == FER_DTYPE_Q4_0)
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(w, _mm256_set1_epi32(8))), d);
-  if (t == FER_DTYPE_Q4_1)
-    return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(w), d), _mm256_set1_ps(feri_qblock_min(blk)));
+  if (t == FER_DTYPE_Q4_1) {
+    uint16_t hm;
+    memcpy(&hm, blk + 2, sizeof hm);
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(w), d), _mm256_set1_ps(_cvtsh_ss(hm)));
+  }
   /* MXFP4: magnitude from the low three bits, sign from bit 3 */
   const __m256 mag = _mm256_permutevar8x32_ps(_mm256_loadu_ps(feri_e2m1_values), w);
   const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(8)), 28);
   return _mm256_mul_ps(_mm256_xor_ps(mag, _mm256_castsi256_ps(sign)), d);
 }
 
-/* gemv_nk for a block-quantized B: the same eight-row transposed chains, fed by qdeq8. */
-FERI_AVX2 static void gemv_nk_quant_avx2(const float *x, int64_t K, const feri_mm_b *b, int64_t n0,
-                                         int64_t nc, float *y) {
+/* gemv_nk for a block-quantized B: the same eight-row transposed chains, fed by qdeq8; one
+ * instance per format so the format's branches fold away. */
+FERI_AVX2 static FERI_INLINE void gemv_nk_quant_body(const fer_dtype t, const float *x, int64_t K,
+                                                     const feri_mm_b *b, int64_t n0, int64_t nc,
+                                                     float *y) {
   int64_t j = 0;
   for (; j + 8 <= nc; j += 8) {
     const uint8_t *rows = (const uint8_t *)b->data + (n0 + j) * b->sn;
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t k = 0; k < K; k += 8) {
-      const int64_t blk = k / FERI_QBLOCK * b->qbytes;
-      const int o = (int)(k % FERI_QBLOCK);
-      __m256 r[8];
-      for (int i = 0; i < 8; i++) r[i] = qdeq8(b->dtype, rows + i * b->sn + blk, o);
-      transpose8(r);
-      for (int i = 0; i < 8; i++) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + i), r[i], acc);
+    for (int64_t k = 0; k < K; k += FERI_QBLOCK) {
+      const uint8_t *blk = rows + k / FERI_QBLOCK * b->qbytes;
+      for (int o = 0; o < FERI_QBLOCK; o += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 8; i++) r[i] = qdeq8(t, blk + i * b->sn, o);
+        transpose8(r);
+        for (int i = 0; i < 8; i++) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + o + i), r[i], acc);
+      }
     }
     _mm256_storeu_ps(y + j, acc);
   }
   if (j < nc) feri_gemv_strided(x, K, b, n0 + j, nc - j, y + j);
+}
+
+FERI_AVX2 static void gemv_nk_quant_avx2(const float *x, int64_t K, const feri_mm_b *b, int64_t n0,
+                                         int64_t nc, float *y) {
+  switch (b->dtype) {
+    case FER_DTYPE_MXFP4: gemv_nk_quant_body(FER_DTYPE_MXFP4, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q4_0: gemv_nk_quant_body(FER_DTYPE_Q4_0, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q4_1: gemv_nk_quant_body(FER_DTYPE_Q4_1, x, K, b, n0, nc, y); break;
+    default: gemv_nk_quant_body(FER_DTYPE_Q8_0, x, K, b, n0, nc, y); break;
+  }
 }
 
 FERI_AVX2 static void gemv_nk_avx2(const float *x, int64_t K, const feri_mm_b *b, int64_t n0,

@@ -280,3 +280,45 @@ pub fn matmul_quant(
     // SAFETY: as in `matmul`.
     check(unsafe { sys::fer_matmul_quant(pool_ptr(pool), a.raw(), w.raw(), out.raw(), std::ptr::null_mut(), 0) })
 }
+
+/// An owned `fer_dense_cache`, optionally charging a governor that must outlive it.
+pub struct DenseCache<'g> {
+    ptr: std::ptr::NonNull<sys::fer_dense_cache>,
+    _gov: std::marker::PhantomData<&'g crate::mem::Governor>,
+}
+
+impl<'g> DenseCache<'g> {
+    pub fn new(capacity: u64, governor: Option<&'g crate::mem::Governor>) -> Result<DenseCache<'g>> {
+        let mut out = std::ptr::null_mut();
+        let g = governor.map_or(std::ptr::null_mut(), |g| g.as_ptr());
+        // SAFETY: valid out-pointer; the governor (if any) outlives the cache through 'g.
+        check(unsafe { sys::fer_dense_cache_create(capacity, g, &mut out) })?;
+        Ok(DenseCache { ptr: std::ptr::NonNull::new(out).expect("OK with NULL"), _gov: std::marker::PhantomData })
+    }
+
+    /// The dense expansion of `w` under `key`, copied out (the C pointer lives until eviction).
+    pub fn get(&mut self, key: u64, w: &QMatrix<'_>, verify: bool) -> Result<Vec<f32>> {
+        let mut p: *const f32 = std::ptr::null();
+        let flags = if verify { sys::FER_DENSE_CACHE_VERIFY } else { 0 };
+        // SAFETY: cache alive and borrowed mutably; w borrows its buffer.
+        check(unsafe { sys::fer_dense_cache_get(self.ptr.as_ptr(), std::ptr::null_mut(), key, w.raw(), flags, &mut p) })?;
+        let n = (w.raw().rows * w.raw().cols) as usize;
+        // SAFETY: on OK the cache holds n floats at p until the next get or free.
+        Ok(unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
+    }
+
+    pub fn stats(&self) -> Result<sys::fer_dense_cache_stats> {
+        // SAFETY: plain-data struct filled by the call.
+        let mut s: sys::fer_dense_cache_stats = unsafe { std::mem::zeroed() };
+        // SAFETY: cache alive.
+        check(unsafe { sys::fer_dense_cache_get_stats(self.ptr.as_ptr(), &mut s) })?;
+        Ok(s)
+    }
+}
+
+impl Drop for DenseCache<'_> {
+    fn drop(&mut self) {
+        // SAFETY: owned; frees entries and releases their charges.
+        unsafe { sys::fer_dense_cache_free(self.ptr.as_ptr()) };
+    }
+}

@@ -25,7 +25,7 @@ pub use error::{check, last_error_message, status, status_str, Error, Result, St
 pub use kernels::{
     add, add_assign, argmax, dequantize, embedding, gather, matmul, matmul_in, matmul_quant,
     matmul_workspace_bytes, qmatrix_check, reduce_mean, rms_norm, rope, silu, softmax, swiglu,
-    BLayout, QMatrix, RopePairing, Workspace,
+    BLayout, DenseCache, QMatrix, RopePairing, Workspace,
 };
 pub use pool::{isa, PoolOptions, ThreadPool};
 pub use tensor::{TensorMut, TensorRef};

@@ -270,3 +270,62 @@ proptest! {
     }
 }
 
+
+// EVIDENCE: C-Q-004
+#[test]
+fn c_q_004_dense_cache_hits_evicts_lru_verifies_and_charges_the_governor() {
+    use ferrite::mem::{role, Governor};
+    let f = QFormat::Mxfp4;
+    let (rows, cols) = (8usize, 64usize);
+    let entry = (rows * cols * 4) as u64; // 2048 bytes of f32
+    let ws: Vec<Weight> = (0..3).map(|i| make_weight(f, 100 + i, rows, cols, 0, 0)).collect();
+    let gov = Governor::new(3 * entry).unwrap();
+    {
+        let mut c = ferrite::DenseCache::new(2 * entry, Some(&gov)).unwrap();
+        let d0 = c.get(0, &ws[0].view(f, rows, cols), false).unwrap();
+        assert!(d0.iter().zip(ws[0].values(f, rows, cols)).all(|(a, b)| same_f32(*a, b)), "expansion != spec");
+        c.get(1, &ws[1].view(f, rows, cols), false).unwrap();
+        c.get(0, &ws[0].view(f, rows, cols), false).unwrap(); // hit; key 1 is now the LRU
+        let s = c.stats().unwrap();
+        assert_eq!((s.hits, s.misses, s.entries, s.bytes, s.evictions), (1, 2, 2, 2 * entry, 0));
+        assert_eq!(gov.stats().unwrap().charged_by_role[role::CACHE as usize], 2 * entry);
+        c.get(2, &ws[2].view(f, rows, cols), false).unwrap(); // evicts key 1
+        c.get(0, &ws[0].view(f, rows, cols), false).unwrap(); // still there: a hit
+        let s = c.stats().unwrap();
+        assert_eq!((s.hits, s.misses, s.evictions, s.bytes), (2, 3, 1, 2 * entry));
+        c.get(1, &ws[1].view(f, rows, cols), false).unwrap(); // evicted before: a miss
+        assert_eq!(c.stats().unwrap().misses, 4);
+        // the same key over another matrix is another identity
+        c.get(0, &ws[2].view(f, rows, cols), false).unwrap();
+        assert_eq!(c.stats().unwrap().misses, 5);
+        // an expansion beyond the capacity is refused and changes nothing
+        let big = make_weight(f, 7, 3 * rows, cols, 0, 0);
+        let before = c.stats().unwrap();
+        let e = c.get(9, &big.view(f, 3 * rows, cols), false).unwrap_err();
+        assert_eq!(e.code, status::BUDGET_EXCEEDED);
+        let after = c.stats().unwrap();
+        assert_eq!((before.bytes, before.entries, before.misses), (after.bytes, after.entries, after.misses));
+        assert_eq!(gov.stats().unwrap().charged_by_role[role::CACHE as usize], after.bytes);
+    }
+    assert_eq!(gov.stats().unwrap().charged_by_role[role::CACHE as usize], 0, "free released the charges");
+
+    // the governor refuses: BUDGET_EXCEEDED, nothing cached, nothing charged
+    let small = Governor::new(entry / 2).unwrap();
+    let mut c = ferrite::DenseCache::new(4 * entry, Some(&small)).unwrap();
+    assert_eq!(c.get(0, &ws[0].view(f, rows, cols), false).unwrap_err().code, status::BUDGET_EXCEEDED);
+    assert_eq!((c.stats().unwrap().entries, small.stats().unwrap().charged_by_role[role::CACHE as usize]), (0, 0));
+
+    // VERIFY re-hashes: bytes changed under the same identity are expanded again
+    let mut w = make_weight(f, 11, rows, cols, 0, 0);
+    let mut c = ferrite::DenseCache::new(4 * entry, None).unwrap();
+    let first = c.get(5, &w.view(f, rows, cols), true).unwrap();
+    w.buf[1] ^= 0x11; // codes of block 0, row 0
+    let stale = c.get(5, &w.view(f, rows, cols), false).unwrap();
+    assert_eq!(stale, first, "without VERIFY a hit is trusted by identity");
+    let fresh = c.get(5, &w.view(f, rows, cols), true).unwrap();
+    assert!(fresh.iter().zip(w.values(f, rows, cols)).all(|(a, b)| same_f32(*a, b)), "VERIFY served stale values");
+    assert_ne!(fresh, first);
+    // a poisoned scale is refused on a miss
+    w.buf[0] = 255;
+    assert_eq!(c.get(6, &w.view(f, rows, cols), false).unwrap_err().code, status::CORRUPT);
+}

@@ -960,6 +960,57 @@ extern "C" {
         role: fer_mem_role,
     ) -> fer_status;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_dense_cache {
+    _unused: [u8; 0],
+}
+#[doc = " Re-hash the packed bytes on a hit; a changed matrix is expanded again."]
+pub const FER_DENSE_CACHE_VERIFY: fer_dense_cache_flag = 1;
+#[doc = " Flags of fer_dense_cache_get."]
+pub type fer_dense_cache_flag = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_dense_cache_stats {
+    #[doc = " Bytes of dense f32 held now (what the governor is charged)."]
+    pub bytes: u64,
+    pub capacity_bytes: u64,
+    pub entries: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+}
+extern "C" {
+    #[doc = " A cache of at most capacity_bytes of dense f32; governor may be NULL. Claims: C-Q-004."]
+    pub fn fer_dense_cache_create(
+        capacity_bytes: u64,
+        governor: *mut fer_governor,
+        out_cache: *mut *mut fer_dense_cache,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees every entry (releasing its charge) and the cache."]
+    pub fn fer_dense_cache_free(cache: *mut fer_dense_cache) -> fer_status;
+}
+extern "C" {
+    #[doc = " The dense row-major f32 [rows, cols] expansion of w under key, expanded on a miss (on pool)."]
+    #[doc = " The pointer stays valid until the entry is evicted by a later get or the cache is freed. An"]
+    #[doc = " expansion larger than the capacity is BUDGET_EXCEEDED. Claims: C-Q-004."]
+    pub fn fer_dense_cache_get(
+        cache: *mut fer_dense_cache,
+        pool: *mut fer_threadpool,
+        key: u64,
+        w: *const fer_qmatrix,
+        flags: u32,
+        out_dense: *mut *const f32,
+    ) -> fer_status;
+}
+extern "C" {
+    pub fn fer_dense_cache_get_stats(
+        cache: *const fer_dense_cache,
+        out_stats: *mut fer_dense_cache_stats,
+    ) -> fer_status;
+}
 #[doc = " Capacity grows to the next power of two (clamped to [min_bucket, max_tokens]). A head-major"]
 #[doc = " binding is laid out at its capacity (each head's stripe is capacity tokens long), so growing"]
 #[doc = " relocates it: every live byte (and the mask) is copied to a new reservation and the addresses a"]
