@@ -11,13 +11,18 @@
 //! - `matmul_nk/{size}_{dtype}_threads=2/{MxKxN}`: B as [N, K] (weights as stored).
 //! - `gemv/{f32,f16,bf16}_{kn,nk}_threads=2/1x4096x14336` and `gemv_peer/openblas_sgemv_f32_
 //!   {kn,nk}_threads=2/...`: weights of 235 MB f32, far beyond the 32 MiB L3.
+//! - `block_quantized_matmul_cached_dense/mxfp4_{cached_dense_repeated_call,uncached_dequant_each_
+//!   call,preexpanded_dense_oncelock_like_proxy,fused}/{1x1024x1024,1x4096x14336}`: the original's
+//!   MXFP4 strategies (A.1: weight u8 [N, K/32, 17], scale 127, codes from `mxfp4_codes`) plus the
+//!   fused kernel, all on a 2-thread pool; `gguf_gemv/{q4_0,q4_1,q8_0,f32}_threads=2/{1x576x1536,
+//!   1x4096x4096}`: decode GEMVs over GGUF blocks (throughput = weight bytes).
 //! - `ceiling/fma_f32_threads={1,2}/..`: 12 independent FMA chains per thread (throughput =
 //!   FLOPs); `ceiling/read_threads={1,2}/..`: a summing read of 256 MiB in eight streams per thread
 //!   (throughput = bytes).
-//! EVIDENCE: C-MM-006, C-MM-007, C-MM-008
+//! EVIDENCE: C-MM-006, C-MM-007, C-MM-008, C-Q-005
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ferrite_benches::{float_values, BenchDtype, Buffer, Pool};
+use ferrite_benches::{float_values, mxfp4_weight, BenchDtype, Buffer, Pool};
 use ferrite_sys as sys;
 use std::os::raw::c_int;
 use std::time::Duration;
@@ -270,5 +275,119 @@ fn bench_ceilings(c: &mut Criterion) {
     let _ = c;
 }
 
-criterion_group!(benches, bench_ceilings, bench_matmul, bench_openblas, bench_gemv);
+/// A block-quantized weight [n, k] with its descriptor (the buffer must stay where it is).
+struct QWeight {
+    bytes: Vec<u8>,
+    q: sys::fer_qmatrix,
+}
+
+impl QWeight {
+    fn new(bytes: Vec<u8>, dtype: i32, n: i64, k: i64, block_bytes: i64) -> QWeight {
+        let q = sys::fer_qmatrix {
+            data: bytes.as_ptr().cast(),
+            bytes: bytes.len() as u64,
+            dtype,
+            reserved: 0,
+            rows: n,
+            cols: k,
+            row_stride: k / 32 * block_bytes,
+        };
+        QWeight { bytes, q }
+    }
+}
+
+fn bench_mxfp4(c: &mut Criterion) {
+    let mut g = c.benchmark_group("block_quantized_matmul_cached_dense");
+    g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2)).sample_size(15);
+    let pool = Pool::new(2);
+    for (m, k, n) in [(1i64, 1024i64, 1024i64), (1, 4096, 14336)] {
+        let w = QWeight::new(mxfp4_weight(n as usize, k as usize), sys::FER_DTYPE_MXFP4 as i32, n, k, 17);
+        let mut a = Buffer::from_f32(&float_values(k as usize), BenchDtype::F32);
+        let mut out = Buffer::zeroed(n as usize, BenchDtype::F32);
+        let mut dense = Buffer::zeroed((n * k) as usize, BenchDtype::F32);
+        let (ta, to, td) = (a.tensor(&[m, k]), out.tensor(&[m, n]), dense.tensor(&[n, k]));
+        let nk = sys::FER_MATMUL_B_NK as sys::fer_matmul_b_layout;
+        let id = shape_id((m, k, n));
+        let null = std::ptr::null_mut();
+        // SAFETY (all closures below): descriptors point into buffers alive for the whole group.
+        g.bench_function(BenchmarkId::new("mxfp4_uncached_dequant_each_call", &id), |bch| {
+            bch.iter(|| unsafe {
+                ok(sys::fer_dequantize(pool.ptr(), &w.q, &td));
+                ok(sys::fer_matmul(pool.ptr(), &ta, &td, nk, &to, null, 0));
+            })
+        });
+        let mut cache = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; no governor.
+        ok(unsafe { sys::fer_dense_cache_create(1 << 31, null as _, &mut cache) });
+        let cached = |pool: &Pool| unsafe {
+            let mut p: *const f32 = std::ptr::null();
+            ok(sys::fer_dense_cache_get(cache, pool.ptr(), 7, &w.q, 0, &mut p));
+            let tb = ferrite_benches::contiguous(p as *mut _, sys::FER_DTYPE_F32 as i32, &[n, k]);
+            ok(sys::fer_matmul(pool.ptr(), &ta, &tb, nk, &to, null, 0));
+        };
+        cached(&pool); // pre-warmed, as the original's constant-input path
+        g.bench_function(BenchmarkId::new("mxfp4_cached_dense_repeated_call", &id), |bch| bch.iter(|| cached(&pool)));
+        // SAFETY: the cache is not used after this.
+        unsafe { sys::fer_dense_cache_free(cache) };
+        // SAFETY: fills the dense weight once.
+        ok(unsafe { sys::fer_dequantize(pool.ptr(), &w.q, &td) });
+        g.bench_function(BenchmarkId::new("mxfp4_preexpanded_dense_oncelock_like_proxy", &id), |bch| {
+            bch.iter(|| ok(unsafe { sys::fer_matmul(pool.ptr(), &ta, &td, nk, &to, null, 0) }))
+        });
+        g.bench_function(BenchmarkId::new("mxfp4_fused", &id), |bch| {
+            bch.iter(|| ok(unsafe { sys::fer_matmul_quant(pool.ptr(), &ta, &w.q, &to, null, 0) }))
+        });
+        black_box(&w.bytes);
+    }
+    g.finish();
+}
+
+/// GGUF blocks with a fixed pattern: f16 scales 1/64 (and minimum -1/8 for Q4_1), codes from the
+/// position (every nibble and int8 value occurs).
+fn gguf_weight(dtype: i32, block_bytes: usize, n: usize, k: usize) -> Vec<u8> {
+    let blocks = n * k / 32;
+    let mut v = vec![0u8; blocks * block_bytes];
+    let d = half::f16::from_f32(1.0 / 64.0).to_bits().to_le_bytes();
+    let m = half::f16::from_f32(-0.125).to_bits().to_le_bytes();
+    for (b, blk) in v.chunks_mut(block_bytes).enumerate() {
+        blk[..2].copy_from_slice(&d);
+        let start = if dtype == sys::FER_DTYPE_Q4_1 as i32 {
+            blk[2..4].copy_from_slice(&m);
+            4
+        } else {
+            2
+        };
+        for (i, x) in blk[start..].iter_mut().enumerate() {
+            *x = ((b * 7 + i * 13) % 256) as u8;
+        }
+    }
+    v
+}
+
+fn bench_gguf_gemv(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gguf_gemv");
+    g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2)).sample_size(15);
+    let pool = Pool::new(2);
+    let null = std::ptr::null_mut();
+    for (k, n) in [(576i64, 1536i64), (4096, 4096)] {
+        let mut a = Buffer::from_f32(&float_values(k as usize), BenchDtype::F32);
+        let mut out = Buffer::zeroed(n as usize, BenchDtype::F32);
+        let (ta, to) = (a.tensor(&[1, k]), out.tensor(&[1, n]));
+        let id = shape_id((1, k, n));
+        for (name, dtype, bb) in [("q4_0", sys::FER_DTYPE_Q4_0, 18usize), ("q4_1", sys::FER_DTYPE_Q4_1, 20), ("q8_0", sys::FER_DTYPE_Q8_0, 34)] {
+            let w = QWeight::new(gguf_weight(dtype as i32, bb, n as usize, k as usize), dtype as i32, n, k, bb as i64);
+            g.throughput(Throughput::Bytes(w.bytes.len() as u64));
+            g.bench_function(BenchmarkId::new(format!("{name}_threads=2"), &id), |bch| {
+                // SAFETY: descriptors over buffers alive for the closure.
+                bch.iter(|| ok(unsafe { sys::fer_matmul_quant(pool.ptr(), &ta, &w.q, &to, null, 0) }))
+            });
+        }
+        let dense = Case::new(BenchDtype::F32, (1, k, n), true, 2);
+        g.throughput(Throughput::Bytes((n * k * 4) as u64));
+        g.bench_function(BenchmarkId::new("f32_threads=2", &id), |bch| bch.iter(|| dense.run()));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_ceilings, bench_matmul, bench_openblas, bench_gemv, bench_mxfp4, bench_gguf_gemv);
 criterion_main!(benches);

@@ -202,6 +202,26 @@ impl ChainHistory {
     }
 }
 
+/// The original bench's MXFP4 weight (`original-system.md` A.1): u8 [n, k/32, 17], every scale
+/// byte 127 (2^0); for output row `out`, block `blk`, code byte `byte` (0..16) the low nibble is
+/// (out + blk + byte) & 0xF and the high nibble (3 out + blk + byte) & 0xF.
+pub fn mxfp4_weight(n: usize, k: usize) -> Vec<u8> {
+    let kb = k / 32;
+    let mut v = vec![0u8; n * kb * 17];
+    for out in 0..n {
+        for blk in 0..kb {
+            let b = &mut v[(out * kb + blk) * 17..(out * kb + blk + 1) * 17];
+            b[0] = 127;
+            for byte in 0..16 {
+                let lo = (out + blk + byte) & 0xF;
+                let hi = (3 * out + blk + byte) & 0xF;
+                b[1 + byte] = (lo | (hi << 4)) as u8;
+            }
+        }
+    }
+    v
+}
+
 /// An owned `fer_threadpool` at FER_ISA_AUTO for the benches.
 pub struct Pool(*mut sys::fer_threadpool);
 

@@ -20,12 +20,6 @@ size_t feri_qblock_bytes(fer_dtype dtype) {
   }
 }
 
-float feri_e8m0_to_f32(uint8_t code) {
-  if (code == 255) return NAN;
-  if (code == 0) return feri_bits_f32(0x00400000u); /* 2^-127, below the normal range */
-  return feri_bits_f32((uint32_t)code << 23);
-}
-
 static float f16_at(const uint8_t *p) {
   uint16_t h;
   memcpy(&h, p, sizeof h);

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ferrite.h"
 
@@ -31,8 +32,14 @@ float feri_qblock_min(const uint8_t *block);
 fer_status feri_qblock_check(fer_dtype dtype, const uint8_t *block, int64_t row, int64_t blk,
                              const char *fn);
 
-/* 2^(code - 127) for E8M0 codes 0 .. 254 (code 0 is the f32 subnormal 2^-127); NaN for 255. */
-float feri_e8m0_to_f32(uint8_t code);
+/* 2^(code - 127) for E8M0 codes 0 .. 254 (code 0 is the f32 subnormal 2^-127); NaN for 255.
+ * Inline: the fused kernels call it once per block and row. */
+static inline float feri_e8m0_to_f32(uint8_t code) {
+  const uint32_t bits = code == 255 ? 0x7fc00000u : code == 0 ? 0x00400000u : (uint32_t)code << 23;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
 
 /* E2M1 values by 4-bit code: 0, 0.5, 1, 1.5, 2, 3, 4, 6, then the same negated. */
 extern const float feri_e2m1_values[16];
