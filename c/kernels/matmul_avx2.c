@@ -206,50 +206,136 @@ FERI_AVX2 static FERI_INLINE float qscale(const fer_dtype t, const uint8_t *blk)
   return _cvtsh_ss(h);
 }
 
-/* Values o .. o+7 (o a multiple of 8) of one block, exactly as feri_qblock_value computes them. */
-FERI_AVX2 static FERI_INLINE __m256 qdeq8(const fer_dtype t, const uint8_t *blk, int o) {
-  const __m256 d = _mm256_set1_ps(qscale(t, blk));
-  if (t == FER_DTYPE_Q8_0) {
-    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + o))));
-    return _mm256_mul_ps(q, d);
+/* Bytes 0..15 of eight rows (r[i] row i) transposed so that byte position p of all eight rows
+ * lands at out + 8 p (row i at out[8 p + i]). */
+FERI_AVX2 static FERI_INLINE void transpose_bytes_8x16(const __m128i r[8], uint8_t out[128]) {
+  __m128i t[8], u[8];
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
   }
-  const int off = t == FER_DTYPE_MXFP4 ? 1 : t == FER_DTYPE_Q4_0 ? 2 : 4;
-  __m256i w = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + off + (o & 15))));
-  if (o >= 16) w = _mm256_srli_epi32(w, 4);
-  w = _mm256_and_si256(w, _mm256_set1_epi32(0xF));
-  if (t == FER_DTYPE_Q4_0)
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(w, _mm256_set1_epi32(8))), d);
-  if (t == FER_DTYPE_Q4_1) {
-    uint16_t hm;
-    memcpy(&hm, blk + 2, sizeof hm);
-    return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(w), d), _mm256_set1_ps(_cvtsh_ss(hm)));
+  for (int h = 0; h < 2; h++) { /* rows 0-3 from t[0..3], rows 4-7 from t[4..7] */
+    u[4 * h + 0] = _mm_unpacklo_epi16(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 1] = _mm_unpackhi_epi16(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 2] = _mm_unpacklo_epi16(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm_unpackhi_epi16(t[4 * h + 1], t[4 * h + 3]);
   }
-  /* MXFP4: magnitude from the low three bits, sign from bit 3 */
-  const __m256 mag = _mm256_permutevar8x32_ps(_mm256_loadu_ps(feri_e2m1_values), w);
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(8)), 28);
-  return _mm256_mul_ps(_mm256_xor_ps(mag, _mm256_castsi256_ps(sign)), d);
+  for (int q = 0; q < 4; q++) {
+    _mm_storeu_si128((__m128i *)(out + 32 * q), _mm_unpacklo_epi32(u[q], u[4 + q]));
+    _mm_storeu_si128((__m128i *)(out + 32 * q + 16), _mm_unpackhi_epi32(u[q], u[4 + q]));
+  }
 }
 
-/* gemv_nk for a block-quantized B: the same eight-row transposed chains, fed by qdeq8; one
- * instance per format so the format's branches fold away. */
+/* Integer code values by nibble for the 4-bit formats: MXFP4 stores 2 x E2M1 (all integers; the
+ * scale is halved to match, exactly), Q4_0 the nibble minus 8, Q4_1 the nibble. The -0 of E2M1
+ * code 8 becomes +0: the chain starts at +0 and can never hold -0, so fma(x, -0, acc) and
+ * fma(x, +0, acc) give the same bits (and the same NaN for infinite x). */
+static const int8_t LUT_MXFP4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+static const int8_t LUT_Q4_0[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+static const int8_t LUT_Q4_1[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+enum { QG = 4 };          /* groups of eight rows in flight: four independent fma chains */
+enum { QPREFETCH = 512 }; /* bytes ahead in each row */
+
+/* Eight rows' scale (halved for MXFP4) and Q4_1 minimum of one block. */
+FERI_AVX2 static FERI_INLINE void group_scales(const fer_dtype t, const uint8_t *blk, int64_t sn,
+                                               __m256 *scale, __m256 *minv) {
+  float sc[8], mn[8];
+  for (int i = 0; i < 8; i++) {
+    const uint8_t *b = blk + i * sn;
+    sc[i] = t == FER_DTYPE_MXFP4 ? feri_e8m0_to_f32(b[0]) * 0.5f : qscale(t, b);
+    if (t == FER_DTYPE_Q4_1) {
+      uint16_t h;
+      memcpy(&h, b + 2, sizeof h);
+      mn[i] = _cvtsh_ss(h);
+    }
+  }
+  *scale = _mm256_loadu_ps(sc);
+  *minv = t == FER_DTYPE_Q4_1 ? _mm256_loadu_ps(mn) : _mm256_setzero_ps();
+}
+
+/* One k step for one group: eight rows' int8 codes (8 bytes at p) widened, scaled, chained. */
+FERI_AVX2 static FERI_INLINE __m256 qstep(const fer_dtype t, __m128i codes, __m256 scale, __m256 minv,
+                                          __m256 xk, __m256 acc) {
+  __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)), scale);
+  if (t == FER_DTYPE_Q4_1) w = _mm256_add_ps(w, minv);
+  return _mm256_fmadd_ps(xk, w, acc);
+}
+
+/* gemv_nk for a block-quantized B, eight rows per vector lane set and QG groups at once. Per
+ * block, each group's code bytes are transposed once at byte level (so position p of eight rows
+ * is one 8-byte load), nibbles become integers through one vpshufb, and each k step is a widen,
+ * a convert, a scale and the fma: the same values and the same chain as the dense path. */
+FERI_AVX2 static FERI_INLINE void gemv_nk_quant_groups(const fer_dtype t, const int ng, const float *x,
+                                                       int64_t K, const feri_mm_b *b,
+                                                       const uint8_t *rows, float *y) {
+  const int nibbles = t != FER_DTYPE_Q8_0;
+  const int code_off = t == FER_DTYPE_MXFP4 ? 1 : t == FER_DTYPE_Q4_0 ? 2 : t == FER_DTYPE_Q4_1 ? 4 : 2;
+  const __m128i lut = _mm_loadu_si128((const __m128i *)(t == FER_DTYPE_MXFP4 ? LUT_MXFP4
+                                                        : t == FER_DTYPE_Q4_0  ? LUT_Q4_0
+                                                                               : LUT_Q4_1));
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  __m256 acc[QG];
+  for (int g = 0; g < ng; g++) acc[g] = _mm256_setzero_ps();
+  uint8_t tb[QG][256]; /* per group: 16 (nibble formats) or 32 (Q8_0) positions x 8 rows */
+  __m256 scale[QG], minv[QG];
+  for (int64_t k = 0; k < K; k += FERI_QBLOCK) {
+    const int64_t boff = k / FERI_QBLOCK * b->qbytes;
+    for (int g = 0; g < ng; g++) {
+      const uint8_t *blk = rows + 8 * g * b->sn + boff;
+      group_scales(t, blk, b->sn, &scale[g], &minv[g]);
+      __m128i r[8];
+      for (int i = 0; i < 8; i++) {
+        /* 32 rows stream at once, more than the hardware prefetchers follow: fetch ahead */
+        _mm_prefetch((const char *)(blk + i * b->sn + QPREFETCH), _MM_HINT_T0);
+        r[i] = _mm_loadu_si128((const __m128i *)(blk + i * b->sn + code_off));
+      }
+      transpose_bytes_8x16(r, tb[g]);
+      if (!nibbles) {
+        for (int i = 0; i < 8; i++) r[i] = _mm_loadu_si128((const __m128i *)(blk + i * b->sn + code_off + 16));
+        transpose_bytes_8x16(r, tb[g] + 128);
+      }
+    }
+    if (nibbles) {
+      for (int p = 0; p < 16; p++) { /* k + p: low nibbles */
+        const __m256 xk = _mm256_broadcast_ss(x + k + p);
+        /* unrolled so each group's accumulator stays in a register (a chain through memory
+         * adds the store-forwarding latency to every step) */
+#pragma GCC unroll 4
+        for (int g = 0; g < ng; g++) {
+          const __m128i c = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_loadl_epi64((const __m128i *)(tb[g] + 8 * p)), low4));
+          acc[g] = qstep(t, c, scale[g], minv[g], xk, acc[g]);
+        }
+      }
+      for (int p = 0; p < 16; p++) { /* k + 16 + p: high nibbles */
+        const __m256 xk = _mm256_broadcast_ss(x + k + 16 + p);
+#pragma GCC unroll 4
+        for (int g = 0; g < ng; g++) {
+          const __m128i bytes = _mm_loadl_epi64((const __m128i *)(tb[g] + 8 * p));
+          const __m128i c = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
+          acc[g] = qstep(t, c, scale[g], minv[g], xk, acc[g]);
+        }
+      }
+    } else {
+      for (int p = 0; p < 32; p++) {
+        const __m256 xk = _mm256_broadcast_ss(x + k + p);
+#pragma GCC unroll 4
+        for (int g = 0; g < ng; g++)
+          acc[g] = qstep(t, _mm_loadl_epi64((const __m128i *)(tb[g] + 8 * p)), scale[g], minv[g], xk, acc[g]);
+      }
+    }
+  }
+  for (int g = 0; g < ng; g++) _mm256_storeu_ps(y + 8 * g, acc[g]);
+}
+
 FERI_AVX2 static FERI_INLINE void gemv_nk_quant_body(const fer_dtype t, const float *x, int64_t K,
                                                      const feri_mm_b *b, int64_t n0, int64_t nc,
                                                      float *y) {
   int64_t j = 0;
-  for (; j + 8 <= nc; j += 8) {
-    const uint8_t *rows = (const uint8_t *)b->data + (n0 + j) * b->sn;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t k = 0; k < K; k += FERI_QBLOCK) {
-      const uint8_t *blk = rows + k / FERI_QBLOCK * b->qbytes;
-      for (int o = 0; o < FERI_QBLOCK; o += 8) {
-        __m256 r[8];
-        for (int i = 0; i < 8; i++) r[i] = qdeq8(t, blk + i * b->sn, o);
-        transpose8(r);
-        for (int i = 0; i < 8; i++) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + o + i), r[i], acc);
-      }
-    }
-    _mm256_storeu_ps(y + j, acc);
-  }
+  for (; j + 8 * QG <= nc; j += 8 * QG)
+    gemv_nk_quant_groups(t, QG, x, K, b, (const uint8_t *)b->data + (n0 + j) * b->sn, y + j);
+  for (; j + 8 <= nc; j += 8)
+    gemv_nk_quant_groups(t, 1, x, K, b, (const uint8_t *)b->data + (n0 + j) * b->sn, y + j);
   if (j < nc) feri_gemv_strided(x, K, b, n0 + j, nc - j, y + j);
 }
 
