@@ -364,6 +364,51 @@ fer_status fer_matmul_quant(fer_threadpool *pool, const fer_tensor *a, const fer
                             const fer_tensor *out, void *workspace, size_t workspace_bytes);
 
 /* ---------------------------------------------------------------------------------------------
+ * Attention over any KV layout. K and V are rank-3 fer_tensor views [kv_heads, positions,
+ * head_dim] whose byte strides say where each element lives, so head-major (BNSH), seq-major
+ * (BSNH) and token-major (one token's K and V for every layer together) caches are all read in
+ * place, through the strides only; results do not depend on the layout, bit for bit.
+ */
+
+/** Options of fer_attention. Start from fer_attention_params_init. */
+typedef struct fer_attention_params {
+  /** sizeof(fer_attention_params) as the caller was compiled. */
+  uint32_t struct_size;
+  /** Non-zero: query i (absolute position q_pos0 + i) sees keys 0 .. q_pos0 + i only. */
+  int32_t causal;
+  /** Multiplier of q.k; 0 means 1 / sqrt(head_dim). */
+  float scale;
+  int32_t reserved;
+  /** Absolute position of the first query (decode: positions already cached); >= 0. */
+  int64_t q_pos0;
+} fer_attention_params;
+
+/** Defaults: causal, scale 1 / sqrt(head_dim), q_pos0 0. */
+fer_status fer_attention_params_init(fer_attention_params *params);
+
+/** Scratch fer_attention needs for these arguments on this pool: the exact bytes of the tiles. */
+fer_status fer_attention_workspace_bytes(const fer_threadpool *pool, const fer_tensor *q,
+                                         const fer_tensor *k, const fer_tensor *v,
+                                         const fer_attention_params *params,
+                                         const fer_tensor *out, size_t *out_bytes);
+
+/**
+ * Scaled dot-product attention, flash style: keys are visited in tiles of 64 with an online
+ * softmax (running maximum and sum), never materialising a score matrix. q is [q_heads, n_q, D],
+ * k [kv_heads, n_kv, D], v [kv_heads, n_kv, Dv], out [q_heads, n_q, Dv]; q_heads a multiple of
+ * kv_heads (grouped-query: q head h reads kv head h / (q_heads / kv_heads)); each tensor F32, F16
+ * or BF16 independently, any strides. Each output row is computed in a fixed order that depends
+ * only on its query, the keys and values and the tile size: bit-identical across layouts, thread
+ * counts and ISA levels, and a query gives the same row whether it comes alone (decode) or with
+ * others (prefill). Scores are dot products in eight lanes (element d in lane d mod 8, a fixed
+ * tree), exponentials a fixed polynomial (within 2 ulp of exp). A query that sees no key gets
+ * zeros. workspace as for fer_matmul (NULL: allocated by the call). Claims: C-ATT-001..C-ATT-004.
+ */
+fer_status fer_attention(fer_threadpool *pool, const fer_tensor *q, const fer_tensor *k,
+                         const fer_tensor *v, const fer_attention_params *params,
+                         const fer_tensor *out, void *workspace, size_t workspace_bytes);
+
+/* ---------------------------------------------------------------------------------------------
  * Transformer row kernels. Each works on the last axis of tensors of one shape (any rank >= 1,
  * any strides), widens each row to f32, computes in f32 in a fixed order (bit-identical across
  * ISA levels and thread counts) and rounds once to out's dtype. out may be exactly an input (same

@@ -322,3 +322,28 @@ impl Drop for DenseCache<'_> {
         unsafe { sys::fer_dense_cache_free(self.ptr.as_ptr()) };
     }
 }
+
+/// Options of [`attention`] (`fer_attention_params`), from `fer_attention_params_init`.
+pub fn attention_params() -> sys::fer_attention_params {
+    // SAFETY: plain-data struct filled by the call.
+    let mut p: sys::fer_attention_params = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    check(unsafe { sys::fer_attention_params_init(&mut p) }).expect("params init");
+    p
+}
+
+/// Scaled dot-product attention over strided K/V views (`fer_attention`), scratch allocated by
+/// the call.
+pub fn attention(
+    pool: Option<&mut ThreadPool>,
+    q: &TensorRef<'_>,
+    k: &TensorRef<'_>,
+    v: &TensorRef<'_>,
+    params: &sys::fer_attention_params,
+    out: &mut TensorMut<'_>,
+) -> Result<()> {
+    // SAFETY: as in `matmul`.
+    check(unsafe {
+        sys::fer_attention(pool_ptr(pool), q.raw(), k.raw(), v.raw(), params, out.raw(), std::ptr::null_mut(), 0)
+    })
+}

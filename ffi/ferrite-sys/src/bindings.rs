@@ -364,6 +364,58 @@ extern "C" {
         workspace_bytes: usize,
     ) -> fer_status;
 }
+#[doc = " Options of fer_attention. Start from fer_attention_params_init."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_attention_params {
+    #[doc = " sizeof(fer_attention_params) as the caller was compiled."]
+    pub struct_size: u32,
+    #[doc = " Non-zero: query i (absolute position q_pos0 + i) sees keys 0 .. q_pos0 + i only."]
+    pub causal: i32,
+    #[doc = " Multiplier of q.k; 0 means 1 / sqrt(head_dim)."]
+    pub scale: f32,
+    pub reserved: i32,
+    #[doc = " Absolute position of the first query (decode: positions already cached); >= 0."]
+    pub q_pos0: i64,
+}
+extern "C" {
+    #[doc = " Defaults: causal, scale 1 / sqrt(head_dim), q_pos0 0."]
+    pub fn fer_attention_params_init(params: *mut fer_attention_params) -> fer_status;
+}
+extern "C" {
+    #[doc = " Scratch fer_attention needs for these arguments on this pool: the exact bytes of the tiles."]
+    pub fn fer_attention_workspace_bytes(
+        pool: *const fer_threadpool,
+        q: *const fer_tensor,
+        k: *const fer_tensor,
+        v: *const fer_tensor,
+        params: *const fer_attention_params,
+        out: *const fer_tensor,
+        out_bytes: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Scaled dot-product attention, flash style: keys are visited in tiles of 64 with an online"]
+    #[doc = " softmax (running maximum and sum), never materialising a score matrix. q is [q_heads, n_q, D],"]
+    #[doc = " k [kv_heads, n_kv, D], v [kv_heads, n_kv, Dv], out [q_heads, n_q, Dv]; q_heads a multiple of"]
+    #[doc = " kv_heads (grouped-query: q head h reads kv head h / (q_heads / kv_heads)); each tensor F32, F16"]
+    #[doc = " or BF16 independently, any strides. Each output row is computed in a fixed order that depends"]
+    #[doc = " only on its query, the keys and values and the tile size: bit-identical across layouts, thread"]
+    #[doc = " counts and ISA levels, and a query gives the same row whether it comes alone (decode) or with"]
+    #[doc = " others (prefill). Scores are dot products in eight lanes (element d in lane d mod 8, a fixed"]
+    #[doc = " tree), exponentials a fixed polynomial (within 2 ulp of exp). A query that sees no key gets"]
+    #[doc = " zeros. workspace as for fer_matmul (NULL: allocated by the call). Claims: C-ATT-001..C-ATT-004."]
+    pub fn fer_attention(
+        pool: *mut fer_threadpool,
+        q: *const fer_tensor,
+        k: *const fer_tensor,
+        v: *const fer_tensor,
+        params: *const fer_attention_params,
+        out: *const fer_tensor,
+        workspace: *mut ::std::os::raw::c_void,
+        workspace_bytes: usize,
+    ) -> fer_status;
+}
 extern "C" {
     #[doc = " RMSNorm: out = (x * r) * weight with r = 1 / sqrtf(sum(x^2) / D + eps), the sum of squares in"]
     #[doc = " the 32-partial order of fer_reduce_mean. x and out share a float dtype; weight is [D] of any"]

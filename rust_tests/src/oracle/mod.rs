@@ -5,6 +5,7 @@
 //! plain row-major array first, run the oracle on that, and compare.
 
 pub mod add;
+pub mod attention;
 pub mod convert;
 pub mod gather;
 pub mod matmul;

@@ -1,0 +1,41 @@
+/* attention.h: the per-ISA inner loops of fer_attention. Every level performs the same IEEE
+ * operations in the same order (claim C-ATT-003): dot products in eight lanes (element d of a row
+ * goes to lane d mod 8 by fma, lanes combine as ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7))), the
+ * exponential of fexp.h, and value rows accumulated by fma, key by key in order. */
+#ifndef FERI_KERNELS_ATTENTION_H
+#define FERI_KERNELS_ATTENTION_H
+
+#include <stdint.h>
+
+#include "ferrite.h"
+
+/* n rows of one kv head: element d of row j at base + j * row_stride + d * dim_stride (bytes). */
+typedef struct feri_kv_rows {
+  const char *base;
+  fer_dtype dtype;
+  int64_t row_stride, dim_stride, es;
+} feri_kv_rows;
+
+typedef struct feri_attention_ops {
+  /* s[j] = dot(q, row j of k) * scale for j < n; q contiguous f32 of length d. */
+  void (*scores)(const float *q, int64_t d, const feri_kv_rows *k, int64_t n, float scale, float *s);
+  /* s[j] = fexp(s[j] - m) for j < n. */
+  void (*exp_shift)(float *s, int64_t n, float m);
+  /* o[e] = fma(p[j], v[j][e], o[e]) for j = 0 .. n-1 in order, every e < dv. */
+  void (*accumulate)(float *o, int64_t dv, const float *p, const feri_kv_rows *v, int64_t n);
+} feri_attention_ops;
+
+const feri_attention_ops *feri_attention_ops_for(fer_isa isa);
+
+/* The scalar reference versions (any strides), also used for tails of the vector versions. */
+float feri_att_dot(const float *q, int64_t d, const feri_kv_rows *k, int64_t j);
+void feri_att_scores_ref(const float *q, int64_t d, const feri_kv_rows *k, int64_t n, float scale,
+                         float *s);
+void feri_att_accumulate_ref(float *o, int64_t dv, const float *p, const feri_kv_rows *v, int64_t n);
+
+extern const feri_attention_ops feri_attention_ops_portable;
+#if defined(__x86_64__)
+extern const feri_attention_ops feri_attention_ops_avx2;
+#endif
+
+#endif

@@ -1,0 +1,100 @@
+/* attention_avx2.c: AVX2/FMA/F16C inner loops of fer_attention, the same operations in the same
+ * order as attention_portable.c (see attention.h), eight lanes at a time. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/attention.h"
+#include "kernels/fexp.h"
+
+#define FERI_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define FERI_INLINE inline __attribute__((always_inline))
+
+FERI_AVX2 static FERI_INLINE __m256 load8(const char *p, fer_dtype dtype) {
+  if (dtype == FER_DTYPE_F32) return _mm256_loadu_ps((const float *)p);
+  const __m128i h = _mm_loadu_si128((const __m128i *)p);
+  if (dtype == FER_DTYPE_F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), as feri_att_dot combines its lanes. */
+FERI_AVX2 static FERI_INLINE float lanes_sum(__m256 v) {
+  const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t)); /* (t0+t2, t1+t3) */
+  return _mm_cvtss_f32(_mm_add_ss(u, _mm_shuffle_ps(u, u, 1)));
+}
+
+FERI_AVX2 static void scores_avx2(const float *q, int64_t d, const feri_kv_rows *k, int64_t n,
+                                  float scale, float *s) {
+  if (k->dim_stride != k->es || d % 8 != 0) {
+    feri_att_scores_ref(q, d, k, n, scale, s);
+    return;
+  }
+  for (int64_t j = 0; j < n; j++) {
+    const char *row = k->base + j * k->row_stride;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t e = 0; e < d; e += 8)
+      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + e), load8(row + e * k->es, k->dtype), acc);
+    s[j] = lanes_sum(acc) * scale;
+  }
+}
+
+/* feri_fexp on eight lanes: the same operations; the special cases are blended at the end. */
+FERI_AVX2 static FERI_INLINE __m256 fexp8(__m256 x) {
+  const __m256 magic = _mm256_set1_ps(FERI_EXP_MAGIC);
+  const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(FERI_EXP_LOG2E), magic), magic);
+  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-FERI_EXP_LN2_HI), x);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(-FERI_EXP_LN2_LO), r);
+  const __m256 z = _mm256_mul_ps(r, r);
+  __m256 p = _mm256_set1_ps(FERI_EXP_C0);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(FERI_EXP_C1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(FERI_EXP_C2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(FERI_EXP_C3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(FERI_EXP_C4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(FERI_EXP_C5));
+  const __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, z, r), _mm256_set1_ps(1.0f));
+  /* clamp n into the range the two half-scales cover before converting (out-of-range lanes are
+   * replaced below anyway) */
+  const __m256 nc = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-150.0f)), _mm256_set1_ps(128.0f));
+  const __m256i ni = _mm256_cvtps_epi32(nc);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  __m256 y = _mm256_mul_ps(_mm256_mul_ps(e, s1), s2);
+  y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, _mm256_set1_ps(FERI_EXP_HI), _CMP_GT_OQ));
+  y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(FERI_EXP_LO), _CMP_LT_OQ));
+  return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+FERI_AVX2 static void exp_shift_avx2(float *s, int64_t n, float m) {
+  const __m256 mv = _mm256_set1_ps(m);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, fexp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv)));
+  for (; j < n; j++) s[j] = feri_fexp(s[j] - m);
+}
+
+FERI_AVX2 static void accumulate_avx2(float *o, int64_t dv, const float *p, const feri_kv_rows *v,
+                                      int64_t n) {
+  if (v->dim_stride != v->es || dv % 8 != 0 || dv > 256) {
+    feri_att_accumulate_ref(o, dv, p, v, n);
+    return;
+  }
+  __m256 acc[32];
+  const int64_t nv = dv / 8;
+  for (int64_t i = 0; i < nv; i++) acc[i] = _mm256_loadu_ps(o + 8 * i);
+  for (int64_t j = 0; j < n; j++) {
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    const char *row = v->base + j * v->row_stride;
+    for (int64_t i = 0; i < nv; i++) acc[i] = _mm256_fmadd_ps(pj, load8(row + 8 * i * v->es, v->dtype), acc[i]);
+  }
+  for (int64_t i = 0; i < nv; i++) _mm256_storeu_ps(o + 8 * i, acc[i]);
+}
+
+const feri_attention_ops feri_attention_ops_avx2 = {
+    .scores = scores_avx2,
+    .exp_shift = exp_shift_avx2,
+    .accumulate = accumulate_avx2,
+};
+
+#endif

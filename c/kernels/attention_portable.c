@@ -1,0 +1,45 @@
+/* attention_portable.c: the reference level of fer_attention's inner loops (see attention.h). */
+#include <math.h>
+
+#include "core/dtype.h"
+#include "kernels/attention.h"
+#include "kernels/fexp.h"
+
+static float kv_at(const feri_kv_rows *r, int64_t j, int64_t e) {
+  return feri_elem_load(r->base + j * r->row_stride + e * r->dim_stride, r->dtype);
+}
+
+float feri_att_dot(const float *q, int64_t d, const feri_kv_rows *k, int64_t j) {
+  float l[8] = {0};
+  for (int64_t e = 0; e < d; e++) l[e % 8] = fmaf(q[e], kv_at(k, j, e), l[e % 8]);
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+void feri_att_scores_ref(const float *q, int64_t d, const feri_kv_rows *k, int64_t n, float scale,
+                         float *s) {
+  for (int64_t j = 0; j < n; j++) s[j] = feri_att_dot(q, d, k, j) * scale;
+}
+
+static void exp_shift_portable(float *s, int64_t n, float m) {
+  for (int64_t j = 0; j < n; j++) s[j] = feri_fexp(s[j] - m);
+}
+
+void feri_att_accumulate_ref(float *o, int64_t dv, const float *p, const feri_kv_rows *v, int64_t n) {
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t e = 0; e < dv; e++) o[e] = fmaf(p[j], kv_at(v, j, e), o[e]);
+}
+
+const feri_attention_ops feri_attention_ops_portable = {
+    .scores = feri_att_scores_ref,
+    .exp_shift = exp_shift_portable,
+    .accumulate = feri_att_accumulate_ref,
+};
+
+const feri_attention_ops *feri_attention_ops_for(fer_isa isa) {
+#if defined(__x86_64__)
+  if (isa == FER_ISA_AVX2) return &feri_attention_ops_avx2;
+#else
+  (void)isa;
+#endif
+  return &feri_attention_ops_portable;
+}
