@@ -22,7 +22,7 @@
 //! EVIDENCE: C-MM-006, C-MM-007, C-MM-008, C-Q-005
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ferrite_benches::{float_values, mxfp4_weight, BenchDtype, Buffer, Pool};
+use ferrite_benches::{fma_chains, float_values, mxfp4_weight, read_sum, BenchDtype, Buffer, Pool};
 use ferrite_sys as sys;
 use std::os::raw::c_int;
 use std::time::Duration;
@@ -179,55 +179,6 @@ fn bench_gemv(c: &mut Criterion) {
         });
     }
     g.finish();
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn fma_chains(iters: u64) -> f32 {
-    use std::arch::x86_64::*;
-    let x = _mm256_set1_ps(black_box(0.999_999));
-    let y = _mm256_set1_ps(black_box(1e-7));
-    let mut acc = [_mm256_setzero_ps(); 12];
-    for _ in 0..iters {
-        for a in acc.iter_mut() {
-            *a = _mm256_fmadd_ps(*a, x, y);
-        }
-    }
-    let mut s = _mm256_setzero_ps();
-    for a in acc {
-        s = _mm256_add_ps(s, a);
-    }
-    let mut lanes = [0f32; 8];
-    _mm256_storeu_ps(lanes.as_mut_ptr(), s);
-    lanes.iter().sum()
-}
-
-/// Sums `v` read as eight concurrent streams, one cache line from each per step: a single
-/// sequential stream per core is latency-bound well below what the memory delivers, and the
-/// kernels it is the ceiling for (GEMV over 8 weight rows, attention over heads) read several.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn read_sum(v: &[f32]) -> f32 {
-    use std::arch::x86_64::*;
-    const STREAMS: usize = 8;
-    let seg = v.len() / STREAMS / 16 * 16;
-    let p = v.as_ptr();
-    let mut acc = [_mm256_setzero_ps(); STREAMS];
-    let mut i = 0;
-    while i < seg {
-        for (s, a) in acc.iter_mut().enumerate() {
-            let q = p.add(s * seg + i);
-            *a = _mm256_add_ps(*a, _mm256_add_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(q.add(8))));
-        }
-        i += 16;
-    }
-    let mut s = _mm256_setzero_ps();
-    for a in acc {
-        s = _mm256_add_ps(s, a);
-    }
-    let mut lanes = [0f32; 8];
-    _mm256_storeu_ps(lanes.as_mut_ptr(), s);
-    lanes.iter().sum::<f32>() + v[STREAMS * seg..].iter().sum::<f32>()
 }
 
 fn bench_ceilings(c: &mut Criterion) {

@@ -249,3 +249,60 @@ impl Drop for Pool {
         unsafe { sys::fer_threadpool_free(self.0) }
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+/// 12 independent FMA chains of `iters` steps (the FMA-throughput ceiling).
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn fma_chains(iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    let x = _mm256_set1_ps(std::hint::black_box(0.999_999));
+    let y = _mm256_set1_ps(std::hint::black_box(1e-7));
+    let mut acc = [_mm256_setzero_ps(); 12];
+    for _ in 0..iters {
+        for a in acc.iter_mut() {
+            *a = _mm256_fmadd_ps(*a, x, y);
+        }
+    }
+    let mut s = _mm256_setzero_ps();
+    for a in acc {
+        s = _mm256_add_ps(s, a);
+    }
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), s);
+    lanes.iter().sum()
+}
+
+/// Sums `v` read as eight concurrent streams, one cache line from each per step: a single
+/// sequential stream per core is latency-bound well below what the memory delivers, and the
+/// kernels it is the ceiling for (GEMV over 8 weight rows, attention over heads) read several.
+#[cfg(target_arch = "x86_64")]
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn read_sum(v: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    const STREAMS: usize = 8;
+    let seg = v.len() / STREAMS / 16 * 16;
+    let p = v.as_ptr();
+    let mut acc = [_mm256_setzero_ps(); STREAMS];
+    let mut i = 0;
+    while i < seg {
+        for (s, a) in acc.iter_mut().enumerate() {
+            let q = p.add(s * seg + i);
+            *a = _mm256_add_ps(*a, _mm256_add_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(q.add(8))));
+        }
+        i += 16;
+    }
+    let mut s = _mm256_setzero_ps();
+    for a in acc {
+        s = _mm256_add_ps(s, a);
+    }
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), s);
+    lanes.iter().sum::<f32>() + v[STREAMS * seg..].iter().sum::<f32>()
+}
+

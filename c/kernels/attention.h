@@ -17,21 +17,27 @@ typedef struct feri_kv_rows {
 } feri_kv_rows;
 
 typedef struct feri_attention_ops {
-  /* s[j] = dot(q, row j of k) * scale for j < n; q contiguous f32 of length d. */
-  void (*scores)(const float *q, int64_t d, const feri_kv_rows *k, int64_t n, float scale, float *s);
+  /* For each of `rows` query rows r (q + r * q_stride, contiguous f32 of length d):
+   * s[r * s_stride + j] = dot(q_r, row j of k) * scale for j < n. Rows of one call share the
+   * keys (the q heads of one GQA group), so each K row is loaded once for all of them. */
+  void (*scores)(const float *q, int64_t q_stride, int64_t rows, int64_t d, const feri_kv_rows *k,
+                 int64_t n, float scale, float *s, int64_t s_stride);
   /* s[j] = fexp(s[j] - m) for j < n. */
   void (*exp_shift)(float *s, int64_t n, float m);
-  /* o[e] = fma(p[j], v[j][e], o[e]) for j = 0 .. n-1 in order, every e < dv. */
-  void (*accumulate)(float *o, int64_t dv, const float *p, const feri_kv_rows *v, int64_t n);
+  /* For each of `rows` rows r: o_r[e] = fma(p_r[j], v[j][e], o_r[e]) for j = 0 .. n-1 in order,
+   * every e < dv (o_r = o + r * o_stride, p_r = p + r * p_stride); each V row loaded once. */
+  void (*accumulate)(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,
+                     int64_t p_stride, const feri_kv_rows *v, int64_t n);
 } feri_attention_ops;
 
 const feri_attention_ops *feri_attention_ops_for(fer_isa isa);
 
 /* The scalar reference versions (any strides), also used for tails of the vector versions. */
 float feri_att_dot(const float *q, int64_t d, const feri_kv_rows *k, int64_t j);
-void feri_att_scores_ref(const float *q, int64_t d, const feri_kv_rows *k, int64_t n, float scale,
-                         float *s);
-void feri_att_accumulate_ref(float *o, int64_t dv, const float *p, const feri_kv_rows *v, int64_t n);
+void feri_att_scores_ref(const float *q, int64_t q_stride, int64_t rows, int64_t d,
+                         const feri_kv_rows *k, int64_t n, float scale, float *s, int64_t s_stride);
+void feri_att_accumulate_ref(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,
+                             int64_t p_stride, const feri_kv_rows *v, int64_t n);
 
 extern const feri_attention_ops feri_attention_ops_portable;
 #if defined(__x86_64__)

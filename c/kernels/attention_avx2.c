@@ -24,18 +24,67 @@ FERI_AVX2 static FERI_INLINE float lanes_sum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(u, _mm_shuffle_ps(u, u, 1)));
 }
 
-FERI_AVX2 static void scores_avx2(const float *q, int64_t d, const feri_kv_rows *k, int64_t n,
-                                  float scale, float *s) {
+/* Up to four query rows against two keys at a time: each (row, key) pair is one fma chain over
+ * its lanes (the order of attention.h); eight chains hide the latency and each K vector is
+ * converted once for all the rows. One instance per K dtype and row count. */
+FERI_AVX2 static FERI_INLINE void scores_rows(const fer_dtype t, const int nr, const float *q,
+                                              int64_t q_stride, int64_t d, const feri_kv_rows *k,
+                                              int64_t n, float scale, float *s, int64_t s_stride) {
+  const int64_t es = k->es;
+  int64_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    const char *r0 = k->base + j * k->row_stride, *r1 = r0 + k->row_stride;
+    __m256 a[4][2];
+    for (int r = 0; r < nr; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+    for (int64_t e = 0; e < d; e += 8) {
+      const __m256 k0 = load8(r0 + e * es, t), k1 = load8(r1 + e * es, t);
+#pragma GCC unroll 4
+      for (int r = 0; r < nr; r++) {
+        const __m256 qv = _mm256_loadu_ps(q + r * q_stride + e);
+        a[r][0] = _mm256_fmadd_ps(qv, k0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(qv, k1, a[r][1]);
+      }
+    }
+    for (int r = 0; r < nr; r++) {
+      s[r * s_stride + j] = lanes_sum(a[r][0]) * scale;
+      s[r * s_stride + j + 1] = lanes_sum(a[r][1]) * scale;
+    }
+  }
+  for (; j < n; j++) {
+    const char *row = k->base + j * k->row_stride;
+    for (int r = 0; r < nr; r++) {
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t e = 0; e < d; e += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + r * q_stride + e), load8(row + e * es, t), acc);
+      s[r * s_stride + j] = lanes_sum(acc) * scale;
+    }
+  }
+}
+
+FERI_AVX2 static FERI_INLINE void scores_dt(const fer_dtype t, const float *q, int64_t q_stride,
+                                            int64_t rows, int64_t d, const feri_kv_rows *k, int64_t n,
+                                            float scale, float *s, int64_t s_stride) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) scores_rows(t, 4, q + r * q_stride, q_stride, d, k, n, scale, s + r * s_stride, s_stride);
+  switch (rows - r) {
+    case 3: scores_rows(t, 3, q + r * q_stride, q_stride, d, k, n, scale, s + r * s_stride, s_stride); break;
+    case 2: scores_rows(t, 2, q + r * q_stride, q_stride, d, k, n, scale, s + r * s_stride, s_stride); break;
+    case 1: scores_rows(t, 1, q + r * q_stride, q_stride, d, k, n, scale, s + r * s_stride, s_stride); break;
+    default: break;
+  }
+}
+
+FERI_AVX2 static void scores_avx2(const float *q, int64_t q_stride, int64_t rows, int64_t d,
+                                  const feri_kv_rows *k, int64_t n, float scale, float *s,
+                                  int64_t s_stride) {
   if (k->dim_stride != k->es || d % 8 != 0) {
-    feri_att_scores_ref(q, d, k, n, scale, s);
+    feri_att_scores_ref(q, q_stride, rows, d, k, n, scale, s, s_stride);
     return;
   }
-  for (int64_t j = 0; j < n; j++) {
-    const char *row = k->base + j * k->row_stride;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t e = 0; e < d; e += 8)
-      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + e), load8(row + e * k->es, k->dtype), acc);
-    s[j] = lanes_sum(acc) * scale;
+  switch (k->dtype) {
+    case FER_DTYPE_F32: scores_dt(FER_DTYPE_F32, q, q_stride, rows, d, k, n, scale, s, s_stride); break;
+    case FER_DTYPE_F16: scores_dt(FER_DTYPE_F16, q, q_stride, rows, d, k, n, scale, s, s_stride); break;
+    default: scores_dt(FER_DTYPE_BF16, q, q_stride, rows, d, k, n, scale, s, s_stride); break;
   }
 }
 
@@ -74,21 +123,62 @@ FERI_AVX2 static void exp_shift_avx2(float *s, int64_t n, float m) {
   for (; j < n; j++) s[j] = feri_fexp(s[j] - m);
 }
 
-FERI_AVX2 static void accumulate_avx2(float *o, int64_t dv, const float *p, const feri_kv_rows *v,
+/* Sixteen output dims of up to four rows in eight registers, every key of the tile in order;
+ * each V vector is converted once for all the rows. One instance per V dtype and row count. */
+FERI_AVX2 static FERI_INLINE void accumulate_rows(const fer_dtype t, const int nr, float *o,
+                                                  int64_t o_stride, int64_t dv, const float *p,
+                                                  int64_t p_stride, const feri_kv_rows *v, int64_t n) {
+  const int64_t es = v->es;
+  for (int64_t e0 = 0; e0 < dv; e0 += 16) {
+    const int two = dv - e0 >= 16;
+    __m256 c[4][2];
+    for (int r = 0; r < nr; r++) {
+      c[r][0] = _mm256_loadu_ps(o + r * o_stride + e0);
+      c[r][1] = two ? _mm256_loadu_ps(o + r * o_stride + e0 + 8) : _mm256_setzero_ps();
+    }
+    const char *row = v->base + e0 * es;
+    for (int64_t j = 0; j < n; j++, row += v->row_stride) {
+      const __m256 v0 = load8(row, t), v1 = two ? load8(row + 8 * es, t) : v0;
+#pragma GCC unroll 4
+      for (int r = 0; r < nr; r++) {
+        const __m256 pj = _mm256_set1_ps(p[r * p_stride + j]);
+        c[r][0] = _mm256_fmadd_ps(pj, v0, c[r][0]);
+        if (two) c[r][1] = _mm256_fmadd_ps(pj, v1, c[r][1]);
+      }
+    }
+    for (int r = 0; r < nr; r++) {
+      _mm256_storeu_ps(o + r * o_stride + e0, c[r][0]);
+      if (two) _mm256_storeu_ps(o + r * o_stride + e0 + 8, c[r][1]);
+    }
+  }
+}
+
+FERI_AVX2 static FERI_INLINE void accumulate_dt(const fer_dtype t, float *o, int64_t o_stride,
+                                                int64_t rows, int64_t dv, const float *p,
+                                                int64_t p_stride, const feri_kv_rows *v, int64_t n) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4)
+    accumulate_rows(t, 4, o + r * o_stride, o_stride, dv, p + r * p_stride, p_stride, v, n);
+  switch (rows - r) {
+    case 3: accumulate_rows(t, 3, o + r * o_stride, o_stride, dv, p + r * p_stride, p_stride, v, n); break;
+    case 2: accumulate_rows(t, 2, o + r * o_stride, o_stride, dv, p + r * p_stride, p_stride, v, n); break;
+    case 1: accumulate_rows(t, 1, o + r * o_stride, o_stride, dv, p + r * p_stride, p_stride, v, n); break;
+    default: break;
+  }
+}
+
+FERI_AVX2 static void accumulate_avx2(float *o, int64_t o_stride, int64_t rows, int64_t dv,
+                                      const float *p, int64_t p_stride, const feri_kv_rows *v,
                                       int64_t n) {
-  if (v->dim_stride != v->es || dv % 8 != 0 || dv > 256) {
-    feri_att_accumulate_ref(o, dv, p, v, n);
+  if (v->dim_stride != v->es || dv % 8 != 0) {
+    feri_att_accumulate_ref(o, o_stride, rows, dv, p, p_stride, v, n);
     return;
   }
-  __m256 acc[32];
-  const int64_t nv = dv / 8;
-  for (int64_t i = 0; i < nv; i++) acc[i] = _mm256_loadu_ps(o + 8 * i);
-  for (int64_t j = 0; j < n; j++) {
-    const __m256 pj = _mm256_set1_ps(p[j]);
-    const char *row = v->base + j * v->row_stride;
-    for (int64_t i = 0; i < nv; i++) acc[i] = _mm256_fmadd_ps(pj, load8(row + 8 * i * v->es, v->dtype), acc[i]);
+  switch (v->dtype) {
+    case FER_DTYPE_F32: accumulate_dt(FER_DTYPE_F32, o, o_stride, rows, dv, p, p_stride, v, n); break;
+    case FER_DTYPE_F16: accumulate_dt(FER_DTYPE_F16, o, o_stride, rows, dv, p, p_stride, v, n); break;
+    default: accumulate_dt(FER_DTYPE_BF16, o, o_stride, rows, dv, p, p_stride, v, n); break;
   }
-  for (int64_t i = 0; i < nv; i++) _mm256_storeu_ps(o + 8 * i, acc[i]);
 }
 
 const feri_attention_ops feri_attention_ops_avx2 = {

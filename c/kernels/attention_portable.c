@@ -15,18 +15,22 @@ float feri_att_dot(const float *q, int64_t d, const feri_kv_rows *k, int64_t j) 
   return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
 
-void feri_att_scores_ref(const float *q, int64_t d, const feri_kv_rows *k, int64_t n, float scale,
-                         float *s) {
-  for (int64_t j = 0; j < n; j++) s[j] = feri_att_dot(q, d, k, j) * scale;
+void feri_att_scores_ref(const float *q, int64_t q_stride, int64_t rows, int64_t d,
+                         const feri_kv_rows *k, int64_t n, float scale, float *s, int64_t s_stride) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < n; j++) s[r * s_stride + j] = feri_att_dot(q + r * q_stride, d, k, j) * scale;
 }
 
 static void exp_shift_portable(float *s, int64_t n, float m) {
   for (int64_t j = 0; j < n; j++) s[j] = feri_fexp(s[j] - m);
 }
 
-void feri_att_accumulate_ref(float *o, int64_t dv, const float *p, const feri_kv_rows *v, int64_t n) {
-  for (int64_t j = 0; j < n; j++)
-    for (int64_t e = 0; e < dv; e++) o[e] = fmaf(p[j], kv_at(v, j, e), o[e]);
+void feri_att_accumulate_ref(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,
+                             int64_t p_stride, const feri_kv_rows *v, int64_t n) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t e = 0; e < dv; e++)
+        o[r * o_stride + e] = fmaf(p[r * p_stride + j], kv_at(v, j, e), o[r * o_stride + e]);
 }
 
 const feri_attention_ops feri_attention_ops_portable = {
