@@ -214,23 +214,11 @@ fer_status fer_attention(fer_threadpool *pool, const fer_tensor *q, const fer_te
   att_plan p;
   fer_status st = plan_attention(pool, q, k, v, params, out, &p);
   if (st != FER_STATUS_OK) return st;
-  if (workspace != NULL) {
-    if (((uintptr_t)workspace & (WS_ALIGN - 1)) != 0)
-      return feri_fail(FER_STATUS_INVALID_ARG, "%s: workspace is not %d-byte aligned", FN, WS_ALIGN);
-    if (workspace_bytes < p.total_bytes)
-      return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: workspace has %zu bytes, this call needs %zu",
-                       FN, workspace_bytes, p.total_bytes);
-  }
+  char *ws;
+  void *owned;
+  if ((st = feri_workspace_acquire(workspace, workspace_bytes, p.total_bytes, FN, &ws, &owned)) != FER_STATUS_OK)
+    return st;
   if (p.total_bytes == 0) return FER_STATUS_OK;
-  char *ws = workspace;
-  void *owned = NULL;
-  if (ws == NULL) {
-    owned = aligned_alloc(WS_ALIGN, p.total_bytes);
-    if (owned == NULL)
-      return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of workspace", FN,
-                       p.total_bytes);
-    ws = owned;
-  }
   att_job j = {&p, feri_attention_ops_for(feri_threadpool_effective_isa(pool)), ws};
   st = feri_threadpool_run_workers(pool, p.hkv * p.q_tiles, attention_task, &j);
   free(owned);

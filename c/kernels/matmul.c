@@ -58,6 +58,20 @@ static fer_status require_rank2(const fer_tensor *t, const char *name) {
   return FER_STATUS_OK;
 }
 
+/* The fields of the plan that come from a and out (both validated, rank 2). */
+static void plan_a_out(mm_plan *p, const fer_tensor *a, const feri_tensor_info *ai,
+                       const fer_tensor *out) {
+  p->a = a->data;
+  p->a_dtype = a->dtype;
+  p->a_es = (int64_t)ai->elem_size;
+  p->a_sm = a->strides[0];
+  p->a_sk = a->strides[1];
+  p->out = out->data;
+  p->out_dtype = out->dtype;
+  p->o_sm = out->strides[0];
+  p->o_sn = out->strides[1];
+}
+
 static void plan_route(const fer_threadpool *pool, mm_plan *p) {
   if (p->M == 0 || p->N == 0) {
     p->route = ROUTE_EMPTY;
@@ -132,20 +146,12 @@ static fer_status plan_matmul(const fer_threadpool *pool, const fer_tensor *a, c
   if (feri_tensors_overlap(out, &oi, b, &bi))
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps b", FN);
 
-  p->a = a->data;
-  p->a_dtype = a->dtype;
-  p->a_es = (int64_t)ai.elem_size;
-  p->a_sm = a->strides[0];
-  p->a_sk = a->strides[1];
+  plan_a_out(p, a, &ai, out);
   p->b.data = b->data;
   p->b.dtype = b->dtype;
   p->b.es = (int64_t)bi.elem_size;
   p->b.sk = b->strides[nk ? 1 : 0];
   p->b.sn = b->strides[nk ? 0 : 1];
-  p->out = out->data;
-  p->out_dtype = out->dtype;
-  p->o_sm = out->strides[0];
-  p->o_sn = out->strides[1];
 
   plan_route(pool, p);
   return FER_STATUS_OK;
@@ -232,26 +238,12 @@ static void zero_task(void *ctx, int64_t task) {
 
 static fer_status run_plan(fer_threadpool *pool, const mm_plan *p, void *workspace,
                            size_t workspace_bytes, const char *fn) {
-  fer_status st = FER_STATUS_OK;
-  if (workspace != NULL) {
-    if (((uintptr_t)workspace & (WS_ALIGN - 1)) != 0)
-      return feri_fail(FER_STATUS_INVALID_ARG, "%s: workspace is not %d-byte aligned", fn, WS_ALIGN);
-    if (workspace_bytes < p->total_bytes)
-      return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: workspace has %zu bytes, this call needs %zu",
-                       fn, workspace_bytes, p->total_bytes);
-  }
+  char *ws;
+  void *owned;
+  fer_status st = feri_workspace_acquire(workspace, workspace_bytes, p->total_bytes, fn, &ws, &owned);
+  if (st != FER_STATUS_OK) return st;
   if (p->route == ROUTE_EMPTY) return FER_STATUS_OK;
   if (p->route == ROUTE_ZERO) return feri_threadpool_run(pool, p->M, zero_task, (void *)p);
-
-  char *ws = workspace;
-  void *owned = NULL;
-  if (ws == NULL && p->total_bytes > 0) {
-    owned = aligned_alloc(WS_ALIGN, p->total_bytes);
-    if (owned == NULL)
-      return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of workspace", fn,
-                       p->total_bytes);
-    ws = owned;
-  }
   mm_job j = {p, feri_matmul_ops_for(feri_threadpool_effective_isa(pool)), NULL, NULL, 0, ws};
   if (p->route == ROUTE_GEMV) {
     if (p->x_bytes == 0) {
@@ -338,19 +330,11 @@ static fer_status plan_matmul_quant(const fer_threadpool *pool, const fer_tensor
   const char *olo = (const char *)out->data + oi.lo, *ohi = (const char *)out->data + oi.hi;
   if (oi.numel > 0 && olo < whi && wlo < ohi)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps w", QFN);
-  p->a = a->data;
-  p->a_dtype = a->dtype;
-  p->a_es = (int64_t)ai.elem_size;
-  p->a_sm = a->strides[0];
-  p->a_sk = a->strides[1];
+  plan_a_out(p, a, &ai, out);
   p->b.data = w->data;
   p->b.dtype = w->dtype;
   p->b.sn = w->row_stride;
   p->b.qbytes = (int64_t)feri_qblock_bytes(w->dtype);
-  p->out = out->data;
-  p->out_dtype = out->dtype;
-  p->o_sm = out->strides[0];
-  p->o_sn = out->strides[1];
   plan_route(pool, p);
   return FER_STATUS_OK;
 }
