@@ -974,6 +974,60 @@ fer_status fer_dense_cache_get(fer_dense_cache *cache, fer_threadpool *pool, uin
 
 fer_status fer_dense_cache_get_stats(const fer_dense_cache *cache, fer_dense_cache_stats *out_stats);
 
+/* ---------------------------------------------------------------------------------------------
+ * Mixture of experts over block-quantized experts.
+ */
+
+/** Activation between an expert's two projections. Values are append-only. */
+enum fer_moe_activation_code {
+  FER_MOE_IDENTITY = 0,
+  FER_MOE_SILU = 1,
+  /** fc1 gives 2 I rows per expert: rows 0 .. I-1 the gate, I .. 2I-1 the up projection;
+   * the activation is silu(gate) * up (as fer_swiglu). */
+  FER_MOE_SWIGLU = 2,
+};
+typedef int32_t fer_moe_activation;
+
+/** How the experts' weights are read. Values are append-only. */
+enum fer_moe_strategy_code {
+  /** fer_matmul_quant on the blocks: no dense copy. */
+  FER_MOE_FUSED = 0,
+  /** Each selected expert dequantized into a temporary f32 copy on every call. */
+  FER_MOE_DEQUANT_EACH_CALL = 1,
+  /** Dense expansions kept in a fer_dense_cache (keys: expert and projection). */
+  FER_MOE_CACHED_DENSE = 2,
+};
+typedef int32_t fer_moe_strategy;
+
+/** Options of fer_moe. Start from fer_moe_params_init. */
+typedef struct fer_moe_params {
+  uint32_t struct_size;
+  /** Experts per row, 1 .. n_experts. */
+  int32_t top_k;
+  fer_moe_activation activation;
+  fer_moe_strategy strategy;
+  /** With FER_MOE_CACHED_DENSE: the cache (it must hold one expert's projection at least). */
+  fer_dense_cache *cache;
+} fer_moe_params;
+
+/** Defaults: top_k 1, identity, fused, no cache. */
+fer_status fer_moe_params_init(fer_moe_params *params);
+
+/**
+ * out[r, :] = sum over the top_k experts e of row r of w_e * fc2_e(act(fc1_e(x[r, :]))).
+ * x and out are [rows, H] f32; router_logits [rows, E] f32 (finite: NaN or infinite logits are
+ * INVALID_ARG). Selection: the top_k largest logits, ties to the lower expert id; weights: the
+ * softmax of the selected logits (renormalised over them), in f64 then rounded. fc1 is one matrix
+ * of E * I1 rows (I1 = I, or 2 I for SwiGLU) by H columns, expert e's rows from e * I1; fc2 has
+ * E * H rows by I columns. Each projection is fer_matmul_quant (fused) or fer_matmul over the
+ * dequantized rows (the other strategies): the strategies give bit-identical outputs. The sum
+ * runs over the selected experts in selection order, out = fma(w_e, y_e, out) from 0.
+ * Claims: C-MOE-001..C-MOE-003.
+ */
+fer_status fer_moe(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *router_logits,
+                   const fer_qmatrix *fc1, const fer_qmatrix *fc2, const fer_moe_params *params,
+                   const fer_tensor *out);
+
 /** KV capacity policies. Append-only. */
 enum fer_kv_policy_code {
   /**

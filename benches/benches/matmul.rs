@@ -15,7 +15,9 @@
 //!   call,preexpanded_dense_oncelock_like_proxy,fused}/{1x1024x1024,1x4096x14336}`: the original's
 //!   MXFP4 strategies (A.1: weight u8 [N, K/32, 17], scale 127, codes from `mxfp4_codes`) plus the
 //!   fused kernel, all on a 2-thread pool; `gguf_gemv/{q4_0,q4_1,q8_0,f32}_threads=2/{1x576x1536,
-//!   1x4096x4096}`: decode GEMVs over GGUF blocks (throughput = weight bytes).
+//!   1x4096x4096}`: decode GEMVs over GGUF blocks (throughput = weight bytes);
+//!   `block_quantized_moe_cached_dense/mxfp4_{uncached_expert_dequant_each_call,cached_dense_
+//!   expert_repeated_call,fused}/rows=1,H=256,I=256,E=4,top_k=1` (calling thread, as the original).
 //! - `ceiling/fma_f32_threads={1,2}/..`: 12 independent FMA chains per thread (throughput =
 //!   FLOPs); `ceiling/read_threads={1,2}/..`: a summing read of 256 MiB in eight streams per thread
 //!   (throughput = bytes).
@@ -340,5 +342,42 @@ fn bench_gguf_gemv(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_ceilings, bench_matmul, bench_openblas, bench_gemv, bench_mxfp4, bench_gguf_gemv);
+/// The original MoE scenario (A.1): rows=1, H=256, I=256, E=4, top_k=1, identity activation,
+/// router logits [4, -1, -2, -3] (expert 0 always), fc1 and fc2 u8 [4, 256, 8, 17].
+fn bench_moe(c: &mut Criterion) {
+    let mut g = c.benchmark_group("block_quantized_moe_cached_dense");
+    g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2)).sample_size(15);
+    let (h, i, e) = (256i64, 256i64, 4i64);
+    let fc1 = QWeight::new(mxfp4_weight((e * i) as usize, h as usize), sys::FER_DTYPE_MXFP4 as i32, e * i, h, 17);
+    let fc2 = QWeight::new(mxfp4_weight((e * h) as usize, i as usize), sys::FER_DTYPE_MXFP4 as i32, e * h, i, 17);
+    let mut x = Buffer::from_f32(&float_values(h as usize), BenchDtype::F32);
+    let mut logits = Buffer::from_f32(&[4.0, -1.0, -2.0, -3.0], BenchDtype::F32);
+    let mut out = Buffer::zeroed(h as usize, BenchDtype::F32);
+    let (tx, tl, to) = (x.tensor(&[1, h]), logits.tensor(&[1, e]), out.tensor(&[1, h]));
+    let mut cache = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; no governor.
+    ok(unsafe { sys::fer_dense_cache_create(1 << 26, std::ptr::null_mut(), &mut cache) });
+    let id = "rows=1,H=256,I=256,E=4,top_k=1";
+    for (name, strategy) in [
+        ("mxfp4_uncached_expert_dequant_each_call", sys::FER_MOE_DEQUANT_EACH_CALL),
+        ("mxfp4_cached_dense_expert_repeated_call", sys::FER_MOE_CACHED_DENSE),
+        ("mxfp4_fused", sys::FER_MOE_FUSED),
+    ] {
+        // SAFETY: plain-data struct filled by init.
+        let mut p: sys::fer_moe_params = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out-pointer.
+        ok(unsafe { sys::fer_moe_params_init(&mut p) });
+        p.strategy = strategy as i32;
+        p.cache = cache;
+        // SAFETY: descriptors over buffers alive for the group; the first call pre-warms the cache.
+        let call = || ok(unsafe { sys::fer_moe(std::ptr::null_mut(), &tx, &tl, &fc1.q, &fc2.q, &p, &to) });
+        call();
+        g.bench_function(BenchmarkId::new(name, id), |b| b.iter(call));
+    }
+    // SAFETY: no call uses the cache after this.
+    unsafe { sys::fer_dense_cache_free(cache) };
+    g.finish();
+}
+
+criterion_group!(benches, bench_ceilings, bench_matmul, bench_openblas, bench_gemv, bench_mxfp4, bench_gguf_gemv, bench_moe);
 criterion_main!(benches);

@@ -307,6 +307,11 @@ impl<'g> DenseCache<'g> {
         Ok(unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
     }
 
+    /// The raw handle, for `fer_moe_params.cache`.
+    pub fn as_ptr(&mut self) -> *mut sys::fer_dense_cache {
+        self.ptr.as_ptr()
+    }
+
     pub fn stats(&self) -> Result<sys::fer_dense_cache_stats> {
         // SAFETY: plain-data struct filled by the call.
         let mut s: sys::fer_dense_cache_stats = unsafe { std::mem::zeroed() };
@@ -346,4 +351,28 @@ pub fn attention(
     check(unsafe {
         sys::fer_attention(pool_ptr(pool), q.raw(), k.raw(), v.raw(), params, out.raw(), std::ptr::null_mut(), 0)
     })
+}
+
+/// Options of [`moe`] (`fer_moe_params`), from `fer_moe_params_init`.
+pub fn moe_params() -> sys::fer_moe_params {
+    // SAFETY: plain-data struct filled by the call.
+    let mut p: sys::fer_moe_params = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    check(unsafe { sys::fer_moe_params_init(&mut p) }).expect("params init");
+    p
+}
+
+/// Mixture of experts (`fer_moe`). With the cached-dense strategy `params.cache` must point to
+/// a live cache (see [`DenseCache::as_ptr`]).
+pub fn moe(
+    pool: Option<&mut ThreadPool>,
+    x: &TensorRef<'_>,
+    logits: &TensorRef<'_>,
+    fc1: &QMatrix<'_>,
+    fc2: &QMatrix<'_>,
+    params: &sys::fer_moe_params,
+    out: &mut TensorMut<'_>,
+) -> Result<()> {
+    // SAFETY: as in `matmul_quant`; the cache pointer (if any) is the caller's live cache.
+    check(unsafe { sys::fer_moe(pool_ptr(pool), x.raw(), logits.raw(), fc1.raw(), fc2.raw(), params, out.raw()) })
 }

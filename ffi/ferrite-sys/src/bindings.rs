@@ -1063,6 +1063,59 @@ extern "C" {
         out_stats: *mut fer_dense_cache_stats,
     ) -> fer_status;
 }
+pub const FER_MOE_IDENTITY: fer_moe_activation_code = 0;
+pub const FER_MOE_SILU: fer_moe_activation_code = 1;
+#[doc = " fc1 gives 2 I rows per expert: rows 0 .. I-1 the gate, I .. 2I-1 the up projection;"]
+#[doc = " the activation is silu(gate) * up (as fer_swiglu)."]
+pub const FER_MOE_SWIGLU: fer_moe_activation_code = 2;
+#[doc = " Activation between an expert's two projections. Values are append-only."]
+pub type fer_moe_activation_code = ::std::os::raw::c_uint;
+pub type fer_moe_activation = i32;
+#[doc = " fer_matmul_quant on the blocks: no dense copy."]
+pub const FER_MOE_FUSED: fer_moe_strategy_code = 0;
+#[doc = " Each selected expert dequantized into a temporary f32 copy on every call."]
+pub const FER_MOE_DEQUANT_EACH_CALL: fer_moe_strategy_code = 1;
+#[doc = " Dense expansions kept in a fer_dense_cache (keys: expert and projection)."]
+pub const FER_MOE_CACHED_DENSE: fer_moe_strategy_code = 2;
+#[doc = " How the experts' weights are read. Values are append-only."]
+pub type fer_moe_strategy_code = ::std::os::raw::c_uint;
+pub type fer_moe_strategy = i32;
+#[doc = " Options of fer_moe. Start from fer_moe_params_init."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_moe_params {
+    pub struct_size: u32,
+    #[doc = " Experts per row, 1 .. n_experts."]
+    pub top_k: i32,
+    pub activation: fer_moe_activation,
+    pub strategy: fer_moe_strategy,
+    #[doc = " With FER_MOE_CACHED_DENSE: the cache (it must hold one expert's projection at least)."]
+    pub cache: *mut fer_dense_cache,
+}
+extern "C" {
+    #[doc = " Defaults: top_k 1, identity, fused, no cache."]
+    pub fn fer_moe_params_init(params: *mut fer_moe_params) -> fer_status;
+}
+extern "C" {
+    #[doc = " out[r, :] = sum over the top_k experts e of row r of w_e * fc2_e(act(fc1_e(x[r, :])))."]
+    #[doc = " x and out are [rows, H] f32; router_logits [rows, E] f32 (finite: NaN or infinite logits are"]
+    #[doc = " INVALID_ARG). Selection: the top_k largest logits, ties to the lower expert id; weights: the"]
+    #[doc = " softmax of the selected logits (renormalised over them), in f64 then rounded. fc1 is one matrix"]
+    #[doc = " of E * I1 rows (I1 = I, or 2 I for SwiGLU) by H columns, expert e's rows from e * I1; fc2 has"]
+    #[doc = " E * H rows by I columns. Each projection is fer_matmul_quant (fused) or fer_matmul over the"]
+    #[doc = " dequantized rows (the other strategies): the strategies give bit-identical outputs. The sum"]
+    #[doc = " runs over the selected experts in selection order, out = fma(w_e, y_e, out) from 0."]
+    #[doc = " Claims: C-MOE-001..C-MOE-003."]
+    pub fn fer_moe(
+        pool: *mut fer_threadpool,
+        x: *const fer_tensor,
+        router_logits: *const fer_tensor,
+        fc1: *const fer_qmatrix,
+        fc2: *const fer_qmatrix,
+        params: *const fer_moe_params,
+        out: *const fer_tensor,
+    ) -> fer_status;
+}
 #[doc = " Capacity grows to the next power of two (clamped to [min_bucket, max_tokens]). A head-major"]
 #[doc = " binding is laid out at its capacity (each head's stripe is capacity tokens long), so growing"]
 #[doc = " relocates it: every live byte (and the mask) is copied to a new reservation and the addresses a"]
