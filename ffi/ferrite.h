@@ -363,6 +363,15 @@ fer_status fer_matmul_quant_workspace_bytes(const fer_threadpool *pool, const fe
 fer_status fer_matmul_quant(fer_threadpool *pool, const fer_tensor *a, const fer_qmatrix *w,
                             const fer_tensor *out, void *workspace, size_t workspace_bytes);
 
+/**
+ * Embedding lookup from a block-quantized table [V, D] (D a multiple of 32): out[i..., :] = the
+ * dequantized row table[ids[i...]] rounded to out's float dtype. ids as for fer_embedding (I32 or
+ * I64, every id in [0, V) or INVALID_ARG naming the first bad one, nothing written); out is ids'
+ * shape plus [D]. Claims: C-Q-006.
+ */
+fer_status fer_embedding_quant(fer_threadpool *pool, const fer_qmatrix *table, const fer_tensor *ids,
+                               const fer_tensor *out);
+
 /* ---------------------------------------------------------------------------------------------
  * Attention over any KV layout. K and V are rank-3 fer_tensor views [kv_heads, positions,
  * head_dim] whose byte strides say where each element lives, so head-major (BNSH), seq-major

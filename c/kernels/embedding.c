@@ -6,66 +6,75 @@
 #include "core/tensor.h"
 #include "core/threadpool.h"
 #include "kernels/kernel_util.h"
+#include "kernels/quant.h"
 #include "kernels/rows.h"
 
 static const char *const FN = "fer_embedding";
 
+/* The table: a dense [V, D] tensor, or a block-quantized matrix. */
+typedef struct embed_table {
+  const fer_tensor *dense;
+  const fer_qmatrix *q;
+  int64_t v, d;
+  const char *lo, *hi; /* the bytes it occupies, for the overlap check */
+} embed_table;
+
 typedef struct embed_job {
-  const fer_tensor *table, *out;
-  const int64_t *ids; /* flattened, validated */
+  const embed_table *table;
+  const fer_tensor *out;
+  const int64_t *ids;    /* flattened, validated */
   feri_nd_loop ids_loop; /* out's leading axes; operand 0 out */
-  int64_t d;
-  float *scratch; /* one row of d floats per worker */
+  float *scratch;        /* one row of d floats per worker */
 } embed_job;
 
 static void embed_task(void *ctx, int64_t t, uint32_t worker) {
   const embed_job *j = ctx;
-  float *row = j->scratch + (size_t)worker * (size_t)j->d;
-  const int64_t last = j->table->rank - 1;
-  feri_row_load((const char *)j->table->data + j->ids[t] * j->table->strides[0], j->table->strides[last],
-                j->table->dtype, j->d, row);
+  const embed_table *tb = j->table;
+  float *row = j->scratch + (size_t)worker * (size_t)tb->d;
+  if (tb->q != NULL) {
+    const size_t bb = feri_qblock_bytes(tb->q->dtype);
+    const uint8_t *src = (const uint8_t *)tb->q->data + j->ids[t] * tb->q->row_stride;
+    for (int64_t b = 0; b < tb->d / FERI_QBLOCK; b++) feri_qblock_dequant(tb->q->dtype, src + (size_t)b * bb, row + b * FERI_QBLOCK);
+  } else {
+    const fer_tensor *d = tb->dense;
+    feri_row_load((const char *)d->data + j->ids[t] * d->strides[0], d->strides[1], d->dtype, tb->d, row);
+  }
   int64_t off[FERI_MAX_OPERANDS];
   feri_nd_loop_offsets(&j->ids_loop, j->ids_loop.rank, t, off);
-  feri_row_store((char *)j->out->data + off[0], j->out->strides[j->out->rank - 1], j->out->dtype, j->d, row);
+  feri_row_store((char *)j->out->data + off[0], j->out->strides[j->out->rank - 1], j->out->dtype, tb->d, row);
 }
 
-fer_status fer_embedding(fer_threadpool *pool, const fer_tensor *table, const fer_tensor *ids,
-                         const fer_tensor *out) {
-  feri_error_clear();
-  if (table == NULL || ids == NULL || out == NULL)
-    return feri_fail(FER_STATUS_NULL_ARG, "%s: table, ids and out must not be NULL", FN);
-  feri_tensor_info ti, ii, oi;
+/* Everything but the table's own checks: ids and out against [V, D], every id, then the rows. */
+static fer_status embed(fer_threadpool *pool, const char *fn, const embed_table *tb,
+                        const fer_tensor *ids, const fer_tensor *out) {
+  feri_tensor_info ii, oi;
   fer_status st;
-  if ((st = feri_tensor_validate(table, FN, "table", &ti)) != FER_STATUS_OK) return st;
-  if ((st = feri_tensor_validate(ids, FN, "ids", &ii)) != FER_STATUS_OK) return st;
-  if ((st = feri_tensor_validate(out, FN, "out", &oi)) != FER_STATUS_OK) return st;
-  if ((st = feri_require_float_dtype(table->dtype, FN)) != FER_STATUS_OK) return st;
-  if ((st = feri_require_float_dtype(out->dtype, FN)) != FER_STATUS_OK) return st;
+  if ((st = feri_tensor_validate(ids, fn, "ids", &ii)) != FER_STATUS_OK) return st;
+  if ((st = feri_tensor_validate(out, fn, "out", &oi)) != FER_STATUS_OK) return st;
+  if ((st = feri_require_float_dtype(out->dtype, fn)) != FER_STATUS_OK) return st;
   if (ids->dtype != FER_DTYPE_I32 && ids->dtype != FER_DTYPE_I64)
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: ids must be I32 or I64", FN);
-  if (table->rank != 2)
-    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: table has rank %d, expected [V, D]", FN, (int)table->rank);
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: ids must be I32 or I64", fn);
   if (out->rank != ids->rank + 1)
-    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out must have ids' shape plus [D]", FN);
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out must have ids' shape plus [D]", fn);
   for (int i = 0; i < ids->rank; i++)
     if (out->shape[i] != ids->shape[i])
-      return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out axis %d has extent %lld, ids has %lld", FN,
+      return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out axis %d has extent %lld, ids has %lld", fn,
                        i, (long long)out->shape[i], (long long)ids->shape[i]);
-  const int64_t v = table->shape[0], d = table->shape[1];
-  if (out->shape[ids->rank] != d)
+  if (out->shape[ids->rank] != tb->d)
     return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out's last axis is %lld, the table's rows have %lld",
-                     FN, (long long)out->shape[ids->rank], (long long)d);
-  if ((st = feri_tensor_check_writable(out, &oi, FN, "out")) != FER_STATUS_OK) return st;
-  if (feri_tensors_overlap(out, &oi, table, &ti) || feri_tensors_overlap(out, &oi, ids, &ii))
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps table or ids", FN);
+                     fn, (long long)out->shape[ids->rank], (long long)tb->d);
+  if ((st = feri_tensor_check_writable(out, &oi, fn, "out")) != FER_STATUS_OK) return st;
+  const char *olo = (const char *)out->data + oi.lo, *ohi = (const char *)out->data + oi.hi;
+  if (oi.numel > 0 && ((olo < tb->hi && tb->lo < ohi) || feri_tensors_overlap(out, &oi, ids, &ii)))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps table or ids", fn);
   const int64_t n = ii.numel;
-  if (n == 0 || d == 0) return FER_STATUS_OK;
+  if (n == 0 || tb->d == 0) return FER_STATUS_OK;
   int64_t *flat = malloc((size_t)n * sizeof *flat);
-  float *scratch = malloc((size_t)feri_threadpool_slots(pool) * (size_t)d * sizeof(float));
+  float *scratch = malloc((size_t)feri_threadpool_slots(pool) * (size_t)tb->d * sizeof(float));
   if (flat == NULL || scratch == NULL) {
     free(flat);
     free(scratch);
-    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", FN);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
   /* every id is checked before anything is written */
   feri_nd_loop il;
@@ -88,20 +97,19 @@ fer_status fer_embedding(fer_threadpool *pool, const fer_tensor *table, const fe
       memcpy(&v32, p, sizeof v32);
       id = v32;
     }
-    if (id < 0 || id >= v) {
+    if (id < 0 || id >= tb->v) {
       free(flat);
       free(scratch);
-      return feri_fail(FER_STATUS_INVALID_ARG, "%s: id %lld at position %lld is outside [0, %lld)", FN,
-                       (long long)id, (long long)t, (long long)v);
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: id %lld at position %lld is outside [0, %lld)", fn,
+                       (long long)id, (long long)t, (long long)tb->v);
     }
     flat[t] = id;
   }
   embed_job j;
   memset(&j, 0, sizeof j);
-  j.table = table;
+  j.table = tb;
   j.out = out;
   j.ids = flat;
-  j.d = d;
   j.scratch = scratch;
   j.ids_loop.rank = ids->rank;
   j.ids_loop.n_operands = 1;
@@ -113,4 +121,35 @@ fer_status fer_embedding(fer_threadpool *pool, const fer_tensor *table, const fe
   free(flat);
   free(scratch);
   return st;
+}
+
+fer_status fer_embedding(fer_threadpool *pool, const fer_tensor *table, const fer_tensor *ids,
+                         const fer_tensor *out) {
+  feri_error_clear();
+  if (table == NULL || ids == NULL || out == NULL)
+    return feri_fail(FER_STATUS_NULL_ARG, "%s: table, ids and out must not be NULL", FN);
+  feri_tensor_info ti;
+  fer_status st;
+  if ((st = feri_tensor_validate(table, FN, "table", &ti)) != FER_STATUS_OK) return st;
+  if ((st = feri_require_float_dtype(table->dtype, FN)) != FER_STATUS_OK) return st;
+  if (table->rank != 2)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: table has rank %d, expected [V, D]", FN, (int)table->rank);
+  embed_table tb = {table, NULL, table->shape[0], table->shape[1], (const char *)table->data + ti.lo,
+                    (const char *)table->data + ti.hi};
+  if (ti.numel == 0) tb.lo = tb.hi = NULL;
+  return embed(pool, FN, &tb, ids, out);
+}
+
+fer_status fer_embedding_quant(fer_threadpool *pool, const fer_qmatrix *table, const fer_tensor *ids,
+                               const fer_tensor *out) {
+  static const char *const QFN = "fer_embedding_quant";
+  feri_error_clear();
+  if (table == NULL || ids == NULL || out == NULL)
+    return feri_fail(FER_STATUS_NULL_ARG, "%s: table, ids and out must not be NULL", QFN);
+  fer_status st = feri_qmatrix_validate(table, QFN);
+  if (st != FER_STATUS_OK) return st;
+  const int empty = table->rows == 0 || table->cols == 0;
+  embed_table tb = {NULL, table, table->rows, table->cols, empty ? NULL : (const char *)table->data,
+                    empty ? NULL : (const char *)table->data + table->bytes};
+  return embed(pool, QFN, &tb, ids, out);
 }

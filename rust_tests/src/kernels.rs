@@ -376,3 +376,14 @@ pub fn moe(
     // SAFETY: as in `matmul_quant`; the cache pointer (if any) is the caller's live cache.
     check(unsafe { sys::fer_moe(pool_ptr(pool), x.raw(), logits.raw(), fc1.raw(), fc2.raw(), params, out.raw()) })
 }
+
+/// Rows of a block-quantized table [V, D] by id (`fer_embedding_quant`).
+pub fn embedding_quant(
+    pool: Option<&mut ThreadPool>,
+    table: &QMatrix<'_>,
+    ids: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+) -> Result<()> {
+    // SAFETY: as in `matmul_quant`.
+    check(unsafe { sys::fer_embedding_quant(pool_ptr(pool), table.raw(), ids.raw(), out.raw()) })
+}

@@ -23,7 +23,7 @@ pub mod tensor;
 pub use dtype::{dtype_size, Dtype, Element};
 pub use error::{check, last_error_message, status, status_str, Error, Result, Status};
 pub use kernels::{
-    add, add_assign, argmax, attention, attention_params, dequantize, embedding, gather, matmul, matmul_in, matmul_quant,
+    add, add_assign, argmax, attention, attention_params, dequantize, embedding, embedding_quant, gather, matmul, matmul_in, matmul_quant,
     matmul_workspace_bytes, moe, moe_params, qmatrix_check, reduce_mean, rms_norm, rope, silu, softmax, swiglu,
     BLayout, DenseCache, QMatrix, RopePairing, Workspace,
 };

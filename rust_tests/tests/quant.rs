@@ -329,3 +329,35 @@ fn c_q_004_dense_cache_hits_evicts_lru_verifies_and_charges_the_governor() {
     w.buf[0] = 255;
     assert_eq!(c.get(6, &w.view(f, rows, cols), false).unwrap_err().code, status::CORRUPT);
 }
+
+// EVIDENCE: C-Q-006
+#[test]
+fn c_q_006_embedding_from_blocks() {
+    for f in QFormat::ALL {
+        let (v, d) = (40usize, 96usize);
+        let w = make_weight(f, 21, v, d, 1, 2);
+        let want = w.values(f, v, d);
+        let ids: Vec<i64> = vec![3, 39, 0, 3, 17, 25];
+        for pool in [None, Some((3u32, ferrite::isa::AUTO))] {
+            let mut p = make_pool(pool);
+            let mut out = vec![0f32; ids.len() * d];
+            ferrite::embedding_quant(p.as_mut(), &w.view(f, v, d), &TensorRef::new(&ids, &[2, 3]).unwrap(),
+                                     &mut TensorMut::new(&mut out, &[2, 3, d as i64]).unwrap()).unwrap();
+            for (t, &id) in ids.iter().enumerate() {
+                for e in 0..d {
+                    assert!(same_f32(out[t * d + e], want[id as usize * d + e]), "{f:?} token {t} dim {e}");
+                }
+            }
+        }
+        let mut out16 = vec![bf16::ZERO; d];
+        ferrite::embedding_quant(None, &w.view(f, v, d), &TensorRef::new(&[7i32][..], &[1]).unwrap(),
+                                 &mut TensorMut::new(&mut out16, &[1, d as i64]).unwrap()).unwrap();
+        assert!((0..d).all(|e| same_or_both_nan(out16[e], bf16::from_f64_rne(want[7 * d + e] as f64))));
+        let mut out = vec![sentinel::<f32>(); 2 * d];
+        let e = ferrite::embedding_quant(None, &w.view(f, v, d), &TensorRef::new(&[1i64, 40][..], &[2]).unwrap(),
+                                         &mut TensorMut::new(&mut out, &[2, d as i64]).unwrap()).unwrap_err();
+        assert_eq!(e.code, status::INVALID_ARG);
+        assert!(ferrite::last_error_message().contains("40"));
+        assert!(out.iter().all(|x| x.to_bits() == sentinel::<f32>().to_bits()), "a refused lookup wrote");
+    }
+}

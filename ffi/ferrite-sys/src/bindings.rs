@@ -364,6 +364,18 @@ extern "C" {
         workspace_bytes: usize,
     ) -> fer_status;
 }
+extern "C" {
+    #[doc = " Embedding lookup from a block-quantized table [V, D] (D a multiple of 32): out[i..., :] = the"]
+    #[doc = " dequantized row table[ids[i...]] rounded to out's float dtype. ids as for fer_embedding (I32 or"]
+    #[doc = " I64, every id in [0, V) or INVALID_ARG naming the first bad one, nothing written); out is ids'"]
+    #[doc = " shape plus [D]. Claims: C-Q-006."]
+    pub fn fer_embedding_quant(
+        pool: *mut fer_threadpool,
+        table: *const fer_qmatrix,
+        ids: *const fer_tensor,
+        out: *const fer_tensor,
+    ) -> fer_status;
+}
 #[doc = " Options of fer_attention. Start from fer_attention_params_init."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
