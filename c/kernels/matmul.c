@@ -402,7 +402,12 @@ static void dequant_task(void *ctx, int64_t row) {
   float vals[FERI_QBLOCK];
   const uint8_t *src = (const uint8_t *)j->w->data + row * j->w->row_stride;
   char *dst = (char *)j->out->data + row * j->out->strides[0];
+  const int direct = j->out->dtype == FER_DTYPE_F32 && j->out->strides[1] == 4;
   for (int64_t b = 0; b < j->w->cols / FERI_QBLOCK; b++) {
+    if (direct) { /* contiguous f32 rows: decode straight into them */
+      feri_qblock_dequant(j->w->dtype, src + (size_t)b * bb, (float *)dst + b * FERI_QBLOCK);
+      continue;
+    }
     feri_qblock_dequant(j->w->dtype, src + (size_t)b * bb, vals);
     for (int i = 0; i < FERI_QBLOCK; i++)
       feri_elem_store(dst + (b * FERI_QBLOCK + i) * j->out->strides[1], j->out->dtype, vals[i]);

@@ -47,7 +47,24 @@ float feri_qblock_value(fer_dtype dtype, const uint8_t *block, int i) {
 }
 
 void feri_qblock_dequant(fer_dtype dtype, const uint8_t *block, float out[FERI_QBLOCK]) {
-  for (int i = 0; i < FERI_QBLOCK; i++) out[i] = feri_qblock_value(dtype, block, i);
+  /* feri_qblock_value's formulas with the scale decoded once per block */
+  const float d = feri_qblock_scale(dtype, block);
+  switch (dtype) {
+    case FER_DTYPE_MXFP4:
+      for (int i = 0; i < FERI_QBLOCK; i++) out[i] = feri_e2m1_values[nibble(block + 1, i)] * d;
+      break;
+    case FER_DTYPE_Q4_0:
+      for (int i = 0; i < FERI_QBLOCK; i++) out[i] = (float)(nibble(block + 2, i) - 8) * d;
+      break;
+    case FER_DTYPE_Q4_1: {
+      const float m = feri_qblock_min(block);
+      for (int i = 0; i < FERI_QBLOCK; i++) out[i] = (float)nibble(block + 4, i) * d + m;
+      break;
+    }
+    default:
+      for (int i = 0; i < FERI_QBLOCK; i++) out[i] = (float)(int8_t)block[2 + i] * d;
+      break;
+  }
 }
 
 fer_status feri_qblock_check(fer_dtype dtype, const uint8_t *block, int64_t row, int64_t blk,
