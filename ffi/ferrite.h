@@ -984,6 +984,87 @@ fer_status fer_dense_cache_get(fer_dense_cache *cache, fer_threadpool *pool, uin
 fer_status fer_dense_cache_get_stats(const fer_dense_cache *cache, fer_dense_cache_stats *out_stats);
 
 /* ---------------------------------------------------------------------------------------------
+ * Weight residency: a model's weights under one stable virtual address, fully resident when they
+ * fit the budget, otherwise streamed granule by granule from the model file.
+ */
+
+/** How a fer_weight_store holds its bytes (chosen at open, reported in its stats). */
+enum fer_weight_strategy_code {
+  /** Every granule loaded at open; no page-in ever after. */
+  FER_WEIGHTS_FULL_RESIDENT = 1,
+  /** Granules paged in from the file on use and evicted under the budget (address kept). */
+  FER_WEIGHTS_STREAMING = 2,
+};
+
+/** Which resident granule a streaming store gives up. Values are append-only. */
+enum fer_weight_eviction_code {
+  /**
+   * The most recently used granule outside the current request. Decoding reads the layers in the
+   * same cyclic order every step; this keeps a stable resident subset (budget - 1 granules hit on
+   * every cycle) where LRU evicts each granule just before it is needed again (0 hits).
+   */
+  FER_WEIGHTS_EVICT_STABLE_SUBSET = 0,
+  /** Least recently used, for comparison. */
+  FER_WEIGHTS_EVICT_LRU = 1,
+};
+
+typedef struct fer_weight_store_options {
+  uint32_t struct_size;
+  /** fer_weight_eviction_code. */
+  int32_t eviction;
+  /** Most bytes of weights resident at once, a whole number of granules counts (at least one). */
+  uint64_t budget_bytes;
+} fer_weight_store_options;
+
+typedef struct fer_weight_store_stats {
+  /** fer_weight_strategy_code. */
+  int32_t strategy;
+  int32_t reserved;
+  uint64_t total_bytes;
+  uint64_t granule_bytes;
+  uint64_t resident_granules;
+  /** Granules read from the file at open (full residency). */
+  uint64_t loaded_granules;
+  /** Granules read from the file on use (streaming). */
+  uint64_t page_ins;
+  uint64_t evictions;
+  /** Granules a request found resident. */
+  uint64_t hits;
+  /** Bytes copied from the file, at open and on use. */
+  uint64_t bytes_read;
+} fer_weight_store_stats;
+
+typedef struct fer_weight_store fer_weight_store;
+
+/** Defaults: stable-subset eviction, budget 0 (must be set). */
+fer_status fer_weight_store_options_init(fer_weight_store_options *opts);
+
+/**
+ * Opens `bytes` of the file `fd` from `file_offset` (mapped read-only; fd may be closed after)
+ * as weights in a range of `vmm`: FULL_RESIDENT when every granule fits the budget (all loaded
+ * now), STREAMING otherwise. Resident granules are mapped read-only (the MMU refuses writes).
+ * Claims: C-WS-001..C-WS-003.
+ */
+fer_status fer_weight_store_open(fer_vmm *vmm, int fd, uint64_t file_offset, uint64_t bytes,
+                                 const fer_weight_store_options *opts, fer_weight_store **out_store);
+
+/** Unmaps and releases everything; NULL is OK. */
+fer_status fer_weight_store_free(fer_weight_store *store);
+
+/** The stable base address: weight byte i lives at base + i for the store's life. */
+fer_status fer_weight_store_base(const fer_weight_store *store, const void **out_base);
+
+/**
+ * Makes bytes [offset, offset + bytes) resident (paging in and evicting as the strategy says) and
+ * returns base + offset; valid until the next acquire on this store. INVALID_ARG beyond the
+ * weights; BUDGET_EXCEEDED when the request spans more granules than the budget holds.
+ */
+fer_status fer_weight_store_acquire(fer_weight_store *store, uint64_t offset, uint64_t bytes,
+                                    const void **out_ptr);
+
+fer_status fer_weight_store_get_stats(const fer_weight_store *store, fer_weight_store_stats *out_stats);
+
+/* ---------------------------------------------------------------------------------------------
  * Mixture of experts over block-quantized experts.
  */
 

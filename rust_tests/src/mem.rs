@@ -465,3 +465,58 @@ impl Drop for KvPages {
         unsafe { sys::fer_kv_pages_free(self.ptr.as_ptr()) };
     }
 }
+
+/// Weights under one stable address (`fer_weight_store`), over a [`Vmm`] that outlives it.
+pub struct WeightStore<'v> {
+    ptr: NonNull<sys::fer_weight_store>,
+    _vmm: PhantomData<&'v Vmm>,
+}
+
+impl<'v> WeightStore<'v> {
+    /// Opens `bytes` of `file` from `offset` with the given budget and eviction
+    /// (`fer_weight_eviction_code`).
+    pub fn open(vmm: &'v Vmm, file: &std::fs::File, offset: u64, bytes: u64, budget: u64, eviction: i32) -> Result<WeightStore<'v>> {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: plain-data struct filled by the call.
+        let mut o: sys::fer_weight_store_options = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out-pointer.
+        check(unsafe { sys::fer_weight_store_options_init(&mut o) })?;
+        o.budget_bytes = budget;
+        o.eviction = eviction;
+        let mut out = ptr::null_mut();
+        // SAFETY: vmm alive for 'v; the fd is valid during the call (the store maps the file).
+        check(unsafe { sys::fer_weight_store_open(vmm.as_ptr(), file.as_raw_fd(), offset, bytes, &o, &mut out) })?;
+        Ok(WeightStore { ptr: NonNull::new(out).expect("OK with NULL"), _vmm: PhantomData })
+    }
+
+    pub fn base(&self) -> usize {
+        let mut p = ptr::null();
+        // SAFETY: store alive; valid out-pointer.
+        check(unsafe { sys::fer_weight_store_base(self.ptr.as_ptr(), &mut p) }).expect("base");
+        p as usize
+    }
+
+    /// Makes [offset, offset + len) resident and copies it out.
+    pub fn read(&mut self, offset: u64, len: usize) -> Result<(usize, Vec<u8>)> {
+        let mut p = ptr::null();
+        // SAFETY: store alive and borrowed mutably; on OK p has len readable bytes until the next acquire.
+        check(unsafe { sys::fer_weight_store_acquire(self.ptr.as_ptr(), offset, len as u64, &mut p) })?;
+        // SAFETY: as above.
+        Ok((p as usize, unsafe { std::slice::from_raw_parts(p as *const u8, len) }.to_vec()))
+    }
+
+    pub fn stats(&self) -> Result<sys::fer_weight_store_stats> {
+        // SAFETY: plain-data struct filled by the call.
+        let mut s: sys::fer_weight_store_stats = unsafe { std::mem::zeroed() };
+        // SAFETY: store alive.
+        check(unsafe { sys::fer_weight_store_get_stats(self.ptr.as_ptr(), &mut s) })?;
+        Ok(s)
+    }
+}
+
+impl Drop for WeightStore<'_> {
+    fn drop(&mut self) {
+        // SAFETY: owned; releases its granules before the vmm (which outlives 'v) goes.
+        unsafe { sys::fer_weight_store_free(self.ptr.as_ptr()) };
+    }
+}

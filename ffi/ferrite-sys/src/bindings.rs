@@ -1075,6 +1075,99 @@ extern "C" {
         out_stats: *mut fer_dense_cache_stats,
     ) -> fer_status;
 }
+#[doc = " Every granule loaded at open; no page-in ever after."]
+pub const FER_WEIGHTS_FULL_RESIDENT: fer_weight_strategy_code = 1;
+#[doc = " Granules paged in from the file on use and evicted under the budget (address kept)."]
+pub const FER_WEIGHTS_STREAMING: fer_weight_strategy_code = 2;
+#[doc = " How a fer_weight_store holds its bytes (chosen at open, reported in its stats)."]
+pub type fer_weight_strategy_code = ::std::os::raw::c_uint;
+#[doc = " The most recently used granule outside the current request. Decoding reads the layers in the"]
+#[doc = " same cyclic order every step; this keeps a stable resident subset (budget - 1 granules hit on"]
+#[doc = " every cycle) where LRU evicts each granule just before it is needed again (0 hits)."]
+pub const FER_WEIGHTS_EVICT_STABLE_SUBSET: fer_weight_eviction_code = 0;
+#[doc = " Least recently used, for comparison."]
+pub const FER_WEIGHTS_EVICT_LRU: fer_weight_eviction_code = 1;
+#[doc = " Which resident granule a streaming store gives up. Values are append-only."]
+pub type fer_weight_eviction_code = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_weight_store_options {
+    pub struct_size: u32,
+    #[doc = " fer_weight_eviction_code."]
+    pub eviction: i32,
+    #[doc = " Most bytes of weights resident at once, a whole number of granules counts (at least one)."]
+    pub budget_bytes: u64,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_weight_store_stats {
+    #[doc = " fer_weight_strategy_code."]
+    pub strategy: i32,
+    pub reserved: i32,
+    pub total_bytes: u64,
+    pub granule_bytes: u64,
+    pub resident_granules: u64,
+    #[doc = " Granules read from the file at open (full residency)."]
+    pub loaded_granules: u64,
+    #[doc = " Granules read from the file on use (streaming)."]
+    pub page_ins: u64,
+    pub evictions: u64,
+    #[doc = " Granules a request found resident."]
+    pub hits: u64,
+    #[doc = " Bytes copied from the file, at open and on use."]
+    pub bytes_read: u64,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_weight_store {
+    _unused: [u8; 0],
+}
+extern "C" {
+    #[doc = " Defaults: stable-subset eviction, budget 0 (must be set)."]
+    pub fn fer_weight_store_options_init(opts: *mut fer_weight_store_options) -> fer_status;
+}
+extern "C" {
+    #[doc = " Opens `bytes` of the file `fd` from `file_offset` (mapped read-only; fd may be closed after)"]
+    #[doc = " as weights in a range of `vmm`: FULL_RESIDENT when every granule fits the budget (all loaded"]
+    #[doc = " now), STREAMING otherwise. Resident granules are mapped read-only (the MMU refuses writes)."]
+    #[doc = " Claims: C-WS-001..C-WS-003."]
+    pub fn fer_weight_store_open(
+        vmm: *mut fer_vmm,
+        fd: ::std::os::raw::c_int,
+        file_offset: u64,
+        bytes: u64,
+        opts: *const fer_weight_store_options,
+        out_store: *mut *mut fer_weight_store,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Unmaps and releases everything; NULL is OK."]
+    pub fn fer_weight_store_free(store: *mut fer_weight_store) -> fer_status;
+}
+extern "C" {
+    #[doc = " The stable base address: weight byte i lives at base + i for the store's life."]
+    pub fn fer_weight_store_base(
+        store: *const fer_weight_store,
+        out_base: *mut *const ::std::os::raw::c_void,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Makes bytes [offset, offset + bytes) resident (paging in and evicting as the strategy says) and"]
+    #[doc = " returns base + offset; valid until the next acquire on this store. INVALID_ARG beyond the"]
+    #[doc = " weights; BUDGET_EXCEEDED when the request spans more granules than the budget holds."]
+    pub fn fer_weight_store_acquire(
+        store: *mut fer_weight_store,
+        offset: u64,
+        bytes: u64,
+        out_ptr: *mut *const ::std::os::raw::c_void,
+    ) -> fer_status;
+}
+extern "C" {
+    pub fn fer_weight_store_get_stats(
+        store: *const fer_weight_store,
+        out_stats: *mut fer_weight_store_stats,
+    ) -> fer_status;
+}
 pub const FER_MOE_IDENTITY: fer_moe_activation_code = 0;
 pub const FER_MOE_SILU: fer_moe_activation_code = 1;
 #[doc = " fc1 gives 2 I rows per expert: rows 0 .. I-1 the gate, I .. 2I-1 the up projection;"]
