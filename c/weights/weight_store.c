@@ -2,9 +2,10 @@
  *
  * The store reserves a range of whole granules once; its base never moves. A granule of weights
  * is resident when a physical granule of the vmm is mapped at its window (read-only). Paging in
- * maps a fresh granule read-write, copies the bytes from the read-only mapping of the model file,
- * and remaps it read-only; evicting unmaps and releases it (the window goes back to PROT_NONE,
- * the address stays reserved). */
+ * maps a physical granule read-write, copies the bytes from the read-only mapping of the model
+ * file, and remaps it read-only; evicting unmaps it (the window goes back to PROT_NONE, the
+ * address stays reserved) and keeps the physical granule for the next page-in, so no more than
+ * the budget's granules ever exist. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -24,6 +25,8 @@ struct fer_weight_store {
   uint64_t total, granule, n_granules, budget_granules;
   int32_t eviction;
   int64_t *slot;      /* per window: the physical granule id, or -1 */
+  uint64_t *spare;    /* unmapped physical granules kept for the next page-in */
+  uint64_t n_spare;
   uint64_t *last_use; /* per window: the clock at its last request */
   uint64_t clock;
   fer_weight_store_stats stats;
@@ -40,8 +43,12 @@ fer_status fer_weight_store_options_init(fer_weight_store_options *opts) {
 
 static fer_status page_in(fer_weight_store *s, uint64_t w) {
   uint64_t g;
-  fer_status st = fer_vmm_granule_create(s->vmm, &g);
-  if (st != FER_STATUS_OK) return st;
+  fer_status st = FER_STATUS_OK;
+  /* reuse an evicted granule: creating one zero-fills it (fallocate), which cost 4x the copy */
+  if (s->n_spare > 0)
+    g = s->spare[--s->n_spare];
+  else if ((st = fer_vmm_granule_create(s->vmm, &g)) != FER_STATUS_OK)
+    return st;
   const uint64_t off = w * s->granule;
   if ((st = fer_vmm_map(s->range, off, g, FER_VMM_ACCESS_READ_WRITE)) != FER_STATUS_OK) {
     (void)fer_vmm_granule_release(s->vmm, g);
@@ -64,7 +71,7 @@ static fer_status page_in(fer_weight_store *s, uint64_t w) {
 
 static void evict(fer_weight_store *s, uint64_t w) {
   (void)fer_vmm_unmap(s->range, w * s->granule);
-  (void)fer_vmm_granule_release(s->vmm, (uint64_t)s->slot[w]);
+  s->spare[s->n_spare++] = (uint64_t)s->slot[w]; /* at most budget granules exist at once */
   s->slot[w] = -1;
   s->stats.resident_granules--;
   s->stats.evictions++;
@@ -78,10 +85,13 @@ fer_status fer_weight_store_free(fer_weight_store *store) {
       (void)fer_vmm_unmap(store->range, w * store->granule);
       (void)fer_vmm_granule_release(store->vmm, (uint64_t)store->slot[w]);
     }
+  for (uint64_t i = 0; store->spare != NULL && i < store->n_spare; i++)
+    (void)fer_vmm_granule_release(store->vmm, store->spare[i]);
   (void)fer_vmm_range_free(store->range);
   if (store->file != NULL) munmap((void *)store->file, store->file_map_bytes);
   free(store->slot);
   free(store->last_use);
+  free(store->spare);
   free(store);
   return FER_STATUS_OK;
 }
@@ -117,12 +127,13 @@ fer_status fer_weight_store_open(fer_vmm *vmm, int fd, uint64_t file_offset, uin
   s->eviction = opts->eviction;
   s->slot = malloc(s->n_granules * sizeof *s->slot);
   s->last_use = calloc(s->n_granules, sizeof *s->last_use);
+  s->spare = malloc((s->budget_granules < s->n_granules ? s->budget_granules : s->n_granules) * sizeof *s->spare + 1);
   for (uint64_t w = 0; s->slot != NULL && w < s->n_granules; w++) s->slot[w] = -1;
   const long page = sysconf(_SC_PAGESIZE);
   s->file_skew = (size_t)(file_offset % (uint64_t)page);
   s->file_map_bytes = s->file_skew + (size_t)bytes;
   void *fm = mmap(NULL, s->file_map_bytes, PROT_READ, MAP_SHARED, fd, (off_t)(file_offset - s->file_skew));
-  if (s->slot == NULL || s->last_use == NULL || fm == MAP_FAILED) {
+  if (s->slot == NULL || s->last_use == NULL || s->spare == NULL || fm == MAP_FAILED) {
     s->file = NULL;
     fer_weight_store_free(s);
     return feri_fail(fm == MAP_FAILED ? FER_STATUS_INVALID_ARG : FER_STATUS_OUT_OF_MEMORY,
