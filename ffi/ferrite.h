@@ -1198,6 +1198,36 @@ fer_status fer_kv_seq_get_stats(const fer_kv_seq *seq, fer_kv_seq_stats *out_sta
 fer_status fer_kv_seq_view(const fer_kv_seq *seq, uint32_t layer, uint32_t kv, fer_tensor *out_view);
 
 /**
+ * Prefix sharing: a new sequence whose first prefix_tokens (<= parent's live tokens) are the
+ * parent's. Every window of K, V and mask that the prefix fills entirely maps the parent's granule
+ * read-only (no new bytes: an extra sharer costs nothing for them); a window the prefix fills
+ * only in part gets a granule of its own with the prefix bytes copied. A granule lives until its
+ * last sharer frees it. The child then extends as any sequence; its new tokens land in its own
+ * windows. UNSUPPORTED for a relocating cache (head-major, bucketed). Claims: C-KV-005.
+ */
+fer_status fer_kv_seq_fork(const fer_kv_seq *parent, uint64_t prefix_tokens, fer_kv_seq **out_child);
+
+/**
+ * Copy-on-write: makes the windows holding tokens [first_token, first_token + n_tokens) of every
+ * binding (and the mask) writable in this sequence. Each such window still shared is replaced by a
+ * private copy of its granule (one granule copied per window, counted); private windows and every
+ * other sharer are untouched. Claims: C-KV-005.
+ */
+fer_status fer_kv_seq_make_writable(fer_kv_seq *seq, uint64_t first_token, uint64_t n_tokens);
+
+/** Sharing counters of a sequence. */
+typedef struct fer_kv_seq_sharing {
+  /** Windows mapped read-only from another sequence's granules. */
+  uint64_t shared_windows;
+  /** Windows copied by fer_kv_seq_make_writable. */
+  uint64_t cow_copies;
+  /** Bytes copied from the parent into partly covered windows at fork. */
+  uint64_t fork_bytes_copied;
+} fer_kv_seq_sharing;
+
+fer_status fer_kv_seq_get_sharing(const fer_kv_seq *seq, fer_kv_seq_sharing *out_sharing);
+
+/**
  * The paged KV mode: fixed pages of page_tokens tokens from a pool of n_pages, a free list, a page
  * table per sequence, and reference-counted pages so a fork shares its parent's pages (the first
  * append into a shared, partly filled last page copies it: copy-on-write, counted). Metadata only:

@@ -27,7 +27,8 @@ typedef struct kv_buffer {
   fer_vmm_range *range;
   char *base;
   uint64_t bytes;
-  uint64_t *slot; /* per window: granule + 1, or 0 */
+  uint64_t *slot;  /* per window: granule + 1, or 0 */
+  uint8_t *shared; /* per window: 1 when mapped read-only from another sequence's granule */
 } kv_buffer;
 
 struct fer_kv_seq {
@@ -38,6 +39,7 @@ struct fer_kv_seq {
   kv_buffer *bind;  /* n_bindings */
   kv_buffer mask;   /* bytes == 0 when the cache keeps no mask */
   uint64_t growth_events, bytes_moved, address_changes, committed_windows;
+  fer_kv_seq_sharing sharing;
 };
 
 static int relocates(const fer_kv_cache *c) {
@@ -113,9 +115,11 @@ static void buffer_free(fer_kv_cache *c, kv_buffer *b) {
   if (b->range == NULL) return;
   uint64_t windows = b->bytes / c->granule;
   fer_vmm_range_free(b->range); /* unmaps every window */
+  /* a granule another sharer still maps answers BUSY and stays: the last sharer releases it */
   for (uint64_t k = 0; k < windows; k++)
     if (b->slot[k]) fer_vmm_granule_release(c->vmm, b->slot[k] - 1);
   free(b->slot);
+  free(b->shared);
   memset(b, 0, sizeof *b);
 }
 
@@ -128,7 +132,10 @@ static fer_status buffer_reserve(fer_kv_cache *c, kv_buffer *b, uint64_t bytes) 
   fer_vmm_range_base(b->range, &base, &b->bytes);
   b->base = base;
   b->slot = calloc(b->bytes / c->granule, sizeof *b->slot);
-  if (b->slot == NULL) {
+  b->shared = calloc(b->bytes / c->granule, 1);
+  if (b->slot == NULL || b->shared == NULL) {
+    free(b->slot);
+    free(b->shared);
     fer_vmm_range_free(b->range);
     memset(b, 0, sizeof *b);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_kv_seq: out of memory");
@@ -245,6 +252,7 @@ fer_status fer_kv_seq_free(fer_kv_seq *s) {
   free(s->bind);
   free(s);
   c->n_seqs--;
+  feri_error_clear(); /* a BUSY release of a still-shared granule is expected, not an error */
   return FER_STATUS_OK;
 }
 
@@ -377,5 +385,141 @@ fer_status fer_kv_seq_view(const fer_kv_seq *s, uint32_t layer, uint32_t kv, fer
       break;
   }
   if (s->live == 0) out->data = NULL;
+  return FER_STATUS_OK;
+}
+
+/* ---- prefix sharing ------------------------------------------------------------------------ */
+
+/* The byte ranges tokens [t0, t1) occupy in buffer b (b == n_bindings: the mask); at most
+ * n_kv_heads ranges (head-major stripes), else one. Returns the count. */
+static size_t token_ranges(const fer_kv_seq *s, uint32_t b, uint64_t t0, uint64_t t1, uint64_t *lo,
+                           uint64_t *hi) {
+  const fer_kv_cache *c = s->cache;
+  const fer_kv_geometry *g = &c->o.geometry;
+  if (t1 <= t0) return 0;
+  if (b == c->n_bindings) {
+    lo[0] = t0 * c->o.mask_bytes_per_token;
+    hi[0] = t1 * c->o.mask_bytes_per_token;
+    return lo[0] < hi[0];
+  }
+  if (g->layout == FER_KV_LAYOUT_HEAD_MAJOR) {
+    for (uint32_t h = 0; h < g->n_kv_heads; h++) {
+      lo[h] = h * s->stride * c->head_row + t0 * c->head_row;
+      hi[h] = h * s->stride * c->head_row + t1 * c->head_row;
+    }
+    return g->n_kv_heads;
+  }
+  const uint64_t per_token = s->bind[b].bytes / s->stride;
+  lo[0] = t0 * per_token;
+  hi[0] = t1 * per_token;
+  return 1;
+}
+
+fer_status fer_kv_seq_fork(const fer_kv_seq *parent, uint64_t prefix_tokens, fer_kv_seq **out_child) {
+  static const char *const fn = "fer_kv_seq_fork";
+  feri_error_clear();
+  if (out_child == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: out_child is NULL", fn);
+  *out_child = NULL;
+  if (parent == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: parent is NULL", fn);
+  fer_kv_cache *c = parent->cache;
+  if (relocates(c))
+    return feri_fail(FER_STATUS_UNSUPPORTED, "%s: a head-major bucketed cache relocates on growth; "
+                     "its windows cannot be shared", fn);
+  if (prefix_tokens > parent->live)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: prefix of %llu tokens > the parent's %llu live", fn,
+                     (unsigned long long)prefix_tokens, (unsigned long long)parent->live);
+  fer_kv_seq *s;
+  fer_status st = fer_kv_seq_create(c, &s);
+  if (st != FER_STATUS_OK) return st;
+  uint64_t *lo = malloc(c->o.geometry.n_kv_heads * sizeof *lo), *hi = malloc(c->o.geometry.n_kv_heads * sizeof *hi);
+  if (lo == NULL || hi == NULL) {
+    free(lo), free(hi), fer_kv_seq_free(s);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
+  }
+  const uint64_t G = c->granule;
+  for (uint32_t b = 0; b <= c->n_bindings && st == FER_STATUS_OK; b++) {
+    kv_buffer *dst = b < c->n_bindings ? &s->bind[b] : &s->mask;
+    const kv_buffer *src = b < c->n_bindings ? &parent->bind[b] : &parent->mask;
+    if (dst->range == NULL) continue;
+    const size_t n = token_ranges(s, b, 0, prefix_tokens, lo, hi);
+    for (size_t r = 0; r < n && st == FER_STATUS_OK; r++) {
+      for (uint64_t k = lo[r] / G; k <= (hi[r] - 1) / G && st == FER_STATUS_OK; k++) {
+        if (dst->slot[k]) continue; /* done for an earlier range */
+        const uint64_t w0 = k * G, w1 = w0 + G;
+        if (w0 >= lo[r] && w1 <= hi[r]) { /* the prefix fills the window: share it */
+          const uint64_t gid = src->slot[k] - 1;
+          if ((st = fer_vmm_map(dst->range, w0, gid, FER_VMM_ACCESS_READ_ONLY)) != FER_STATUS_OK) break;
+          dst->slot[k] = gid + 1;
+          dst->shared[k] = 1;
+          s->sharing.shared_windows++;
+        } else { /* a window of its own, with every prefix byte it holds copied */
+          if ((st = buffer_commit(c, dst, w0, 1, NULL, NULL)) != FER_STATUS_OK) break;
+          s->committed_windows++;
+          for (size_t q = 0; q < n; q++) {
+            const uint64_t a = lo[q] > w0 ? lo[q] : w0, e = hi[q] < w1 ? hi[q] : w1;
+            if (a < e) {
+              memcpy(dst->base + a, src->base + a, (size_t)(e - a));
+              s->sharing.fork_bytes_copied += e - a;
+            }
+          }
+        }
+      }
+    }
+  }
+  free(lo);
+  free(hi);
+  if (st != FER_STATUS_OK) {
+    fer_kv_seq_free(s);
+    return st;
+  }
+  s->live = prefix_tokens;
+  s->cap = c->o.policy == FER_KV_POLICY_BUCKETED ? bucket_for(c, prefix_tokens) : c->o.geometry.capacity_tokens;
+  *out_child = s;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_kv_seq_make_writable(fer_kv_seq *s, uint64_t first_token, uint64_t n_tokens) {
+  static const char *const fn = "fer_kv_seq_make_writable";
+  feri_error_clear();
+  if (s == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: seq is NULL", fn);
+  fer_kv_cache *c = s->cache;
+  if (first_token > s->live || n_tokens > s->live - first_token)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: tokens [%llu, +%llu) beyond the %llu live", fn,
+                     (unsigned long long)first_token, (unsigned long long)n_tokens, (unsigned long long)s->live);
+  uint64_t *lo = malloc(c->o.geometry.n_kv_heads * sizeof *lo), *hi = malloc(c->o.geometry.n_kv_heads * sizeof *hi);
+  if (lo == NULL || hi == NULL) {
+    free(lo), free(hi);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
+  }
+  fer_status st = FER_STATUS_OK;
+  for (uint32_t b = 0; b <= c->n_bindings && st == FER_STATUS_OK; b++) {
+    kv_buffer *buf = b < c->n_bindings ? &s->bind[b] : &s->mask;
+    if (buf->range == NULL) continue;
+    const size_t n = token_ranges(s, b, first_token, first_token + n_tokens, lo, hi);
+    for (size_t r = 0; r < n && st == FER_STATUS_OK; r++)
+      for (uint64_t k = lo[r] / c->granule; k <= (hi[r] - 1) / c->granule; k++) {
+        if (!buf->shared[k]) continue;
+        uint64_t fresh, copied;
+        const uint64_t old = buf->slot[k] - 1;
+        if ((st = fer_vmm_copy_on_write(buf->range, k * c->granule, &fresh, &copied)) != FER_STATUS_OK) break;
+        buf->slot[k] = fresh + 1;
+        buf->shared[k] = 0;
+        s->sharing.shared_windows--;
+        s->sharing.cow_copies++;
+        s->committed_windows++;
+        /* if every other sharer is gone, this mapping was the last: release the old granule */
+        (void)fer_vmm_granule_release(c->vmm, old);
+      }
+  }
+  free(lo);
+  free(hi);
+  if (st == FER_STATUS_OK) feri_error_clear();
+  return st;
+}
+
+fer_status fer_kv_seq_get_sharing(const fer_kv_seq *s, fer_kv_seq_sharing *out) {
+  feri_error_clear();
+  if (s == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_kv_seq_get_sharing: NULL argument");
+  *out = s->sharing;
   return FER_STATUS_OK;
 }

@@ -358,7 +358,7 @@ pub struct KvSeq<'c> {
     _cache: PhantomData<&'c ()>,
 }
 
-impl KvSeq<'_> {
+impl<'c> KvSeq<'c> {
     pub fn extend(&mut self, live: u64) -> Result<()> {
         // SAFETY: seq alive.
         check(unsafe { sys::fer_kv_seq_extend(self.ptr.as_ptr(), live) })
@@ -369,6 +369,29 @@ impl KvSeq<'_> {
         let mut s: KvSeqStats = unsafe { std::mem::zeroed() };
         // SAFETY: seq alive; out valid.
         check(unsafe { sys::fer_kv_seq_get_stats(self.ptr.as_ptr(), &mut s) })?;
+        Ok(s)
+    }
+
+    /// A new sequence sharing this one's first `prefix` tokens (`fer_kv_seq_fork`); it borrows
+    /// the same cache.
+    pub fn fork(&self, prefix: u64) -> Result<KvSeq<'c>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: seq alive; out valid.
+        check(unsafe { sys::fer_kv_seq_fork(self.ptr.as_ptr(), prefix, &mut out) })?;
+        Ok(KvSeq { ptr: NonNull::new(out).expect("OK with NULL"), _cache: PhantomData })
+    }
+
+    /// Copy-on-write of the windows holding tokens [first, first + n) (`fer_kv_seq_make_writable`).
+    pub fn make_writable(&mut self, first: u64, n: u64) -> Result<()> {
+        // SAFETY: seq alive.
+        check(unsafe { sys::fer_kv_seq_make_writable(self.ptr.as_ptr(), first, n) })
+    }
+
+    pub fn sharing(&self) -> Result<sys::fer_kv_seq_sharing> {
+        // SAFETY: plain-data struct filled by the call.
+        let mut s: sys::fer_kv_seq_sharing = unsafe { std::mem::zeroed() };
+        // SAFETY: seq alive; out valid.
+        check(unsafe { sys::fer_kv_seq_get_sharing(self.ptr.as_ptr(), &mut s) })?;
         Ok(s)
     }
 

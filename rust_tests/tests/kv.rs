@@ -245,3 +245,142 @@ fn c_kv_004_paged_bad_input() {
     p.seq_free(s).unwrap();
     assert_eq!(p.seq_free(s).unwrap_err().code, status::INVALID_ARG);
 }
+
+/// Fills tokens [t0, t1) of every binding of `seq` through its views with a pattern of `seed`.
+fn fill(seq: &mem::KvSeq<'_>, layers: u32, t0: u64, t1: u64, seed: u64) {
+    for layer in 0..layers {
+        for kv in 0..2 {
+            let v = seq.view(layer, kv).unwrap();
+            for h in 0..v.shape[0] {
+                for t in t0 as i64..t1 as i64 {
+                    for e in 0..v.shape[2] {
+                        let off = h * v.strides[0] + t * v.strides[1] + e * v.strides[2];
+                        let x = half::f16::from_f32(((seed as i64 * 131 + layer as i64 * 31 + kv as i64 * 7 + h * 5 + t * 3 + e) % 97) as f32 / 97.0 - 0.5);
+                        // SAFETY: the offset lies inside the view of live tokens (committed, writable).
+                        unsafe { std::ptr::write((v.data as *mut u8).offset(off as isize) as *mut u16, x.to_bits()) };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Attention of one decode query over layer 0 of `seq` (f32 out), through the views.
+fn attend(seq: &mem::KvSeq<'_>, q: &[f32], heads: i64, dim: i64) -> Vec<f32> {
+    let (k, v) = (seq.view(0, 0).unwrap(), seq.view(0, 1).unwrap());
+    let mut out = vec![0f32; (heads * dim) as usize];
+    let mut p = ferrite::attention_params();
+    p.q_pos0 = k.shape[1] - 1;
+    // SAFETY: the views describe live, committed KV memory of `seq`; q and out are live buffers.
+    let (kt, vt) = unsafe { (ferrite::TensorRef::from_raw(k), ferrite::TensorRef::from_raw(v)) };
+    ferrite::attention(None, &ferrite::TensorRef::new(q, &[heads, 1, dim]).unwrap(), &kt, &vt, &p,
+                       &mut ferrite::TensorMut::new(&mut out, &[heads, 1, dim]).unwrap()).unwrap();
+    out
+}
+
+/// original-system.md B: one layer, 8 KV heads, head_dim 128, f16, seq-major, a 1024-token prefix
+/// and a 1024-token private tail per sequence: two independent sequences hold 8 granules
+/// (16,777,216 bytes), two sharing the prefix 6 (12,582,912 bytes), and a third sharer adds only
+/// its tail. The OS agrees; attention over the shared prefix equals attention over private
+/// copies bit for bit; copy-on-write copies one granule per binding and leaves the parent alone;
+/// the prefix lives until its last sharer leaves.
+// EVIDENCE: C-KV-005
+#[test]
+fn c_kv_005_prefix_sharing_charges_the_prefix_once() {
+    let opts = options(mem::SEQ_MAJOR, mem::FIXED_MAX, 1, 8, 128, 4096, 0);
+    let q: Vec<f32> = (0..8 * 128).map(|i| ((i % 13) as f32 - 6.0) / 10.0).collect();
+    let ledger = |vmm: &Vmm| {
+        let s = vmm.stats().unwrap();
+        assert_eq!(s.os_bytes, s.ledger_bytes, "the OS disagrees with the ledger");
+        s.ledger_bytes
+    };
+    // independent: two sequences of prefix + tail
+    let vmm = Vmm::cpu(G, 64).unwrap();
+    let cache = KvCache::new(&vmm, &opts).unwrap();
+    let (mut a, mut b) = (cache.seq().unwrap(), cache.seq().unwrap());
+    a.extend(2048).unwrap();
+    b.extend(2048).unwrap();
+    fill(&a, 1, 0, 1024, 1);
+    fill(&a, 1, 1024, 2048, 2);
+    fill(&b, 1, 0, 1024, 1);
+    fill(&b, 1, 1024, 2048, 3);
+    assert_eq!(ledger(&vmm), 16_777_216);
+    let private_b = attend(&b, &q, 8, 128);
+    drop((a, b));
+
+    // shared: the child maps the parent's prefix granules read-only
+    let vmm = Vmm::cpu(G, 64).unwrap();
+    let cache = KvCache::new(&vmm, &opts).unwrap();
+    let mut parent = cache.seq().unwrap();
+    parent.extend(1024).unwrap();
+    fill(&parent, 1, 0, 1024, 1);
+    let mut child = parent.fork(1024).unwrap();
+    assert_eq!(ledger(&vmm), 4_194_304, "a fork adds no bytes for a granule-aligned prefix");
+    parent.extend(2048).unwrap();
+    fill(&parent, 1, 1024, 2048, 2);
+    child.extend(2048).unwrap();
+    fill(&child, 1, 1024, 2048, 3);
+    assert_eq!(ledger(&vmm), 12_582_912);
+    let sh = child.sharing().unwrap();
+    assert_eq!((sh.shared_windows, sh.cow_copies, sh.fork_bytes_copied), (2, 0, 0));
+    let shared_b = attend(&child, &q, 8, 128);
+    assert!(shared_b.iter().zip(&private_b).all(|(x, y)| x.to_bits() == y.to_bits()), "attention over the shared prefix differs");
+    let mut third = parent.fork(1024).unwrap();
+    third.extend(2048).unwrap();
+    assert_eq!(ledger(&vmm), 12_582_912 + 4_194_304, "a third sharer adds only its tail");
+
+    // copy-on-write: one granule per binding, the parent untouched
+    let before = attend(&parent, &q, 8, 128);
+    child.make_writable(5, 1).unwrap();
+    assert_eq!(child.sharing().unwrap().cow_copies, 2);
+    assert_eq!(ledger(&vmm), 12_582_912 + 4_194_304 + 4_194_304);
+    fill(&child, 1, 5, 6, 9); // now writable in the child only
+    assert!(attend(&parent, &q, 8, 128).iter().zip(&before).all(|(x, y)| x.to_bits() == y.to_bits()), "a child's write reached the parent");
+    assert!(attend(&third, &q, 8, 128).len() == 8 * 128);
+
+    // the prefix lives until its last sharer leaves
+    let third_out = attend(&third, &q, 8, 128);
+    drop(parent);
+    drop(child);
+    assert!(attend(&third, &q, 8, 128).iter().zip(&third_out).all(|(x, y)| x.to_bits() == y.to_bits()), "the prefix died with the parent");
+    assert_eq!(ledger(&vmm), 4_194_304 + 4_194_304, "the third keeps the prefix and its tail");
+    drop(third);
+    assert_eq!(ledger(&vmm), 0, "the last sharer released everything");
+
+    // copy-on-write after every other sharer left: the old granule goes with the last mapping
+    let mut parent = cache.seq().unwrap();
+    parent.extend(1024).unwrap();
+    fill(&parent, 1, 0, 1024, 1);
+    let mut child = parent.fork(1024).unwrap();
+    drop(parent);
+    assert_eq!(ledger(&vmm), 4_194_304, "the child keeps the prefix alive");
+    child.make_writable(0, 1).unwrap();
+    assert_eq!(ledger(&vmm), 4_194_304, "the copy replaced the orphaned granule, it did not leak it");
+    drop(child);
+    assert_eq!(ledger(&vmm), 0);
+}
+
+// EVIDENCE: C-KV-005
+#[test]
+fn c_kv_005_fork_of_a_partial_window_copies_and_refuses_what_it_cannot_share() {
+    let vmm = Vmm::cpu(64 << 10, 256).unwrap();
+    // token-major, 2 layers, 2 heads, dim 64: 1 KiB per token per layer and K/V pair... the
+    // 100-token prefix ends inside a window, which the child gets as a private copy
+    let cache = KvCache::new(&vmm, &options(mem::TOKEN_MAJOR, mem::BUCKETED, 2, 2, 64, 1024, 8)).unwrap();
+    let mut parent = cache.seq().unwrap();
+    parent.extend(100).unwrap();
+    fill(&parent, 2, 0, 100, 4);
+    let child = parent.fork(100).unwrap();
+    let sh = child.sharing().unwrap();
+    let per_token = 2 * 2 * 2 * 64 * 2; // layers x (K, V) x heads x dim x 2 bytes = 1 KiB
+    assert_eq!(sh.shared_windows, (100 * per_token / (64 << 10)) as u64 + 0, "full windows shared");
+    assert!(sh.fork_bytes_copied > 0, "the partial window was copied");
+    let q: Vec<f32> = (0..2 * 64).map(|i| (i % 7) as f32 / 7.0).collect();
+    assert!(attend(&child, &q, 2, 64).iter().zip(attend(&parent, &q, 2, 64)).all(|(x, y)| x.to_bits() == y.to_bits()));
+    assert_eq!(parent.fork(101).unwrap_err().code, status::INVALID_ARG, "prefix beyond the live tokens");
+    drop((parent, child));
+    let hm = KvCache::new(&vmm, &options(mem::HEAD_MAJOR, mem::BUCKETED, 1, 2, 64, 1024, 0)).unwrap();
+    let mut s = hm.seq().unwrap();
+    s.extend(16).unwrap();
+    assert_eq!(s.fork(8).unwrap_err().code, status::UNSUPPORTED, "a relocating cache cannot share");
+}

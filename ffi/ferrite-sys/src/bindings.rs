@@ -1319,6 +1319,47 @@ extern "C" {
         out_view: *mut fer_tensor,
     ) -> fer_status;
 }
+extern "C" {
+    #[doc = " Prefix sharing: a new sequence whose first prefix_tokens (<= parent's live tokens) are the"]
+    #[doc = " parent's. Every window of K, V and mask that the prefix fills entirely maps the parent's granule"]
+    #[doc = " read-only (no new bytes: an extra sharer costs nothing for them); a window the prefix fills"]
+    #[doc = " only in part gets a granule of its own with the prefix bytes copied. A granule lives until its"]
+    #[doc = " last sharer frees it. The child then extends as any sequence; its new tokens land in its own"]
+    #[doc = " windows. UNSUPPORTED for a relocating cache (head-major, bucketed). Claims: C-KV-005."]
+    pub fn fer_kv_seq_fork(
+        parent: *const fer_kv_seq,
+        prefix_tokens: u64,
+        out_child: *mut *mut fer_kv_seq,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Copy-on-write: makes the windows holding tokens [first_token, first_token + n_tokens) of every"]
+    #[doc = " binding (and the mask) writable in this sequence. Each such window still shared is replaced by a"]
+    #[doc = " private copy of its granule (one granule copied per window, counted); private windows and every"]
+    #[doc = " other sharer are untouched. Claims: C-KV-005."]
+    pub fn fer_kv_seq_make_writable(
+        seq: *mut fer_kv_seq,
+        first_token: u64,
+        n_tokens: u64,
+    ) -> fer_status;
+}
+#[doc = " Sharing counters of a sequence."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_kv_seq_sharing {
+    #[doc = " Windows mapped read-only from another sequence's granules."]
+    pub shared_windows: u64,
+    #[doc = " Windows copied by fer_kv_seq_make_writable."]
+    pub cow_copies: u64,
+    #[doc = " Bytes copied from the parent into partly covered windows at fork."]
+    pub fork_bytes_copied: u64,
+}
+extern "C" {
+    pub fn fer_kv_seq_get_sharing(
+        seq: *const fer_kv_seq,
+        out_sharing: *mut fer_kv_seq_sharing,
+    ) -> fer_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct fer_kv_pages {
