@@ -207,3 +207,17 @@ fer_status fer_tensor_init_contiguous(fer_tensor *out, void *data, fer_dtype dty
   if (st == FER_STATUS_OK) *out = t;
   return st;
 }
+
+fer_tensor feri_tensor_2d(void *data, fer_dtype dtype, int64_t rows, int64_t cols) {
+  fer_tensor t;
+  memset(&t, 0, sizeof t);
+  const int64_t es = (int64_t)feri_dtype_size(dtype);
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = 2;
+  t.shape[0] = rows;
+  t.shape[1] = cols;
+  t.strides[0] = cols * es;
+  t.strides[1] = es;
+  return t;
+}

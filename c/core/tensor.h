@@ -33,6 +33,10 @@ bool feri_tensors_overlap(const fer_tensor *a, const feri_tensor_info *ai, const
 /* true when a and b describe exactly the same elements (data, dtype, rank, shape, strides). */
 bool feri_tensors_identical(const fer_tensor *a, const fer_tensor *b);
 
+/* A contiguous row-major [rows, cols] descriptor of `dtype` over data (internal callers that hand
+ * their own scratch to kernels). */
+fer_tensor feri_tensor_2d(void *data, fer_dtype dtype, int64_t rows, int64_t cols);
+
 /* Up to FERI_MAX_OPERANDS strided operands walked together over one shape. */
 enum { FERI_MAX_OPERANDS = 3 };
 

@@ -21,18 +21,7 @@ fer_status fer_moe_params_init(fer_moe_params *params) {
   return FER_STATUS_OK;
 }
 
-static fer_tensor row_view(float *data, int64_t n) {
-  fer_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.dtype = FER_DTYPE_F32;
-  t.rank = 2;
-  t.shape[0] = 1;
-  t.shape[1] = n;
-  t.strides[0] = n * 4;
-  t.strides[1] = 4;
-  return t;
-}
+static fer_tensor row_view(float *data, int64_t n) { return feri_tensor_2d(data, FER_DTYPE_F32, 1, n); }
 
 /* Rows [first, first + rows) of w as a matrix of their own. */
 static fer_qmatrix sub_rows(const fer_qmatrix *w, int64_t first, int64_t rows) {
@@ -59,26 +48,10 @@ static fer_status project(const moe_ctx *c, const fer_qmatrix *w, uint64_t key, 
   if (c->params->strategy == FER_MOE_CACHED_DENSE) {
     if ((st = fer_dense_cache_get(c->params->cache, c->pool, key, w, 0, &dense)) != FER_STATUS_OK) return st;
   } else {
-    fer_tensor td;
-    memset(&td, 0, sizeof td);
-    td.data = c->dense;
-    td.dtype = FER_DTYPE_F32;
-    td.rank = 2;
-    td.shape[0] = w->rows;
-    td.shape[1] = w->cols;
-    td.strides[0] = w->cols * 4;
-    td.strides[1] = 4;
+    fer_tensor td = feri_tensor_2d(c->dense, FER_DTYPE_F32, w->rows, w->cols);
     if ((st = fer_dequantize(c->pool, w, &td)) != FER_STATUS_OK) return st;
   }
-  fer_tensor tw;
-  memset(&tw, 0, sizeof tw);
-  tw.data = (void *)dense;
-  tw.dtype = FER_DTYPE_F32;
-  tw.rank = 2;
-  tw.shape[0] = w->rows;
-  tw.shape[1] = w->cols;
-  tw.strides[0] = w->cols * 4;
-  tw.strides[1] = 4;
+  fer_tensor tw = feri_tensor_2d((void *)dense, FER_DTYPE_F32, w->rows, w->cols);
   return fer_matmul(c->pool, &tx, &tw, FER_MATMUL_B_NK, &ty, NULL, 0);
 }
 

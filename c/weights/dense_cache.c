@@ -130,15 +130,7 @@ fer_status fer_dense_cache_get(fer_dense_cache *cache, fer_threadpool *pool, uin
     cache->entries = grown;
     cache->cap = cache->cap ? 2 * cache->cap : 4;
   }
-  fer_tensor out;
-  memset(&out, 0, sizeof out);
-  out.data = dense;
-  out.dtype = FER_DTYPE_F32;
-  out.rank = 2;
-  out.shape[0] = w->rows;
-  out.shape[1] = w->cols;
-  out.strides[0] = w->cols * 4;
-  out.strides[1] = 4;
+  fer_tensor out = feri_tensor_2d(dense, FER_DTYPE_F32, w->rows, w->cols);
   if (dense == NULL || grown == NULL || (st = fer_dequantize(pool, w, &out)) != FER_STATUS_OK) {
     free(dense);
     if (cache->governor != NULL) (void)fer_governor_release(cache->governor, FER_MEM_ROLE_CACHE, bytes);
