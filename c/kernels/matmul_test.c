@@ -5,20 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tensor.h"
 #include "ferrite.h"
 #include "testing/check.h"
 
-static fer_tensor mat(void *data, fer_dtype dtype, int64_t rows, int64_t cols, int64_t es) {
-  fer_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.dtype = dtype;
-  t.rank = 2;
-  t.shape[0] = rows;
-  t.shape[1] = cols;
-  t.strides[0] = cols * es;
-  t.strides[1] = es;
-  return t;
+static fer_tensor mat(void *data, fer_dtype dtype, int64_t rows, int64_t cols) {
+  return feri_tensor_2d(data, dtype, rows, cols);
 }
 
 static void test_known_product(void) {
@@ -26,12 +18,12 @@ static void test_known_product(void) {
   float b_kn[6] = {7, 8, 9, 10, 11, 12}; /* [3, 2] */
   float b_nk[6] = {7, 9, 11, 8, 10, 12}; /* the same B as [2, 3] */
   float out[4];
-  fer_tensor ta = mat(a, FER_DTYPE_F32, 2, 3, 4), to = mat(out, FER_DTYPE_F32, 2, 2, 4);
-  fer_tensor tb = mat(b_kn, FER_DTYPE_F32, 3, 2, 4);
+  fer_tensor ta = mat(a, FER_DTYPE_F32, 2, 3), to = mat(out, FER_DTYPE_F32, 2, 2);
+  fer_tensor tb = mat(b_kn, FER_DTYPE_F32, 3, 2);
   CHECK_STATUS(fer_matmul(NULL, &ta, &tb, FER_MATMUL_B_KN, &to, NULL, 0), FER_STATUS_OK);
   CHECK(out[0] == 58 && out[1] == 64 && out[2] == 139 && out[3] == 154);
   memset(out, 0, sizeof out);
-  tb = mat(b_nk, FER_DTYPE_F32, 2, 3, 4);
+  tb = mat(b_nk, FER_DTYPE_F32, 2, 3);
   CHECK_STATUS(fer_matmul(NULL, &ta, &tb, FER_MATMUL_B_NK, &to, NULL, 0), FER_STATUS_OK);
   CHECK(out[0] == 58 && out[1] == 64 && out[2] == 139 && out[3] == 154);
   CHECK_STATUS(fer_matmul(NULL, &ta, &tb, 7, &to, NULL, 0), FER_STATUS_INVALID_ARG);
@@ -58,8 +50,8 @@ static void test_against_chain(int64_t m, int64_t k, int64_t n, int nk) {
       for (int64_t t = 0; t < k; t++) acc = fmaf(a[i * k + t], nk ? b[j * k + t] : b[t * n + j], acc);
       want[i * n + j] = acc;
     }
-  fer_tensor ta = mat(a, FER_DTYPE_F32, m, k, 4), to = mat(got, FER_DTYPE_F32, m, n, 4);
-  fer_tensor tb = nk ? mat(b, FER_DTYPE_F32, n, k, 4) : mat(b, FER_DTYPE_F32, k, n, 4);
+  fer_tensor ta = mat(a, FER_DTYPE_F32, m, k), to = mat(got, FER_DTYPE_F32, m, n);
+  fer_tensor tb = nk ? mat(b, FER_DTYPE_F32, n, k) : mat(b, FER_DTYPE_F32, k, n);
   const fer_isa levels[2] = {FER_ISA_PORTABLE, FER_ISA_AVX2};
   const uint32_t threads[3] = {1, 2, 3};
   for (int l = 0; l < 2; l++)
