@@ -349,62 +349,21 @@ FERI_AVX2 static void gemv_nk_quant_avx2(const float *x, int64_t K, const feri_m
   }
 }
 
-/* One 8 x 8 step of a 16-bit group: the rows' halves are transposed as 16-bit integers in
- * 128-bit registers (unpacks, cheaper than 256-bit cross-lane shuffles) and widened after, one
- * k at a time: the same values and the same chain as gemv_nk_group_step. */
-FERI_AVX2 static FERI_INLINE void gemv_nk_group_step16(const fer_dtype t, const float *x, const char *rows,
-                                                       int64_t k, int64_t sn, __m256 *acc) {
-  __m128i r[8], a[8], b8[8];
-  for (int i = 0; i < 8; i++) r[i] = _mm_loadu_si128((const __m128i *)(rows + i * sn + k * 2));
-  for (int i = 0; i < 4; i++) {
-    a[2 * i] = _mm_unpacklo_epi16(r[2 * i], r[2 * i + 1]);
-    a[2 * i + 1] = _mm_unpackhi_epi16(r[2 * i], r[2 * i + 1]);
-  }
-  for (int h = 0; h < 2; h++) { /* rows 0-3 from a[0..3], rows 4-7 from a[4..7] */
-    b8[4 * h + 0] = _mm_unpacklo_epi32(a[4 * h + 0], a[4 * h + 2]);
-    b8[4 * h + 1] = _mm_unpackhi_epi32(a[4 * h + 0], a[4 * h + 2]);
-    b8[4 * h + 2] = _mm_unpacklo_epi32(a[4 * h + 1], a[4 * h + 3]);
-    b8[4 * h + 3] = _mm_unpackhi_epi32(a[4 * h + 1], a[4 * h + 3]);
-  }
-  for (int q = 0; q < 4; q++) {
-    const __m128i lo = _mm_unpacklo_epi64(b8[q], b8[4 + q]), hi = _mm_unpackhi_epi64(b8[q], b8[4 + q]);
-    const __m256 w0 = t == FER_DTYPE_F16 ? _mm256_cvtph_ps(lo)
-                                         : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(lo), 16));
-    const __m256 w1 = t == FER_DTYPE_F16 ? _mm256_cvtph_ps(hi)
-                                         : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(hi), 16));
-    *acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + 2 * q), w0, *acc);
-    *acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + 2 * q + 1), w1, *acc);
-  }
-}
-
-FERI_AVX2 static FERI_INLINE void gemv_nk_body(const fer_dtype t, const float *x, int64_t K,
-                                               const feri_mm_b *b, int64_t n0, int64_t nc, float *y) {
-  const int64_t K8 = K & ~(int64_t)7;
-  int64_t j = 0;
-  for (; j + 8 <= nc; j += 8) {
-    const char *rows = b->data + (n0 + j) * b->sn;
-    __m256 acc = _mm256_setzero_ps();
-    if (t == FER_DTYPE_F32) {
-      for (int64_t k = 0; k < K8; k += 8) gemv_nk_group_step(x, rows, k, b, &acc);
-    } else {
-      for (int64_t k = 0; k < K8; k += 8) gemv_nk_group_step16(t, x, rows, k, b->sn, &acc);
-    }
-    gemv_nk_finish(x, K, K8, b, n0 + j, acc, y + j);
-  }
-  if (j < nc) feri_gemv_strided(x, K, b, n0 + j, nc - j, y + j);
-}
-
 FERI_AVX2 static void gemv_nk_avx2(const float *x, int64_t K, const feri_mm_b *b, int64_t n0,
                                    int64_t nc, float *y) {
   if (b->qbytes != 0) {
     gemv_nk_quant_avx2(x, K, b, n0, nc, y);
     return;
   }
-  switch (b->dtype) {
-    case FER_DTYPE_F16: gemv_nk_body(FER_DTYPE_F16, x, K, b, n0, nc, y); break;
-    case FER_DTYPE_BF16: gemv_nk_body(FER_DTYPE_BF16, x, K, b, n0, nc, y); break;
-    default: gemv_nk_body(FER_DTYPE_F32, x, K, b, n0, nc, y); break;
+  const int64_t K8 = K & ~(int64_t)7;
+  int64_t j = 0;
+  for (; j + 8 <= nc; j += 8) {
+    const char *rows = b->data + (n0 + j) * b->sn;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K8; k += 8) gemv_nk_group_step(x, rows, k, b, &acc);
+    gemv_nk_finish(x, K, K8, b, n0 + j, acc, y + j);
   }
+  if (j < nc) feri_gemv_strided(x, K, b, n0 + j, nc - j, y + j);
 }
 
 FERI_AVX2 static void widen_avx2(const char *src, int64_t stride, fer_dtype dtype, int64_t n,
