@@ -170,12 +170,9 @@ static void attention_task(void *ctx, int64_t task, uint32_t worker) {
       for (int64_t g = 0; g < p->group; g++) {
         const int64_t r = g * nqt + i;
         float *sr = s + r * ATT_BK;
-        float mx = m[r];
-        for (int64_t t = 0; t < n; t++) mx = sr[t] > mx || isnan(sr[t]) ? sr[t] : mx;
+        const float mx = j->ops->row_max(sr, n, m[r]);
         const float corr = m[r] == -INFINITY ? 0.0f : feri_fexp(m[r] - mx);
-        j->ops->exp_shift(sr, n, mx);
-        float sum = 0.0f;
-        for (int64_t t = 0; t < n; t++) sum += sr[t];
+        const float sum = j->ops->exp_shift(sr, n, mx);
         l[r] = fmaf(l[r], corr, sum);
         float *orow = o + r * p->dv;
         for (int64_t e = 0; e < p->dv; e++) orow[e] *= corr;

@@ -22,8 +22,11 @@ typedef struct feri_attention_ops {
    * keys (the q heads of one GQA group), so each K row is loaded once for all of them. */
   void (*scores)(const float *q, int64_t q_stride, int64_t rows, int64_t d, const feri_kv_rows *k,
                  int64_t n, float scale, float *s, int64_t s_stride);
-  /* s[j] = fexp(s[j] - m) for j < n. */
-  void (*exp_shift)(float *s, int64_t n, float m);
+  /* s[j] = fexp(s[j] - m) for j < n; returns their sum in eight lanes (s[j] into lane j mod 8,
+   * in order of j; lanes combined as the dot products' lanes). */
+  float (*exp_shift)(float *s, int64_t n, float m);
+  /* max(init, s[0 .. n-1]); NaN if any s[j] is NaN (max is exact in any order). */
+  float (*row_max)(const float *s, int64_t n, float init);
   /* For each of `rows` rows r: o_r[e] = fma(p_r[j], v[j][e], o_r[e]) for j = 0 .. n-1 in order,
    * every e < dv (o_r = o + r * o_stride, p_r = p + r * p_stride); each V row loaded once. */
   void (*accumulate)(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,

@@ -116,11 +116,42 @@ FERI_AVX2 static FERI_INLINE __m256 fexp8(__m256 x) {
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
-FERI_AVX2 static void exp_shift_avx2(float *s, int64_t n, float m) {
+FERI_AVX2 static float exp_shift_avx2(float *s, int64_t n, float m) {
   const __m256 mv = _mm256_set1_ps(m);
+  __m256 lanes = _mm256_setzero_ps(); /* lane l holds the sum of s[j], j mod 8 == l, in order */
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, fexp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv)));
-  for (; j < n; j++) s[j] = feri_fexp(s[j] - m);
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = fexp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+    _mm256_storeu_ps(s + j, e);
+    lanes = _mm256_add_ps(lanes, e);
+  }
+  float l[8];
+  _mm256_storeu_ps(l, lanes);
+  for (; j < n; j++) {
+    s[j] = feri_fexp(s[j] - m);
+    l[j % 8] += s[j];
+  }
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+FERI_AVX2 static float row_max_avx2(const float *s, int64_t n, float init) {
+  __m256 mx = _mm256_set1_ps(init), nan = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_loadu_ps(s + j);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    mx = _mm256_max_ps(mx, v);
+  }
+  float m8[8];
+  _mm256_storeu_ps(m8, mx);
+  if (_mm256_movemask_ps(nan)) return NAN;
+  float r = init;
+  for (int i = 0; i < 8; i++) r = m8[i] > r ? m8[i] : r;
+  for (; j < n; j++) {
+    if (isnan(s[j])) return s[j];
+    r = s[j] > r ? s[j] : r;
+  }
+  return r;
 }
 
 /* Sixteen output dims of up to four rows in eight registers, every key of the tile in order;
@@ -184,6 +215,7 @@ FERI_AVX2 static void accumulate_avx2(float *o, int64_t o_stride, int64_t rows, 
 const feri_attention_ops feri_attention_ops_avx2 = {
     .scores = scores_avx2,
     .exp_shift = exp_shift_avx2,
+    .row_max = row_max_avx2,
     .accumulate = accumulate_avx2,
 };
 

@@ -21,8 +21,22 @@ void feri_att_scores_ref(const float *q, int64_t q_stride, int64_t rows, int64_t
     for (int64_t j = 0; j < n; j++) s[r * s_stride + j] = feri_att_dot(q + r * q_stride, d, k, j) * scale;
 }
 
-static void exp_shift_portable(float *s, int64_t n, float m) {
-  for (int64_t j = 0; j < n; j++) s[j] = feri_fexp(s[j] - m);
+static float exp_shift_portable(float *s, int64_t n, float m) {
+  float l[8] = {0};
+  for (int64_t j = 0; j < n; j++) {
+    s[j] = feri_fexp(s[j] - m);
+    l[j % 8] += s[j];
+  }
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+static float row_max_portable(const float *s, int64_t n, float init) {
+  float mx = init;
+  for (int64_t j = 0; j < n; j++) {
+    if (isnan(s[j])) return s[j];
+    mx = s[j] > mx ? s[j] : mx;
+  }
+  return mx;
 }
 
 void feri_att_accumulate_ref(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,
@@ -36,6 +50,7 @@ void feri_att_accumulate_ref(float *o, int64_t o_stride, int64_t rows, int64_t d
 const feri_attention_ops feri_attention_ops_portable = {
     .scores = feri_att_scores_ref,
     .exp_shift = exp_shift_portable,
+    .row_max = row_max_portable,
     .accumulate = feri_att_accumulate_ref,
 };
 
