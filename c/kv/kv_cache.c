@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "mem/commit.h"
+#include "mem/vmm.h"
 
 struct fer_kv_cache {
   fer_vmm *vmm;
@@ -115,9 +116,9 @@ static void buffer_free(fer_kv_cache *c, kv_buffer *b) {
   if (b->range == NULL) return;
   uint64_t windows = b->bytes / c->granule;
   fer_vmm_range_free(b->range); /* unmaps every window */
-  /* a granule another sharer still maps answers BUSY and stays: the last sharer releases it */
+  /* a granule another sharer still maps stays: the last sharer releases it */
   for (uint64_t k = 0; k < windows; k++)
-    if (b->slot[k]) fer_vmm_granule_release(c->vmm, b->slot[k] - 1);
+    if (b->slot[k]) feri_vmm_granule_release_if_unmapped(c->vmm, b->slot[k] - 1);
   free(b->slot);
   free(b->shared);
   memset(b, 0, sizeof *b);
@@ -252,7 +253,6 @@ fer_status fer_kv_seq_free(fer_kv_seq *s) {
   free(s->bind);
   free(s);
   c->n_seqs--;
-  feri_error_clear(); /* a BUSY release of a still-shared granule is expected, not an error */
   return FER_STATUS_OK;
 }
 
@@ -508,12 +508,11 @@ fer_status fer_kv_seq_make_writable(fer_kv_seq *s, uint64_t first_token, uint64_
         s->sharing.cow_copies++;
         s->committed_windows++;
         /* if every other sharer is gone, this mapping was the last: release the old granule */
-        (void)fer_vmm_granule_release(c->vmm, old);
+        feri_vmm_granule_release_if_unmapped(c->vmm, old);
       }
   }
   free(lo);
   free(hi);
-  if (st == FER_STATUS_OK) feri_error_clear();
   return st;
 }
 

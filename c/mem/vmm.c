@@ -157,6 +157,14 @@ fer_status fer_vmm_granule_release(fer_vmm *v, uint64_t g) {
   return FER_STATUS_OK;
 }
 
+bool feri_vmm_granule_release_if_unmapped(fer_vmm *v, uint64_t g) {
+  if (v == NULL || g >= v->max_granules || !v->live[g] || v->map_count[g] > 0) return false;
+  if (v->be->granule_free(v->state, g, v->granule, "fer_vmm") != FER_STATUS_OK) return false;
+  v->live[g] = 0;
+  v->n_live--;
+  return true;
+}
+
 fer_status fer_vmm_range_reserve(fer_vmm *v, uint64_t bytes, fer_vmm_range **out) {
   static const char *const fn = "fer_vmm_range_reserve";
   feri_error_clear();

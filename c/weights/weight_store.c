@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/status.h"
@@ -107,6 +108,13 @@ fer_status fer_weight_store_open(fer_vmm *vmm, int fd, uint64_t file_offset, uin
   if (opts->eviction != FER_WEIGHTS_EVICT_STABLE_SUBSET && opts->eviction != FER_WEIGHTS_EVICT_LRU)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s_open: unknown eviction %d", FN, (int)opts->eviction);
   if (fd < 0 || bytes == 0) return feri_fail(FER_STATUS_INVALID_ARG, "%s_open: need a file and bytes > 0", FN);
+  /* a mapping past the end of the file would map, then fault (SIGBUS) on the first page-in */
+  struct stat fs;
+  if (fstat(fd, &fs) != 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s_open: fd %d is not an open file", FN, fd);
+  if ((uint64_t)fs.st_size < file_offset || (uint64_t)fs.st_size - file_offset < bytes)
+    return feri_fail(FER_STATUS_CORRUPT, "%s_open: the file has %llu bytes; %llu bytes at offset %llu do not fit",
+                     FN, (unsigned long long)fs.st_size, (unsigned long long)bytes, (unsigned long long)file_offset);
   fer_vmm_stats vs;
   fer_status st = fer_vmm_get_stats(vmm, &vs);
   if (st != FER_STATUS_OK) return st;

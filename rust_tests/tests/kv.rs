@@ -353,6 +353,7 @@ fn c_kv_005_prefix_sharing_charges_the_prefix_once() {
     fill(&parent, 1, 0, 1024, 1);
     let mut child = parent.fork(1024).unwrap();
     drop(parent);
+    assert_eq!(ferrite::last_error_message(), "", "freeing a sharer is not an error");
     assert_eq!(ledger(&vmm), 4_194_304, "the child keeps the prefix alive");
     child.make_writable(0, 1).unwrap();
     assert_eq!(ledger(&vmm), 4_194_304, "the copy replaced the orphaned granule, it did not leak it");

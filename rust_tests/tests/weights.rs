@@ -103,6 +103,10 @@ fn c_ws_003_bad_requests_and_read_only_weights() {
     assert!(got == want[(G - 1) as usize..(2 * G) as usize]);
     assert!(WeightStore::open(&vmm, &f, 0, want.len() as u64, G - 1, STABLE).is_err(), "a budget below one granule");
     assert!(WeightStore::open(&vmm, &f, 0, want.len() as u64, G, 9).is_err(), "unknown eviction");
+    // weights reaching past the end of the file: refused at open, not a SIGBUS at the first read
+    let e = WeightStore::open(&vmm, &f, 1, want.len() as u64, 2 * G, STABLE).err().expect("past the end");
+    assert_eq!(e.code, status::CORRUPT);
+    assert!(ferrite::last_error_message().contains("do not fit"));
     // the MMU refuses writes to resident weights: checked in a child process, which must die
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new(exe)
