@@ -35,6 +35,11 @@ typedef struct feri_attention_ops {
 
 const feri_attention_ops *feri_attention_ops_for(fer_isa isa);
 
+/* The fixed combination of eight lanes: ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)). */
+static inline float feri_att_lanes8(const float l[8]) {
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
 /* The scalar reference versions (any strides), also used for tails of the vector versions. */
 float feri_att_dot(const float *q, int64_t d, const feri_kv_rows *k, int64_t j);
 void feri_att_scores_ref(const float *q, int64_t q_stride, int64_t rows, int64_t d,

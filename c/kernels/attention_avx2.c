@@ -4,18 +4,10 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "kernels/avx2_util.h"
 #include "kernels/attention.h"
 #include "kernels/fexp.h"
 
-#define FERI_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define FERI_INLINE inline __attribute__((always_inline))
-
-FERI_AVX2 static FERI_INLINE __m256 load8(const char *p, fer_dtype dtype) {
-  if (dtype == FER_DTYPE_F32) return _mm256_loadu_ps((const float *)p);
-  const __m128i h = _mm_loadu_si128((const __m128i *)p);
-  if (dtype == FER_DTYPE_F16) return _mm256_cvtph_ps(h);
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
 
 /* ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), as feri_att_dot combines its lanes. */
 FERI_AVX2 static FERI_INLINE float lanes_sum(__m256 v) {
@@ -37,7 +29,7 @@ FERI_AVX2 static FERI_INLINE void scores_rows(const fer_dtype t, const int nr, c
     __m256 a[4][2];
     for (int r = 0; r < nr; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
     for (int64_t e = 0; e < d; e += 8) {
-      const __m256 k0 = load8(r0 + e * es, t), k1 = load8(r1 + e * es, t);
+      const __m256 k0 = feri_load8(r0 + e * es, t), k1 = feri_load8(r1 + e * es, t);
 #pragma GCC unroll 4
       for (int r = 0; r < nr; r++) {
         const __m256 qv = _mm256_loadu_ps(q + r * q_stride + e);
@@ -55,7 +47,7 @@ FERI_AVX2 static FERI_INLINE void scores_rows(const fer_dtype t, const int nr, c
     for (int r = 0; r < nr; r++) {
       __m256 acc = _mm256_setzero_ps();
       for (int64_t e = 0; e < d; e += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + r * q_stride + e), load8(row + e * es, t), acc);
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + r * q_stride + e), feri_load8(row + e * es, t), acc);
       s[r * s_stride + j] = lanes_sum(acc) * scale;
     }
   }
@@ -131,7 +123,7 @@ FERI_AVX2 static float exp_shift_avx2(float *s, int64_t n, float m) {
     s[j] = feri_fexp(s[j] - m);
     l[j % 8] += s[j];
   }
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+  return feri_att_lanes8(l);
 }
 
 FERI_AVX2 static float row_max_avx2(const float *s, int64_t n, float init) {
@@ -169,7 +161,7 @@ FERI_AVX2 static FERI_INLINE void accumulate_rows(const fer_dtype t, const int n
     }
     const char *row = v->base + e0 * es;
     for (int64_t j = 0; j < n; j++, row += v->row_stride) {
-      const __m256 v0 = load8(row, t), v1 = two ? load8(row + 8 * es, t) : v0;
+      const __m256 v0 = feri_load8(row, t), v1 = two ? feri_load8(row + 8 * es, t) : v0;
 #pragma GCC unroll 4
       for (int r = 0; r < nr; r++) {
         const __m256 pj = _mm256_set1_ps(p[r * p_stride + j]);

@@ -12,7 +12,7 @@ static float kv_at(const feri_kv_rows *r, int64_t j, int64_t e) {
 float feri_att_dot(const float *q, int64_t d, const feri_kv_rows *k, int64_t j) {
   float l[8] = {0};
   for (int64_t e = 0; e < d; e++) l[e % 8] = fmaf(q[e], kv_at(k, j, e), l[e % 8]);
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+  return feri_att_lanes8(l);
 }
 
 void feri_att_scores_ref(const float *q, int64_t q_stride, int64_t rows, int64_t d,
@@ -27,7 +27,7 @@ static float exp_shift_portable(float *s, int64_t n, float m) {
     s[j] = feri_fexp(s[j] - m);
     l[j % 8] += s[j];
   }
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+  return feri_att_lanes8(l);
 }
 
 static float row_max_portable(const float *s, int64_t n, float init) {

@@ -193,8 +193,8 @@ static void gemm_task(void *ctx, int64_t task, uint32_t worker) {
       for (int64_t q = 0; q < np; q++) {
         const int64_t ir = panel_start(mc, q);
         const int mr = (int)(panel_start(mc, q + 1) - ir);
-        j->ops->micro(kc, a_block + ir * lda, lda, 1, bpack + jr * kc, FERI_MM_NR,
-                      tile + ir * ldc + jr, ldc, mr, k0 == 0);
+        j->ops->micro(kc, a_block + ir * lda, lda, bpack + jr * kc, tile + ir * ldc + jr, ldc, mr,
+                      k0 == 0);
       }
   }
   for (int64_t r = 0; r < mc; r++) {

@@ -39,12 +39,11 @@ typedef struct feri_matmul_ops {
   /* Packs B(k0 .. k0+kc, n0 .. n0+nc) into ceil(nc / NR) panels of kc x NR f32, panel p at
    * dst + p * kc * NR, row k of a panel at + k * NR; columns beyond nc are zero. */
   void (*pack_b)(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst);
-  /* c[r * ldc + j] (r < mr <= MR, j < NR) = chain over the kc steps of A (element (r, k) at
-   * a[r * ars + k * aks]; the driver passes f32 rows, aks = 1) and B (NR values per step, step
-   * k at b + k * bks; the driver passes packed panels, bks = NR), continuing from c when !first,
-   * from 0 when first. */
-  void (*micro)(int64_t kc, const float *a, int64_t ars, int64_t aks, const float *b, int64_t bks,
-                float *c, int64_t ldc, int mr, int first);
+  /* c[r * ldc + j] (r < mr <= MR, j < NR) = chain over the kc steps of A (row r at a + r * lda,
+   * f32, one value per step) and a packed B panel (NR values per step), continuing from c when
+   * !first, from 0 when first. */
+  void (*micro)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
+                int mr, int first);
   /* y[j] (j < nc) = chain over k < K of x[k] * B(k, n0 + j), for B with unit stride along N
    * (sn == es). */
   void (*gemv_kn)(const float *x, int64_t K, const feri_mm_b *b, int64_t n0, int64_t nc, float *y);

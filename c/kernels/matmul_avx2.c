@@ -6,19 +6,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/avx2_util.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
-#define FERI_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define FERI_INLINE inline __attribute__((always_inline))
-
-/* Eight consecutive elements of dtype at p, widened to f32 exactly. */
-FERI_AVX2 static FERI_INLINE __m256 load8(const char *p, fer_dtype dtype) {
-  if (dtype == FER_DTYPE_F32) return _mm256_loadu_ps((const float *)p);
-  __m128i h = _mm_loadu_si128((const __m128i *)p);
-  if (dtype == FER_DTYPE_F16) return _mm256_cvtph_ps(h);
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
 
 /* In-register transpose: r[i] lane j <-> r[j] lane i. */
 FERI_AVX2 static FERI_INLINE void transpose8(__m256 r[8]) {
@@ -58,8 +49,8 @@ FERI_AVX2 static void pack_b_avx2(const feri_mm_b *b, int64_t k0, int64_t kc, in
       for (int64_t p = 0; p < full; p++) {
         float *row = dst + p * kc * FERI_MM_NR + k * FERI_MM_NR;
         const char *s = src + p * FERI_MM_NR * b->es;
-        _mm256_storeu_ps(row, load8(s, b->dtype));
-        _mm256_storeu_ps(row + 8, load8(s + 8 * b->es, b->dtype));
+        _mm256_storeu_ps(row, feri_load8(s, b->dtype));
+        _mm256_storeu_ps(row + 8, feri_load8(s + 8 * b->es, b->dtype));
       }
   } else if (b->sk == b->es) {
     const int64_t kc8 = kc & ~(int64_t)7;
@@ -69,7 +60,7 @@ FERI_AVX2 static void pack_b_avx2(const feri_mm_b *b, int64_t k0, int64_t kc, in
         const char *rows = b->data + k0 * b->sk + (n0 + p * FERI_MM_NR + half * 8) * b->sn;
         for (int64_t k = 0; k < kc8; k += 8) {
           __m256 r[8];
-          for (int i = 0; i < 8; i++) r[i] = load8(rows + i * b->sn + k * b->es, b->dtype);
+          for (int i = 0; i < 8; i++) r[i] = feri_load8(rows + i * b->sn + k * b->es, b->dtype);
           transpose8(r);
           for (int i = 0; i < 8; i++) _mm256_storeu_ps(panel + (k + i) * FERI_MM_NR + half * 8, r[i]);
         }
@@ -101,7 +92,7 @@ FERI_AVX2 static void pack_b_avx2(const feri_mm_b *b, int64_t k0, int64_t kc, in
   }
 #define ROW_FMA(r)                                       \
   if (mr > r) {                                          \
-    const __m256 av = _mm256_broadcast_ss(a##r + k * aks); \
+    const __m256 av = _mm256_broadcast_ss(a##r + k);        \
     c##r##a = _mm256_fmadd_ps(av, b0, c##r##a);          \
     c##r##b = _mm256_fmadd_ps(av, b1, c##r##b);          \
   }
@@ -111,33 +102,31 @@ FERI_AVX2 static void pack_b_avx2(const feri_mm_b *b, int64_t k0, int64_t kc, in
     _mm256_storeu_ps(c + r * ldc + 8, c##r##b);          \
   }
 
-FERI_AVX2 static FERI_INLINE void micro_body(int64_t kc, const float *a, int64_t ars, int64_t aks,
-                                             const float *b, int64_t bks, float *c, int64_t ldc,
-                                             const int mr, int first) {
+FERI_AVX2 static FERI_INLINE void micro_body(int64_t kc, const float *a, int64_t lda, const float *b,
+                                             float *c, int64_t ldc, const int mr, int first) {
   /* rows past mr are never read; their pointers stay at row 0 rather than past the matrix */
-  const float *a0 = a, *a1 = mr > 1 ? a + ars : a, *a2 = mr > 2 ? a + 2 * ars : a,
-              *a3 = mr > 3 ? a + 3 * ars : a, *a4 = mr > 4 ? a + 4 * ars : a,
-              *a5 = mr > 5 ? a + 5 * ars : a;
+  const float *a0 = a, *a1 = mr > 1 ? a + lda : a, *a2 = mr > 2 ? a + 2 * lda : a,
+              *a3 = mr > 3 ? a + 3 * lda : a, *a4 = mr > 4 ? a + 4 * lda : a,
+              *a5 = mr > 5 ? a + 5 * lda : a;
   ROW_DECL(0) ROW_DECL(1) ROW_DECL(2) ROW_DECL(3) ROW_DECL(4) ROW_DECL(5)
   ROW_LOAD(0) ROW_LOAD(1) ROW_LOAD(2) ROW_LOAD(3) ROW_LOAD(4) ROW_LOAD(5)
   for (int64_t k = 0; k < kc; k++) {
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
     ROW_FMA(0) ROW_FMA(1) ROW_FMA(2) ROW_FMA(3) ROW_FMA(4) ROW_FMA(5)
-    b += bks;
+    b += FERI_MM_NR;
   }
   ROW_STORE(0) ROW_STORE(1) ROW_STORE(2) ROW_STORE(3) ROW_STORE(4) ROW_STORE(5)
 }
 
-FERI_AVX2 static void micro_avx2(int64_t kc, const float *a, int64_t ars, int64_t aks,
-                                 const float *b, int64_t bks, float *c, int64_t ldc, int mr,
-                                 int first) {
+FERI_AVX2 static void micro_avx2(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+                                 int64_t ldc, int mr, int first) {
   switch (mr) {
-    case 1: micro_body(kc, a, ars, aks, b, bks, c, ldc, 1, first); break;
-    case 2: micro_body(kc, a, ars, aks, b, bks, c, ldc, 2, first); break;
-    case 3: micro_body(kc, a, ars, aks, b, bks, c, ldc, 3, first); break;
-    case 4: micro_body(kc, a, ars, aks, b, bks, c, ldc, 4, first); break;
-    case 5: micro_body(kc, a, ars, aks, b, bks, c, ldc, 5, first); break;
-    default: micro_body(kc, a, ars, aks, b, bks, c, ldc, 6, first); break;
+    case 1: micro_body(kc, a, lda, b, c, ldc, 1, first); break;
+    case 2: micro_body(kc, a, lda, b, c, ldc, 2, first); break;
+    case 3: micro_body(kc, a, lda, b, c, ldc, 3, first); break;
+    case 4: micro_body(kc, a, lda, b, c, ldc, 4, first); break;
+    case 5: micro_body(kc, a, lda, b, c, ldc, 5, first); break;
+    default: micro_body(kc, a, lda, b, c, ldc, 6, first); break;
   }
 }
 
@@ -158,10 +147,10 @@ FERI_AVX2 static void gemv_kn_avx2(const float *x, int64_t K, const feri_mm_b *b
                  x2 = _mm256_broadcast_ss(x + k + 2), x3 = _mm256_broadcast_ss(x + k + 3);
     for (int64_t v = 0; v < nvec; v += 8) {
       __m256 acc = _mm256_loadu_ps(y + v);
-      acc = _mm256_fmadd_ps(x0, load8(r0 + v * es, b->dtype), acc);
-      acc = _mm256_fmadd_ps(x1, load8(r0 + sk + v * es, b->dtype), acc);
-      acc = _mm256_fmadd_ps(x2, load8(r0 + 2 * sk + v * es, b->dtype), acc);
-      acc = _mm256_fmadd_ps(x3, load8(r0 + 3 * sk + v * es, b->dtype), acc);
+      acc = _mm256_fmadd_ps(x0, feri_load8(r0 + v * es, b->dtype), acc);
+      acc = _mm256_fmadd_ps(x1, feri_load8(r0 + sk + v * es, b->dtype), acc);
+      acc = _mm256_fmadd_ps(x2, feri_load8(r0 + 2 * sk + v * es, b->dtype), acc);
+      acc = _mm256_fmadd_ps(x3, feri_load8(r0 + 3 * sk + v * es, b->dtype), acc);
       _mm256_storeu_ps(y + v, acc);
     }
   }
@@ -169,7 +158,7 @@ FERI_AVX2 static void gemv_kn_avx2(const float *x, int64_t K, const feri_mm_b *b
     const char *r0 = b->data + k * sk + n0 * es;
     const __m256 x0 = _mm256_broadcast_ss(x + k);
     for (int64_t v = 0; v < nvec; v += 8)
-      _mm256_storeu_ps(y + v, _mm256_fmadd_ps(x0, load8(r0 + v * es, b->dtype), _mm256_loadu_ps(y + v)));
+      _mm256_storeu_ps(y + v, _mm256_fmadd_ps(x0, feri_load8(r0 + v * es, b->dtype), _mm256_loadu_ps(y + v)));
   }
   for (int64_t j = nvec; j < nc; j++)
     for (int64_t kk = 0; kk < K; kk++) y[j] = fmaf(x[kk], feri_mm_b_at(b, kk, n0 + j), y[j]);
@@ -183,7 +172,7 @@ FERI_AVX2 static void gemv_kn_avx2(const float *x, int64_t K, const feri_mm_b *b
 FERI_AVX2 static FERI_INLINE void gemv_nk_group_step(const float *x, const char *rows, int64_t k,
                                                      const feri_mm_b *b, __m256 *acc) {
   __m256 r[8];
-  for (int i = 0; i < 8; i++) r[i] = load8(rows + i * b->sn + k * b->es, b->dtype);
+  for (int i = 0; i < 8; i++) r[i] = feri_load8(rows + i * b->sn + k * b->es, b->dtype);
   transpose8(r);
   for (int i = 0; i < 8; i++) *acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + i), r[i], *acc);
 }
@@ -374,7 +363,7 @@ FERI_AVX2 static void widen_avx2(const char *src, int64_t stride, fer_dtype dtyp
     return;
   }
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8(src + i * es, dtype));
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, feri_load8(src + i * es, dtype));
   feri_widen_strided(src + i * es, stride, dtype, n - i, dst + i);
 }
 

@@ -54,13 +54,13 @@ void feri_widen_strided(const char *src, int64_t stride, fer_dtype dtype, int64_
   for (int64_t i = 0; i < n; i++) dst[i] = feri_mm_b_at(&row, 0, i);
 }
 
-static void micro_portable(int64_t kc, const float *a, int64_t ars, int64_t aks, const float *b,
-                           int64_t bks, float *c, int64_t ldc, int mr, int first) {
+static void micro_portable(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+                           int64_t ldc, int mr, int first) {
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < FERI_MM_NR; j++) {
       float acc = first ? 0.0f : c[r * ldc + j];
       for (int64_t k = 0; k < kc; k++)
-        acc = fmaf(a[r * ars + k * aks], b[k * bks + j], acc);
+        acc = fmaf(a[r * lda + k], b[k * FERI_MM_NR + j], acc);
       c[r * ldc + j] = acc;
     }
 }

@@ -4,9 +4,9 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/avx2_util.h"
 #include "kernels/rowops.h"
 
-#define FERI_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 FERI_AVX2 static void add_f32(const float *a, int sa, const float *b, int sb, float *out, size_t n) {
   size_t i = 0;
@@ -47,10 +47,6 @@ FERI_AVX2 static inline void store8_u16(uint16_t *p, __m128i v, size_t count) {
     _mm_storeu_si128((__m128i *)tmp, v);
     memcpy(p, tmp, count * sizeof *p);
   }
-}
-
-FERI_AVX2 static inline __m256 bf16x8_to_f32(__m128i h) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
 /* Round to nearest even; NaN keeps sign and top payload and gets the quiet bit, as feri_f32_to_bf16. */
@@ -97,7 +93,7 @@ FERI_AVX2 static inline __m256i bf16x16_pack(__m256 lo, __m256 hi) {
 }
 
 FERI_AVX2 static inline __m256 bf16x8_load(const uint16_t *p) {
-  return bf16x8_to_f32(_mm_loadu_si128((const __m128i *)p));
+  return feri_bf16x8_to_f32(_mm_loadu_si128((const __m128i *)p));
 }
 
 FERI_AVX2 static inline __m256 f16x8_load(const uint16_t *p) {
@@ -127,7 +123,7 @@ FERI_AVX2 static void add_f16(const uint16_t *a, int sa, const uint16_t *b, int 
 FERI_AVX2 static void add_bf16(const uint16_t *a, int sa, const uint16_t *b, int sb, uint16_t *out,
                                size_t n) {
   size_t i = 0;
-  const __m256 ca = bf16x8_to_f32(load8_u16(a, 0, 8)), cb = bf16x8_to_f32(load8_u16(b, 0, 8));
+  const __m256 ca = feri_bf16x8_to_f32(load8_u16(a, 0, 8)), cb = feri_bf16x8_to_f32(load8_u16(b, 0, 8));
   for (; i + 16 <= n; i += 16) {
     __m256 alo = ca, ahi = ca, blo = cb, bhi = cb;
     if (sa) bf16x16_unpack(a + i, &alo, &ahi);
@@ -136,8 +132,8 @@ FERI_AVX2 static void add_bf16(const uint16_t *a, int sa, const uint16_t *b, int
   }
   for (; i < n; i += 8) {
     size_t c = n - i < 8 ? n - i : 8;
-    __m256 va = bf16x8_to_f32(load8_u16(a + i * (size_t)sa, sa, c));
-    __m256 vb = bf16x8_to_f32(load8_u16(b + i * (size_t)sb, sb, c));
+    __m256 va = feri_bf16x8_to_f32(load8_u16(a + i * (size_t)sa, sa, c));
+    __m256 vb = feri_bf16x8_to_f32(load8_u16(b + i * (size_t)sb, sb, c));
     store8_u16(out + i, f32x8_to_bf16(_mm256_add_ps(va, vb)), c);
   }
 }
@@ -162,7 +158,7 @@ FERI_AVX2 static void add_bf16(const uint16_t *a, int sa, const uint16_t *b, int
 
 #define FERI_LOAD_F32(p) _mm256_loadu_ps(p)
 #define FERI_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-#define FERI_LOAD_BF16(p) bf16x8_to_f32(_mm_loadu_si128((const __m128i *)(p)))
+#define FERI_LOAD_BF16(p) feri_bf16x8_to_f32(_mm_loadu_si128((const __m128i *)(p)))
 
 FERI_AVX2 static void sum_f32(const float *x, size_t n, float partial[FERI_SUM_LANES]) {
   FERI_SUM_BODY(FERI_LOAD_F32)

@@ -70,16 +70,14 @@ void feri_row_store(char *p, int64_t stride, fer_dtype dtype, int64_t n, const f
 
 float feri_row_sum(const float *x, int64_t n, int square) {
   float partial[FERI_SUM_LANES] = {0};
-  int64_t i = 0;
-  if (square) {
-    for (; i + FERI_SUM_LANES <= n; i += FERI_SUM_LANES)
-      for (int l = 0; l < FERI_SUM_LANES; l++) partial[l] += x[i + l] * x[i + l];
-    for (; i < n; i++) partial[i % FERI_SUM_LANES] += x[i] * x[i];
-  } else {
-    for (; i + FERI_SUM_LANES <= n; i += FERI_SUM_LANES)
-      for (int l = 0; l < FERI_SUM_LANES; l++) partial[l] += x[i + l];
-    for (; i < n; i++) partial[i % FERI_SUM_LANES] += x[i];
+  if (!square) { /* the plain sum is reduce_mean's row loop */
+    feri_rowops_portable.sum_f32(x, (size_t)n, partial);
+    return feri_sum_partials(partial);
   }
+  int64_t i = 0;
+  for (; i + FERI_SUM_LANES <= n; i += FERI_SUM_LANES)
+    for (int l = 0; l < FERI_SUM_LANES; l++) partial[l] += x[i + l] * x[i + l];
+  for (; i < n; i++) partial[i % FERI_SUM_LANES] += x[i] * x[i];
   return feri_sum_partials(partial);
 }
 
