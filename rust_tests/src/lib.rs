@@ -19,6 +19,7 @@ pub mod oracle;
 pub mod pool;
 pub mod sampling;
 pub mod tensor;
+pub mod tokenizer;
 
 pub use dtype::{dtype_size, Dtype, Element};
 pub use error::{check, last_error_message, status, status_str, Error, Result, Status};
@@ -29,6 +30,7 @@ pub use kernels::{
 };
 pub use pool::{isa, PoolOptions, ThreadPool};
 pub use tensor::{TensorMut, TensorRef};
+pub use tokenizer::{Detokenizer, Tokenizer};
 
 use std::ffi::CStr;
 

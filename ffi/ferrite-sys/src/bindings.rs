@@ -1448,3 +1448,165 @@ extern "C" {
         width: i64,
     ) -> fer_status;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_tokenizer {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_detokenizer {
+    _unused: [u8; 0],
+}
+#[doc = " Apply the post-processor's template (e.g. BOS first) for a single sequence."]
+pub const FER_ENCODE_ADD_SPECIAL: fer_encode_flag = 1;
+#[doc = " Replace each maximal ill-formed UTF-8 subsequence with U+FFFD (as Python's"]
+#[doc = " bytes.decode(\"utf-8\", \"replace\") does) and encode the result. Without it, ill-formed input is"]
+#[doc = " refused with FER_STATUS_INVALID_UTF8 naming the byte offset, and nothing is written."]
+pub const FER_ENCODE_REPLACE_INVALID_UTF8: fer_encode_flag = 2;
+#[doc = " Treat the text of special (and other added) tokens as ordinary text."]
+pub const FER_ENCODE_NO_SPECIAL_SPLIT: fer_encode_flag = 4;
+#[doc = " Flags of fer_tokenizer_encode (bit set)."]
+pub type fer_encode_flag = ::std::os::raw::c_uint;
+#[doc = " Leave out special tokens (control tokens such as BOS/EOS)."]
+pub const FER_DECODE_SKIP_SPECIAL: fer_decode_flag = 1;
+#[doc = " Replace ill-formed UTF-8 in the output (e.g. half of a character whose bytes span tokens) with"]
+#[doc = " U+FFFD as the reference decoders do. Without it the exact bytes are returned."]
+pub const FER_DECODE_REPLACE_INVALID_UTF8: fer_decode_flag = 2;
+#[doc = " Flags of fer_tokenizer_decode and fer_detokenizer_create (bit set)."]
+pub type fer_decode_flag = ::std::os::raw::c_uint;
+#[doc = " What a tokenizer is, read back with fer_tokenizer_get_info."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_tokenizer_info {
+    #[doc = " Number of ids: model vocabulary plus added tokens (ids are < vocab_size)."]
+    pub vocab_size: u32,
+    #[doc = " Number of merges of a BPE model (0 for WordLevel)."]
+    pub n_merges: u32,
+    #[doc = " Number of added tokens (special or not) matched before the model runs."]
+    pub n_added: u32,
+    #[doc = " 1 when the model works on bytes (byte-level pre-tokenizer), 0 on characters."]
+    pub byte_level: u32,
+    #[doc = " -1 where the vocabulary has none."]
+    pub bos_id: i32,
+    pub eos_id: i32,
+    pub pad_id: i32,
+    pub unk_id: i32,
+}
+extern "C" {
+    #[doc = " Parses a tokenizer.json image (json[0..len), UTF-8, not NUL-terminated) into *out (NULL on"]
+    #[doc = " failure). BAD_FORMAT for text that is not JSON or lacks the model; UNSUPPORTED naming the"]
+    #[doc = " component for parts ferrite does not implement (e.g. a Unigram model, BPE dropout); CORRUPT naming"]
+    #[doc = " the entry for inconsistent data (a merge whose parts are not in the vocabulary, a duplicate id, an"]
+    #[doc = " id past the vocabulary). Claims: C-TOK-001, C-TOK-008."]
+    pub fn fer_tokenizer_from_json(
+        json: *const ::std::os::raw::c_char,
+        len: usize,
+        out: *mut *mut fer_tokenizer,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " fer_tokenizer_from_json on a file's content; INVALID_ARG naming the path when it cannot be read."]
+    pub fn fer_tokenizer_from_json_file(
+        path: *const ::std::os::raw::c_char,
+        out: *mut *mut fer_tokenizer,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Builds a tokenizer from a GGUF file's tokenizer.ggml.* metadata (model gpt2 with the declared"]
+    #[doc = " pre-tokenizer type, applying the split rules llama.cpp applies for it). Control and user-defined"]
+    #[doc = " tokens are matched as special tokens. The file is only read during the call. Statuses as"]
+    #[doc = " fer_tokenizer_from_json plus the GGUF parser's (CORRUPT naming the field). Claims: C-TOK-002."]
+    pub fn fer_tokenizer_from_gguf_file(
+        path: *const ::std::os::raw::c_char,
+        out: *mut *mut fer_tokenizer,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees a tokenizer; NULL is a no-op; BUSY (nothing freed) while detokenizers of it are alive."]
+    pub fn fer_tokenizer_free(tok: *mut fer_tokenizer) -> fer_status;
+}
+extern "C" {
+    #[doc = " Fills *out_info."]
+    pub fn fer_tokenizer_get_info(
+        tok: *const fer_tokenizer,
+        out_info: *mut fer_tokenizer_info,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Encodes text[0..len) into ids[0..cap) and the count into *out_n. When cap is short, returns"]
+    #[doc = " BUFFER_TOO_SMALL with *out_n = the count needed (ids then holds the first cap ids); ids may be"]
+    #[doc = " NULL when cap is 0, to ask for the count. Ill-formed UTF-8: see FER_ENCODE_REPLACE_INVALID_UTF8."]
+    #[doc = " Thread-safe. Claims: C-TOK-003..C-TOK-006."]
+    pub fn fer_tokenizer_encode(
+        tok: *const fer_tokenizer,
+        text: *const ::std::os::raw::c_char,
+        len: usize,
+        flags: u32,
+        ids: *mut i32,
+        cap: usize,
+        out_n: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Decodes ids[0..n) through the tokenizer's decoders into out[0..cap) and the byte count into"]
+    #[doc = " *out_len (no NUL is written). BUFFER_TOO_SMALL with *out_len = the bytes needed when cap is short"]
+    #[doc = " (out may be NULL when cap is 0); INVALID_ARG naming the position of an id outside the vocabulary."]
+    #[doc = " Thread-safe. Claims: C-TOK-007."]
+    pub fn fer_tokenizer_decode(
+        tok: *const fer_tokenizer,
+        ids: *const i32,
+        n: usize,
+        flags: u32,
+        out: *mut ::std::os::raw::c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " The id of a token's exact text (model vocabulary or added token) into *out_id; -1 and INVALID_ARG if none."]
+    pub fn fer_tokenizer_token_to_id(
+        tok: *const fer_tokenizer,
+        text: *const ::std::os::raw::c_char,
+        len: usize,
+        out_id: *mut i32,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Creates a streaming detokenizer over tok (which must outlive it) with fer_decode_flag flags."]
+    #[doc = " Claims: C-TOK-009."]
+    pub fn fer_detokenizer_create(
+        tok: *const fer_tokenizer,
+        flags: u32,
+        out: *mut *mut fer_detokenizer,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Adds one token and writes the text that became complete into out[0..cap), *out_len bytes:"]
+    #[doc = " only whole UTF-8 characters are emitted; bytes of a character still incomplete wait for the next"]
+    #[doc = " token. The concatenation of all outputs plus fer_detokenizer_flush equals fer_tokenizer_decode of"]
+    #[doc = " all ids. BUFFER_TOO_SMALL with *out_len = bytes needed leaves the state unchanged (push the same id"]
+    #[doc = " again with more room); INVALID_ARG for an id outside the vocabulary, state unchanged."]
+    pub fn fer_detokenizer_push(
+        d: *mut fer_detokenizer,
+        id: i32,
+        out: *mut ::std::os::raw::c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Writes what is still held back (an incomplete character at the end: its bytes, or U+FFFD with"]
+    #[doc = " FER_DECODE_REPLACE_INVALID_UTF8) and resets the detokenizer for a new sequence. BUFFER_TOO_SMALL as"]
+    #[doc = " fer_detokenizer_push."]
+    pub fn fer_detokenizer_flush(
+        d: *mut fer_detokenizer,
+        out: *mut ::std::os::raw::c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees a detokenizer; NULL is a no-op."]
+    pub fn fer_detokenizer_free(d: *mut fer_detokenizer);
+}

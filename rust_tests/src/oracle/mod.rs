@@ -12,6 +12,7 @@ pub mod matmul;
 pub mod quant;
 pub mod reduce_mean;
 pub mod sampling;
+pub mod tokenizer;
 pub mod transformer;
 
 pub use add::{add, broadcast_shape};

@@ -1,0 +1,328 @@
+/* decode.c: ids -> text through the model's decoders, and the streaming detokenizer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "tokenizer/encode_ctx.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+
+static bool put(feri_buf *b, const void *p, size_t n) {
+  if (!feri_buf_reserve(b, b->len + n)) return false;
+  memcpy(b->p + b->len, p, n);
+  b->len += n;
+  return true;
+}
+
+/* A <0xAB> token's byte, or -1. */
+static int fallback_byte(const uint8_t *s, size_t n) {
+  if (n != 6 || s[0] != '<' || s[1] != '0' || s[2] != 'x' || s[5] != '>') return -1;
+  int v = 0;
+  for (int i = 3; i < 5; i++) {
+    int c = s[i], d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+/* Character-level models: the decoder chain over token texts, as Hugging Face applies it (each
+ * step maps the list of token strings to a new list; Fuse joins them). Token boundaries live in
+ * `ends` (offsets into b after each token). */
+/* streaming: a byte group at the very end that is only the beginning of a character stays raw, so
+ * the detokenizer can wait for the rest instead of emitting U+FFFD. */
+static fer_status chain(const fer_tokenizer *t, feri_buf *b, size_t *ends, size_t n_tok, size_t base, bool streaming) {
+  feri_buf tmp = {0};
+  for (uint32_t d = 0; d < t->n_decoders; d++) {
+    const feri_decoder_step *st = &t->decoders[d];
+    if (st->kind == FERI_DEC_FUSE) {
+      if (n_tok > 1) ends[0] = ends[n_tok - 1];
+      n_tok = n_tok ? 1 : 0;
+      continue;
+    }
+    tmp.len = 0;
+    size_t start = base;
+    size_t pending_bytes = 0; /* byte fallback: bytes of consecutive <0xAB> tokens */
+    size_t pending_start = 0;
+    size_t out_tok = 0;
+    for (size_t k = 0; k < n_tok; k++) {
+      const uint8_t *s = b->p + start;
+      size_t len = ends[k] - start;
+      start = ends[k];
+      bool ok = true;
+      if (st->kind == FERI_DEC_REPLACE) {
+        for (size_t i = 0; i < len && ok;) {
+          if (st->a_len && i + st->a_len <= len && memcmp(s + i, st->a, st->a_len) == 0) {
+            ok = put(&tmp, st->b, st->b_len);
+            i += st->a_len;
+          } else {
+            ok = put(&tmp, s + i, 1);
+            i++;
+          }
+        }
+      } else if (st->kind == FERI_DEC_STRIP) {
+        size_t lo = 0, hi = len;
+        for (uint32_t i = 0; i < st->start && hi - lo >= st->a_len && memcmp(s + lo, st->a, st->a_len) == 0; i++) lo += st->a_len;
+        for (uint32_t i = 0; i < st->stop && hi - lo >= st->a_len && memcmp(s + hi - st->a_len, st->a, st->a_len) == 0; i++) hi -= st->a_len;
+        ok = put(&tmp, s + lo, hi - lo);
+      } else { /* FERI_DEC_BYTE_FALLBACK */
+        int byte = fallback_byte(s, len);
+        if (byte >= 0) {
+          uint8_t v = (uint8_t)byte;
+          if (pending_bytes == 0) pending_start = tmp.len;
+          ok = put(&tmp, &v, 1);
+          pending_bytes++;
+          if (k + 1 < n_tok && fallback_byte(b->p + start, ends[k + 1] - start) >= 0) continue;
+          /* the group is complete: keep it if it is UTF-8, else one U+FFFD per byte */
+          const uint8_t *g = tmp.p + pending_start;
+          size_t tail = (streaming && k + 1 == n_tok) ? feri_utf8_incomplete_tail(g, pending_bytes) : 0;
+          if (feri_utf8_first_invalid(g, pending_bytes - tail) != pending_bytes - tail) {
+            tmp.len = pending_start;
+            for (size_t i = 0; i < pending_bytes && ok; i++) ok = put(&tmp, "\xEF\xBF\xBD", 3);
+          }
+          pending_bytes = 0;
+        } else {
+          ok = put(&tmp, s, len);
+        }
+      }
+      if (!ok) {
+        free(tmp.p);
+        return feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoding");
+      }
+      ends[out_tok++] = base + tmp.len;
+    }
+    n_tok = out_tok;
+    if (!feri_buf_reserve(b, base + tmp.len)) {
+      free(tmp.p);
+      return feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoding");
+    }
+    memcpy(b->p + base, tmp.p, tmp.len);
+    b->len = base + tmp.len;
+  }
+  free(tmp.p);
+  return FER_STATUS_OK;
+}
+
+/* Appends the decoded bytes of ids[0..n) to b (exact bytes; no replacement). */
+static fer_status decode_into(const fer_tokenizer *t, const int32_t *ids, size_t n, uint32_t flags, bool streaming,
+                              feri_buf *b) {
+  size_t base = b->len;
+  size_t *ends = NULL;
+  bool use_chain = t->n_decoders > 0;
+  if (use_chain) {
+    ends = malloc((n ? n : 1) * sizeof(size_t));
+    if (!ends) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoding");
+  }
+  size_t n_tok = 0;
+  for (size_t i = 0; i < n; i++) {
+    int32_t id = ids[i];
+    if (id < 0 || (uint32_t)id >= t->vocab.n) {
+      free(ends);
+      return feri_fail(FER_STATUS_INVALID_ARG, "id %d at position %zu is outside the vocabulary of %u", id, i,
+                       t->vocab.n);
+    }
+    if ((flags & FER_DECODE_SKIP_SPECIAL) && t->is_added[id] == 2) continue;
+    size_t len;
+    const uint8_t *text = feri_vocab_text(&t->vocab, (uint32_t)id, &len);
+    if (!put(b, text, len)) {
+      free(ends);
+      return feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoding");
+    }
+    if (use_chain) ends[n_tok++] = b->len;
+  }
+  fer_status st = use_chain ? chain(t, b, ends, n_tok, base, streaming) : FER_STATUS_OK;
+  free(ends);
+  return st;
+}
+
+/* Copies src to out with each maximal ill-formed subsequence replaced (replace = true) or as is;
+ * returns the length the result needs (writes only what fits in cap). */
+static size_t emit_text(const uint8_t *src, size_t n, bool replace, char *out, size_t cap) {
+  size_t w = 0;
+  for (size_t i = 0; i < n;) {
+    size_t ok = replace ? feri_utf8_first_invalid(src + i, n - i) : n - i;
+    if (w < cap) memcpy(out + w, src + i, ok <= cap - w ? ok : cap - w);
+    w += ok;
+    i += ok;
+    if (i >= n) break;
+    i += feri_utf8_maximal_subpart(src + i, n - i);
+    if (w + 3 <= cap) memcpy(out + w, "\xEF\xBF\xBD", 3);
+    w += 3;
+  }
+  return w;
+}
+
+fer_status fer_tokenizer_decode(const fer_tokenizer *tok, const int32_t *ids, size_t n, uint32_t flags, char *out,
+                                size_t cap, size_t *out_len) {
+  feri_error_clear();
+  if (out_len) *out_len = 0;
+  if (!tok || !out_len || (!ids && n > 0) || (!out && cap > 0)) {
+    return feri_fail(FER_STATUS_NULL_ARG, "fer_tokenizer_decode: NULL tokenizer, ids, out or out_len");
+  }
+  if (flags & ~(uint32_t)(FER_DECODE_SKIP_SPECIAL | FER_DECODE_REPLACE_INVALID_UTF8)) {
+    return feri_fail(FER_STATUS_INVALID_ARG, "fer_tokenizer_decode: unknown flags 0x%x", flags);
+  }
+  /* The common case (byte-level, exact bytes) writes straight into out. */
+  if (tok->n_decoders == 0 && !(flags & FER_DECODE_REPLACE_INVALID_UTF8)) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+      int32_t id = ids[i];
+      if (id < 0 || (uint32_t)id >= tok->vocab.n) {
+        return feri_fail(FER_STATUS_INVALID_ARG, "id %d at position %zu is outside the vocabulary of %u", id, i,
+                         tok->vocab.n);
+      }
+      if ((flags & FER_DECODE_SKIP_SPECIAL) && tok->is_added[id] == 2) continue;
+      size_t len;
+      const uint8_t *text = feri_vocab_text(&tok->vocab, (uint32_t)id, &len);
+      if (len <= cap - (w < cap ? w : cap) && w <= cap) memcpy(out + w, text, len);
+      else if (w < cap) memcpy(out + w, text, cap - w);
+      w += len;
+    }
+    *out_len = w;
+    return w > cap ? feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%zu bytes do not fit in %zu", w, cap) : FER_STATUS_OK;
+  }
+  feri_buf b = {0};
+  fer_status st = decode_into(tok, ids, n, flags, false, &b);
+  if (st != FER_STATUS_OK) {
+    free(b.p);
+    return st;
+  }
+  size_t need = emit_text(b.p, b.len, flags & FER_DECODE_REPLACE_INVALID_UTF8, out, cap);
+  free(b.p);
+  *out_len = need;
+  return need > cap ? feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%zu bytes do not fit in %zu", need, cap) : FER_STATUS_OK;
+}
+
+fer_status fer_tokenizer_token_to_id(const fer_tokenizer *tok, const char *text, size_t len, int32_t *out_id) {
+  feri_error_clear();
+  if (out_id) *out_id = -1;
+  if (!tok || !out_id || (!text && len > 0)) return feri_fail(FER_STATUS_NULL_ARG, "fer_tokenizer_token_to_id: NULL argument");
+  int32_t id = feri_vocab_find(&tok->vocab, (const uint8_t *)text, len);
+  if (id < 0) return feri_fail(FER_STATUS_INVALID_ARG, "no token has the text '%.*s'", (int)(len > 40 ? 40 : len), text);
+  *out_id = id;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_tokenizer_get_info(const fer_tokenizer *tok, fer_tokenizer_info *out_info) {
+  feri_error_clear();
+  if (!tok || !out_info) return feri_fail(FER_STATUS_NULL_ARG, "fer_tokenizer_get_info: NULL argument");
+  memset(out_info, 0, sizeof(*out_info));
+  out_info->vocab_size = tok->vocab.n;
+  out_info->n_merges = tok->n_merges;
+  out_info->n_added = tok->n_added;
+  out_info->byte_level = tok->byte_level;
+  out_info->bos_id = tok->bos_id;
+  out_info->eos_id = tok->eos_id;
+  out_info->pad_id = tok->pad_id;
+  out_info->unk_id = tok->unk_id;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_tokenizer_free(fer_tokenizer *tok) {
+  feri_error_clear();
+  if (!tok) return FER_STATUS_OK;
+  unsigned live = atomic_load(&tok->live_detokenizers);
+  if (live) return feri_fail(FER_STATUS_BUSY, "%u detokenizers of this tokenizer are still alive", live);
+  feri_tokenizer_destroy(tok);
+  return FER_STATUS_OK;
+}
+
+/* ---- streaming ---------------------------------------------------------------------------- */
+
+/* The detokenizer decodes a short window of ids: the last token already emitted (so decoders that
+ * look at neighbours, such as byte fallback groups and Strip on the first token, see the same
+ * context as a full decode) plus the tokens after it, and emits the new complete characters. */
+struct fer_detokenizer {
+  const fer_tokenizer *tok;
+  uint32_t flags;
+  int32_t *window;
+  size_t n, cap;
+  size_t emitted; /* bytes of decode(window) already given out */
+  feri_buf text;
+};
+
+fer_status fer_detokenizer_create(const fer_tokenizer *tok, uint32_t flags, fer_detokenizer **out) {
+  feri_error_clear();
+  if (out) *out = NULL;
+  if (!tok || !out) return feri_fail(FER_STATUS_NULL_ARG, "fer_detokenizer_create: NULL argument");
+  if (flags & ~(uint32_t)(FER_DECODE_SKIP_SPECIAL | FER_DECODE_REPLACE_INVALID_UTF8)) {
+    return feri_fail(FER_STATUS_INVALID_ARG, "fer_detokenizer_create: unknown flags 0x%x", flags);
+  }
+  fer_detokenizer *d = calloc(1, sizeof(*d));
+  if (!d) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "detokenizer");
+  d->tok = tok;
+  d->flags = flags;
+  atomic_fetch_add(&((fer_tokenizer *)tok)->live_detokenizers, 1);
+  *out = d;
+  return FER_STATUS_OK;
+}
+
+void fer_detokenizer_free(fer_detokenizer *d) {
+  if (!d) return;
+  atomic_fetch_sub(&((fer_tokenizer *)d->tok)->live_detokenizers, 1);
+  free(d->window);
+  free(d->text.p);
+  free(d);
+}
+
+/* Decodes the window (exact bytes) into d->text. */
+static fer_status decode_window(fer_detokenizer *d, size_t n, bool streaming) {
+  d->text.len = 0;
+  return decode_into(d->tok, d->window, n, d->flags & FER_DECODE_SKIP_SPECIAL, streaming, &d->text);
+}
+
+fer_status fer_detokenizer_push(fer_detokenizer *d, int32_t id, char *out, size_t cap, size_t *out_len) {
+  feri_error_clear();
+  if (out_len) *out_len = 0;
+  if (!d || !out_len || (!out && cap > 0)) return feri_fail(FER_STATUS_NULL_ARG, "fer_detokenizer_push: NULL argument");
+  if (id < 0 || (uint32_t)id >= d->tok->vocab.n) {
+    return feri_fail(FER_STATUS_INVALID_ARG, "id %d is outside the vocabulary of %u", id, d->tok->vocab.n);
+  }
+  if (d->n == d->cap) {
+    size_t cap2 = d->cap ? d->cap * 2 : 8;
+    int32_t *w = realloc(d->window, cap2 * sizeof(*w));
+    if (!w) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "detokenizer");
+    d->window = w;
+    d->cap = cap2;
+  }
+  d->window[d->n] = id; /* not committed until the output fits */
+  fer_status st = decode_window(d, d->n + 1, true);
+  if (st != FER_STATUS_OK) return st;
+  size_t tail = feri_utf8_incomplete_tail(d->text.p, d->text.len);
+  size_t complete = d->text.len - tail;
+  size_t fresh = complete > d->emitted ? complete - d->emitted : 0;
+  bool replace = d->flags & FER_DECODE_REPLACE_INVALID_UTF8;
+  size_t need = emit_text(d->text.p + d->emitted, fresh, replace, out, cap);
+  *out_len = need;
+  if (need > cap) return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%zu bytes do not fit in %zu", need, cap);
+  d->n++;
+  d->emitted += fresh;
+  if (tail == 0 && d->n > 1) {
+    /* Everything is out: keep only the last token as context for the next one. */
+    d->window[0] = d->window[d->n - 1];
+    d->n = 1;
+    st = decode_window(d, 1, true);
+    if (st != FER_STATUS_OK) return st;
+    d->emitted = d->text.len;
+  }
+  return FER_STATUS_OK;
+}
+
+fer_status fer_detokenizer_flush(fer_detokenizer *d, char *out, size_t cap, size_t *out_len) {
+  feri_error_clear();
+  if (out_len) *out_len = 0;
+  if (!d || !out_len || (!out && cap > 0)) return feri_fail(FER_STATUS_NULL_ARG, "fer_detokenizer_flush: NULL argument");
+  size_t need = 0;
+  if (d->n > 0) {
+    /* the end of the sequence: decoded as fer_tokenizer_decode would (no more bytes to wait for) */
+    fer_status st = decode_window(d, d->n, false);
+    if (st != FER_STATUS_OK) return st;
+    size_t rest = d->text.len > d->emitted ? d->text.len - d->emitted : 0;
+    need = emit_text(d->text.p + d->emitted, rest, d->flags & FER_DECODE_REPLACE_INVALID_UTF8, out, cap);
+  }
+  *out_len = need;
+  if (need > cap) return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%zu bytes do not fit in %zu", need, cap);
+  d->n = 0;
+  d->emitted = 0;
+  return FER_STATUS_OK;
+}

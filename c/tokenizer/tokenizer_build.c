@@ -1,0 +1,233 @@
+/* tokenizer_build.c: the parts of loading that tokenizer.json and GGUF share: the byte-level
+ * alphabet, regex compilation, added-token sets, and freeing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "tokenizer/encode_ctx.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+
+/* GPT-2's pre-tokenizer (ByteLevel use_regex = true). */
+const char feri_gpt2_pattern[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+/* bytes_to_unicode: printable Latin-1 bytes stand for themselves; the other 68 bytes take the
+ * characters from U+0100 upward in byte order, so every byte has a visible character. */
+static int byte_is_self(uint8_t b) {
+  return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+}
+
+uint32_t feri_byte_to_char(uint8_t b) {
+  if (byte_is_self(b)) return b;
+  uint32_t k = 0;
+  for (uint32_t x = 0; x < b; x++) k += !byte_is_self((uint8_t)x);
+  return 0x100 + k;
+}
+
+int feri_char_to_byte(uint32_t cp) {
+  if (cp < 0x100) return byte_is_self((uint8_t)cp) ? (int)cp : -1;
+  if (cp >= 0x100 + 68) return -1;
+  uint32_t k = cp - 0x100;
+  for (int x = 0; x < 256; x++) {
+    if (!byte_is_self((uint8_t)x)) {
+      if (k == 0) return x;
+      k--;
+    }
+  }
+  return -1;
+}
+
+size_t feri_byte_level_unmap(const uint8_t *text, size_t len, uint8_t *out) {
+  size_t n = 0;
+  for (size_t i = 0; i < len;) {
+    uint32_t cp;
+    size_t k = feri_utf8_decode(text + i, len - i, &cp);
+    if (k == 0) return SIZE_MAX;
+    int b = feri_char_to_byte(cp);
+    if (b < 0) return SIZE_MAX;
+    out[n++] = (uint8_t)b;
+    i += k;
+  }
+  return n;
+}
+
+fer_status feri_tokenizer_alloc(fer_tokenizer **out) {
+  fer_tokenizer *t = calloc(1, sizeof(*t));
+  if (!t) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tokenizer");
+  t->unk_id = t->model_unk_id = t->bos_id = t->eos_id = t->pad_id = -1;
+  atomic_init(&t->spare_ctx, NULL);
+  atomic_init(&t->live_detokenizers, 0);
+  *out = t;
+  return FER_STATUS_OK;
+}
+
+/* The patterns in tokenizer.json are written for Oniguruma, which Hugging Face tokenizers compiles
+ * them with, using Unicode 15.0 tables. Debian 12's PCRE2 (10.42) has Unicode 14.0 tables and a
+ * \s that differs from Oniguruma's. So the classes the split patterns use are spelled out:
+ * - \s and \S: Unicode White_Space exactly (Oniguruma's \s; PCRE2's lacks U+0085);
+ * - \p{L} and \p{N}: PCRE2's sets plus the letters and numbers Unicode 15.0 added, as measured
+ *   against ICU 72's Unicode 15.0 data (the difference is only additions). */
+static const char WHITE_SPACE[] =
+    "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+static const char LETTERS_15[] =
+    "\\p{L}\\x{1123F}-\\x{11240}\\x{11F02}\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}\\x{1342F}\\x{13441}-\\x{13446}"
+    "\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}\\x{1E4D0}-\\x{1E4EB}\\x{2B739}\\x{31350}-\\x{323AF}";
+static const char NUMBERS_15[] = "\\p{N}\\x{11F50}-\\x{11F59}\\x{1D2C0}-\\x{1D2D3}\\x{1E4F0}-\\x{1E4F9}";
+
+/* Appends a class body: bare inside a class, wrapped ([...] or [^...]) outside. */
+static size_t put_class(char *out, const char *body, int in_class, int negate) {
+  size_t n = 0, len = strlen(body);
+  if (!in_class) {
+    out[n++] = '[';
+    if (negate) out[n++] = '^';
+  }
+  memcpy(out + n, body, len);
+  n += len;
+  if (!in_class) out[n++] = ']';
+  return n;
+}
+
+static char *adapt_pattern(const char *pattern, size_t len, size_t *out_len) {
+  /* each escape grows to at most one class body plus three bytes */
+  char *out = malloc((len / 2 + 1) * (sizeof(LETTERS_15) + 4) + len + 1);
+  if (!out) return NULL;
+  size_t n = 0;
+  int in_class = 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = pattern[i];
+    if (c == '\\' && i + 1 < len) {
+      char e = pattern[i + 1];
+      bool prop = (e == 'p' || e == 'P') && i + 4 < len && pattern[i + 2] == '{' && pattern[i + 4] == '}' &&
+                  (pattern[i + 3] == 'L' || pattern[i + 3] == 'N') && !(e == 'P' && in_class);
+      if (e == 's' || (e == 'S' && !in_class)) {
+        n += put_class(out + n, WHITE_SPACE, in_class, e == 'S');
+        i++;
+      } else if (prop) {
+        n += put_class(out + n, pattern[i + 3] == 'L' ? LETTERS_15 : NUMBERS_15, in_class, e == 'P');
+        i += 4;
+      } else {
+        out[n++] = c;
+        out[n++] = e;
+        i++;
+      }
+      continue;
+    }
+    if (c == '[' && !in_class) {
+      in_class = 1;
+      out[n++] = c;
+      /* a ']' or '^]' right after the opening bracket is a literal */
+      if (i + 1 < len && pattern[i + 1] == '^') out[n++] = pattern[++i];
+      if (i + 1 < len && pattern[i + 1] == ']') out[n++] = pattern[++i];
+      continue;
+    }
+    if (c == ']' && in_class) in_class = 0;
+    out[n++] = c;
+  }
+  out[n] = 0;
+  *out_len = n;
+  return out;
+}
+
+static fer_status push_step(fer_tokenizer *t, feri_pretok_step step) {
+  feri_pretok_step *s = realloc(t->pretok, (t->n_pretok + 1) * sizeof(*s));
+  if (!s) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "pre-tokenizer");
+  t->pretok = s;
+  s[t->n_pretok++] = step;
+  return FER_STATUS_OK;
+}
+
+fer_status feri_tokenizer_add_split(fer_tokenizer *t, const char *pattern, size_t len, int behavior, bool invert) {
+  size_t wlen;
+  char *wide = adapt_pattern(pattern, len, &wlen);
+  if (!wide) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "regex");
+  int err;
+  PCRE2_SIZE at;
+  pcre2_code *re = pcre2_compile((PCRE2_SPTR)wide, wlen, PCRE2_UTF | PCRE2_UCP, &err, &at, NULL);
+  free(wide);
+  if (!re) {
+    PCRE2_UCHAR msg[160];
+    pcre2_get_error_message(err, msg, sizeof(msg));
+    return feri_fail(FER_STATUS_UNSUPPORTED, "pre-tokenizer regex '%.*s' does not compile at %zu: %s",
+                     (int)(len > 120 ? 120 : len), pattern, (size_t)at, (const char *)msg);
+  }
+  pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* the interpreter remains when JIT is unavailable */
+  feri_pretok_step step = {.kind = FERI_PRE_SPLIT, .behavior = behavior, .invert = invert, .regex = re};
+  fer_status st = push_step(t, step);
+  if (st != FER_STATUS_OK) pcre2_code_free(re);
+  return st;
+}
+
+fer_status feri_tokenizer_add_prefix_space(fer_tokenizer *t) {
+  feri_pretok_step step = {.kind = FERI_PRE_PREFIX_SPACE};
+  return push_step(t, step);
+}
+
+static int compare_added(const void *a, const void *b) {
+  const feri_added_token *x = *(feri_added_token *const *)a, *y = *(feri_added_token *const *)b;
+  if (x->content[0] != y->content[0]) return x->content[0] < y->content[0] ? -1 : 1;
+  if (x->len != y->len) return x->len > y->len ? -1 : 1;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static fer_status build_set(fer_tokenizer *t, feri_added_set *set, bool normalized) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < t->n_added; i++) n += t->added[i].normalized == normalized;
+  set->tokens = calloc(n ? n : 1, sizeof(*set->tokens));
+  if (!set->tokens) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "added tokens");
+  for (uint32_t i = 0; i < t->n_added; i++) {
+    if (t->added[i].normalized == normalized) set->tokens[set->n++] = &t->added[i];
+  }
+  qsort(set->tokens, set->n, sizeof(*set->tokens), compare_added);
+  uint32_t k = 0;
+  for (uint32_t b = 0; b <= 256; b++) {
+    while (k < set->n && set->tokens[k]->content[0] < b) k++;
+    set->first[b] = k;
+  }
+  return FER_STATUS_OK;
+}
+
+fer_status feri_tokenizer_finish(fer_tokenizer *t) {
+  uint32_t n = t->vocab.n;
+  t->is_added = calloc(n ? n : 1, 1);
+  if (!t->is_added) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tokenizer");
+  for (uint32_t i = 0; i < t->n_added; i++) t->is_added[t->added[i].id] = t->added[i].special ? 2 : 1;
+  for (int b = 0; b < 256; b++) {
+    uint8_t byte = (uint8_t)b;
+    t->byte_id[b] = feri_vocab_find(&t->vocab, &byte, 1);
+    char name[8];
+    snprintf(name, sizeof(name), "<0x%02X>", b);
+    t->fallback_id[b] = t->byte_fallback ? feri_vocab_find(&t->vocab, (const uint8_t *)name, 6) : -1;
+  }
+  fer_status st = build_set(t, &t->added_raw, false);
+  if (st == FER_STATUS_OK) st = build_set(t, &t->added_normalized, true);
+  return st;
+}
+
+void feri_tokenizer_destroy(fer_tokenizer *t) {
+  if (!t) return;
+  feri_encode_ctx_free(atomic_load(&t->spare_ctx));
+  feri_vocab_free(&t->vocab);
+  feri_merges_free(&t->merges);
+  free(t->is_added);
+  for (uint32_t i = 0; i < t->n_norms; i++) {
+    free(t->norms[i].a);
+    free(t->norms[i].b);
+  }
+  free(t->norms);
+  for (uint32_t i = 0; i < t->n_pretok; i++) pcre2_code_free(t->pretok[i].regex);
+  free(t->pretok);
+  for (uint32_t i = 0; i < t->n_decoders; i++) {
+    free(t->decoders[i].a);
+    free(t->decoders[i].b);
+  }
+  free(t->decoders);
+  for (uint32_t i = 0; i < t->n_added; i++) free(t->added[i].content);
+  free(t->added);
+  free(t->added_raw.tokens);
+  free(t->added_normalized.tokens);
+  free(t->prefix_ids);
+  free(t->suffix_ids);
+  free(t);
+}

@@ -1,0 +1,472 @@
+//! Tokenizer: token-for-token agreement with the reference tokenizers on the committed corpus
+//! (golden ids made by scripts/tokenizer/make_goldens.py), property tests against the oracles in
+//! ferrite::oracle::tokenizer, invalid UTF-8, streaming, and bad input.
+
+mod common;
+
+use ferrite::oracle::tokenizer::{self as oracle, Behavior};
+use ferrite::tokenizer::{data_dir, decode_flag, encode_flag};
+use ferrite::{status, Tokenizer};
+use proptest::prelude::*;
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+fn testdata(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/tokenizer").join(name)
+}
+
+fn corpus() -> Vec<Vec<u8>> {
+    let bytes = std::fs::read(testdata("corpus.txt")).expect("testdata/tokenizer/corpus.txt");
+    bytes.split(|&b| b == 0x1e).map(|d| d.to_vec()).collect()
+}
+
+/// One golden line per document: (reference round-trips, ids).
+fn golden(name: &str) -> Vec<(bool, Vec<i32>)> {
+    let f = std::fs::File::open(testdata(name)).expect("golden file");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(f).read_to_string(&mut text).expect("gzip golden");
+    text.lines()
+        .map(|line| {
+            let (rt, ids) = line.split_once('\t').expect("rt<TAB>ids");
+            let ids = ids.split_whitespace().map(|t| t.parse().expect("id")).collect();
+            (rt == "1", ids)
+        })
+        .collect()
+}
+
+/// The real vocabulary file, or None (printing SKIPPED) when the setup script has not fetched it.
+fn real_file(name: &str) -> Option<PathBuf> {
+    let p = data_dir().join(name);
+    if p.is_file() {
+        Some(p)
+    } else {
+        println!("SKIPPED: {} is absent (scripts/fetch-test-data.sh fetches it)", p.display());
+        None
+    }
+}
+
+/// Encodes every corpus document and compares with the golden ids; decodes and compares with the
+/// text wherever the reference round-trips; streams the ids and compares with the full decode.
+fn check_against_golden(tok: &Tokenizer, golden_name: &str) {
+    let docs = corpus();
+    let gold = golden(golden_name);
+    assert_eq!(docs.len(), gold.len(), "{}: one golden line per document", golden_name);
+    let mut differ = Vec::new();
+    let (mut ids_total, mut round_trips) = (0usize, 0usize);
+    for (i, (doc, (rt, want))) in docs.iter().zip(&gold).enumerate() {
+        let got = tok.encode(doc, 0).unwrap_or_else(|e| panic!("doc {}: {}", i, e));
+        ids_total += got.len();
+        if &got != want {
+            let at = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+            differ.push(format!("doc {} (first difference at id {}: got {:?}, want {:?})", i, at, got.get(at), want.get(at)));
+            continue;
+        }
+        let text = tok.decode(&got, 0).unwrap();
+        if *rt {
+            assert_eq!(text, *doc, "{}: doc {} does not round-trip", golden_name, i);
+            round_trips += 1;
+        }
+        let mut detok = tok.detokenizer(0).unwrap();
+        let mut streamed = Vec::new();
+        for &id in &got {
+            let before = streamed.len();
+            detok.push(id, &mut streamed).unwrap();
+            assert!(std::str::from_utf8(&streamed[before..]).is_ok() || !*rt, "doc {}: streamed a partial character", i);
+        }
+        detok.flush(&mut streamed).unwrap();
+        assert_eq!(streamed, text, "{}: doc {} streams differently from its decode", golden_name, i);
+    }
+    assert!(differ.is_empty(), "{}: {} of {} documents differ:\n{}", golden_name, differ.len(), docs.len(), differ.join("\n"));
+    println!("{}: {} documents, {} ids identical; {} round-trips checked", golden_name, docs.len(), ids_total, round_trips);
+}
+
+// EVIDENCE: C-TOK-001
+#[test]
+fn c_tok_001_qwen_tokenizer_json_matches_hf_tokenizers_on_the_corpus() {
+    let Some(path) = real_file("qwen2.5-tokenizer.json") else { return };
+    let tok = Tokenizer::from_json_file(&path).unwrap();
+    check_against_golden(&tok, "qwen2.5.golden.gz");
+}
+
+// EVIDENCE: C-TOK-001
+#[test]
+fn c_tok_001_llama3_tokenizer_json_matches_hf_tokenizers_on_the_corpus() {
+    let Some(path) = real_file("llama3-tokenizer.json") else { return };
+    let tok = Tokenizer::from_json_file(&path).unwrap();
+    check_against_golden(&tok, "llama3.golden.gz");
+    // this (3.0) file's post-processor is ByteLevel alone: no BOS, as the reference
+    assert_eq!(tok.encode(b"Hello", encode_flag::ADD_SPECIAL).unwrap(), tok.encode(b"Hello", 0).unwrap());
+}
+
+// EVIDENCE: C-TOK-002
+#[test]
+fn c_tok_002_smollm2_gguf_vocabulary_matches_llama_cpp_on_the_corpus() {
+    let Some(path) = real_file("smollm2-135m-instruct-q4_1.gguf") else { return };
+    let tok = Tokenizer::from_gguf_file(&path).unwrap();
+    let info = tok.info();
+    assert_eq!((info.vocab_size, info.n_merges, info.bos_id, info.eos_id), (49152, 48900, 1, 2));
+    check_against_golden(&tok, "smollm2-gguf.golden.gz");
+}
+
+// ---- synthetic tokenizers ----------------------------------------------------------------------
+
+/// A byte-level BPE tokenizer.json over the given merges (pairs of byte strings), with the GPT-2
+/// byte alphabet so that any byte string is a word.
+fn byte_level_json(merges: &[(Vec<u8>, Vec<u8>)], pre_tokenizer: serde_json::Value) -> (String, HashMap<Vec<u8>, u32>) {
+    let mut vocab: HashMap<Vec<u8>, u32> = (0..=255u8).map(|b| (vec![b], b as u32)).collect();
+    let mut merge_strings = Vec::new();
+    for (a, b) in merges {
+        let mut ab = a.clone();
+        ab.extend_from_slice(b);
+        let n = vocab.len() as u32;
+        vocab.entry(ab).or_insert(n);
+        merge_strings.push(serde_json::json!([byte_level_text(a), byte_level_text(b)]));
+    }
+    let vocab_json: serde_json::Map<String, serde_json::Value> =
+        vocab.iter().map(|(k, v)| (byte_level_text(k), serde_json::json!(v))).collect();
+    let json = serde_json::json!({
+        "version": "1.0",
+        "added_tokens": [],
+        "normalizer": null,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel"},
+        "model": {"type": "BPE", "vocab": vocab_json, "merges": merge_strings}
+    });
+    (json.to_string(), vocab)
+}
+
+/// GPT-2's bytes_to_unicode, written out independently of the C table.
+fn byte_level_char(b: u8) -> char {
+    let own = |x: u8| (b'!'..=b'~').contains(&x) || (0xA1..=0xAC).contains(&x) || x >= 0xAE;
+    if own(b) {
+        return b as char;
+    }
+    let k = (0..b).filter(|&x| !own(x)).count() as u32;
+    char::from_u32(256 + k).unwrap()
+}
+
+fn byte_level_text(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| byte_level_char(b)).collect()
+}
+
+// EVIDENCE: C-TOK-004
+#[test]
+fn c_tok_004_bpe_merges_equal_the_rescanning_oracle() {
+    // Random merges over a 3-letter alphabet (so that merges chain and compete) and random words;
+    // one word per text (ByteLevel without its regex), so the oracle sees exactly what BPE sees.
+    let strategy = (
+        prop::collection::vec((0usize..12, 0usize..12), 1..40),
+        prop::collection::vec(prop::sample::select(b"abc".to_vec()), 1..200),
+    );
+    common::run_prop(common::config(200, file!()), strategy, |(picks, word)| {
+        // build merges whose parts exist: start from the letters, add each merge's result
+        let mut pieces: Vec<Vec<u8>> = vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()];
+        let mut merges: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for (x, y) in picks {
+            let (a, b) = (pieces[x % pieces.len()].clone(), pieces[y % pieces.len()].clone());
+            if merges.iter().any(|(p, q)| *p == a && *q == b) {
+                continue;
+            }
+            let mut ab = a.clone();
+            ab.extend_from_slice(&b);
+            merges.push((a, b));
+            if !pieces.contains(&ab) {
+                pieces.push(ab);
+            }
+        }
+        let pre = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false, "use_regex": false});
+        let (json, vocab) = byte_level_json(&merges, pre);
+        let tok = Tokenizer::from_json(json.as_bytes()).unwrap();
+        let table: HashMap<(u32, u32), (u32, u32)> = merges
+            .iter()
+            .enumerate()
+            .map(|(rank, (a, b))| {
+                let mut ab = a.clone();
+                ab.extend_from_slice(b);
+                ((vocab[a], vocab[b]), (rank as u32, vocab[&ab]))
+            })
+            .collect();
+        let want: Vec<i32> = oracle::bpe(word.iter().map(|&b| b as u32).collect(), &table).into_iter().map(|x| x as i32).collect();
+        let got = tok.encode(&word, 0).unwrap();
+        prop_assert_eq!(&got, &want, "word {:?}", String::from_utf8_lossy(&word));
+        // twice: the second call is served from the word cache when short enough
+        prop_assert_eq!(&tok.encode(&word, 0).unwrap(), &want);
+        prop_assert_eq!(tok.decode(&got, 0).unwrap(), word);
+        Ok(())
+    });
+}
+
+/// Every string of up to `max_len` characters over `alphabet`.
+fn all_strings(alphabet: &[char], max_len: usize) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut frontier = vec![String::new()];
+    for _ in 0..max_len {
+        let mut next = Vec::new();
+        for s in &frontier {
+            for &c in alphabet {
+                next.push(format!("{}{}", s, c));
+            }
+        }
+        out.extend(next.iter().cloned());
+        frontier = next;
+    }
+    out.remove(0);
+    out
+}
+
+// EVIDENCE: C-TOK-005
+#[test]
+fn c_tok_005_split_behaviours_equal_the_oracle() {
+    // WordLevel over every string of up to 7 characters of {a, b, -}: each piece the pre-tokenizer
+    // makes is one id, so the ids spell out the pieces.
+    let words = all_strings(&['a', 'b', '-'], 7);
+    let vocab: serde_json::Map<String, serde_json::Value> =
+        words.iter().enumerate().map(|(i, w)| (w.clone(), serde_json::json!(i))).collect();
+    let mut toks = Vec::new();
+    for behavior in Behavior::ALL {
+        for invert in [false, true] {
+            let json = serde_json::json!({
+                "added_tokens": [],
+                "pre_tokenizer": {"type": "Split", "pattern": {"String": "-"}, "behavior": behavior.name(), "invert": invert},
+                "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "a"}
+            });
+            toks.push((behavior, invert, Tokenizer::from_json(json.to_string().as_bytes()).unwrap()));
+        }
+    }
+    let strategy = prop::collection::vec(prop::sample::select(vec!['a', 'b', '-']), 0..7);
+    common::run_prop(common::config(300, file!()), strategy, |chars| {
+        let text: String = chars.into_iter().collect();
+        for (behavior, invert, tok) in &toks {
+            let want: Vec<String> = oracle::split(&text, '-', *behavior, *invert);
+            let got: Vec<String> = tok.encode(text.as_bytes(), 0).unwrap().into_iter().map(|id| words[id as usize].clone()).collect();
+            prop_assert_eq!(&got, &want, "{:?} invert={} on {:?}", behavior, invert, text);
+        }
+        Ok(())
+    });
+}
+
+// EVIDENCE: C-TOK-003
+#[test]
+fn c_tok_003_invalid_utf8_refused_or_replaced_as_python_does() {
+    let Some(path) = real_file("qwen2.5-tokenizer.json") else { return };
+    let tok = Tokenizer::from_json_file(&path).unwrap();
+    let cases: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(testdata("invalid_utf8.json")).expect("invalid_utf8.json")).unwrap();
+    let cases = cases.as_array().or_else(|| cases["cases"].as_array()).expect("a list of cases");
+    assert!(cases.len() >= 20);
+    for case in cases {
+        let hex = case["hex"].as_str().expect("hex");
+        let bytes: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        let replaced = case["replaced"].as_str().expect("replaced");
+        let want: Vec<i32> = case["qwen2.5_ids"].as_array().expect("ids").iter().map(|v| v.as_i64().unwrap() as i32).collect();
+        // refused by default, naming the offset, nothing written
+        let mut ids = vec![-7i32; 64];
+        let mut n = 99usize;
+        // SAFETY: valid tokenizer, buffers valid for their lengths.
+        let st = unsafe {
+            ferrite::sys::fer_tokenizer_encode(tok.as_ptr(), bytes.as_ptr() as *const _, bytes.len(), 0, ids.as_mut_ptr(), ids.len(), &mut n)
+        };
+        if std::str::from_utf8(&bytes).is_ok() {
+            continue;
+        }
+        assert_eq!(st, status::INVALID_UTF8, "{}", hex);
+        assert_eq!(n, 0);
+        assert!(ids.iter().all(|&x| x == -7), "ids written on refusal");
+        assert!(ferrite::last_error_message().contains("byte"), "{}", ferrite::last_error_message());
+        // replaced: the ids the reference gives for Python's replacement
+        let got = tok.encode(&bytes, encode_flag::REPLACE_INVALID_UTF8).unwrap();
+        assert_eq!(got, want, "{} (python: {:?})", hex, replaced);
+        assert_eq!(tok.decode(&got, 0).unwrap(), replaced.as_bytes());
+    }
+}
+
+// EVIDENCE: C-TOK-006
+#[test]
+fn c_tok_006_buffer_sizes_and_concurrent_encodes() {
+    let pre = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false});
+    let merges = vec![(b"h".to_vec(), b"e".to_vec()), (b"l".to_vec(), b"l".to_vec()), (b"he".to_vec(), b"ll".to_vec())];
+    let (json, _) = byte_level_json(&merges, pre);
+    let tok = Tokenizer::from_json(json.as_bytes()).unwrap();
+    let text = b"hello hello world";
+    let want = tok.encode(text, 0).unwrap();
+    // a short buffer: BUFFER_TOO_SMALL, the count needed, the first cap ids written
+    let mut ids = vec![0i32; 3];
+    let mut n = 0usize;
+    // SAFETY: buffers valid for their lengths.
+    let st = unsafe { ferrite::sys::fer_tokenizer_encode(tok.as_ptr(), text.as_ptr() as *const _, text.len(), 0, ids.as_mut_ptr(), 3, &mut n) };
+    assert_eq!(st, status::BUFFER_TOO_SMALL);
+    assert_eq!(n, want.len());
+    assert_eq!(&ids[..], &want[..3]);
+    // decode the same way
+    let mut out = vec![0u8; 4];
+    let mut len = 0usize;
+    // SAFETY: buffers valid for their lengths.
+    let st = unsafe { ferrite::sys::fer_tokenizer_decode(tok.as_ptr(), want.as_ptr(), want.len(), 0, out.as_mut_ptr() as *mut _, 4, &mut len) };
+    assert_eq!(st, status::BUFFER_TOO_SMALL);
+    assert_eq!(len, text.len());
+    // four threads at once on one tokenizer give the single-thread ids
+    let texts: Vec<Vec<u8>> = (0..4).map(|t| format!("thread {} says hello {}", t, "hello ".repeat(500 * (t + 1))).into_bytes()).collect();
+    let serial: Vec<Vec<i32>> = texts.iter().map(|t| tok.encode(t, 0).unwrap()).collect();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = texts.iter().map(|t| s.spawn(|| (0..20).map(|_| tok.encode(t, 0).unwrap()).collect::<Vec<_>>())).collect();
+        for (h, want) in handles.into_iter().zip(&serial) {
+            for got in h.join().unwrap() {
+                assert_eq!(&got, want);
+            }
+        }
+    });
+}
+
+// EVIDENCE: C-TOK-007
+#[test]
+fn c_tok_007_decoder_chain_of_a_sentencepiece_style_bpe() {
+    // Llama-2-style tokenizer.json: Prepend/Replace normalizers, byte fallback, and the decoder
+    // chain Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", 1, 0).
+    let mut vocab = serde_json::Map::new();
+    vocab.insert("<unk>".into(), 0.into());
+    for b in 0..=255u32 {
+        vocab.insert(format!("<0x{:02X}>", b), (1 + b).into());
+    }
+    for (i, t) in ["▁", "h", "i", "▁h", "▁hi", "!"].iter().enumerate() {
+        vocab.insert((*t).into(), (257 + i as u32).into());
+    }
+    let json = serde_json::json!({
+        "added_tokens": [{"id": 0, "content": "<unk>", "special": true, "normalized": false}],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+        "pre_tokenizer": null,
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>", "vocab": vocab,
+                  "merges": ["▁ h", "▁h i"]}
+    });
+    let tok = Tokenizer::from_json(json.to_string().as_bytes()).unwrap();
+    let id = |s: &str| tok.token_to_id(s.as_bytes()).unwrap();
+    // "hi é!" -> ▁hi ▁ <0xC3> <0xA9> !
+    let ids = tok.encode("hi é!".as_bytes(), 0).unwrap();
+    assert_eq!(ids, vec![id("▁hi"), id("▁"), id("<0xC3>"), id("<0xA9>"), id("!")]);
+    assert_eq!(tok.decode(&ids, 0).unwrap(), "hi é!".as_bytes());
+    // a lone continuation byte decodes to U+FFFD (one per byte), as the reference's ByteFallback
+    let bad = vec![id("<0xA9>"), id("!")];
+    assert_eq!(tok.decode(&bad, 0).unwrap(), "\u{FFFD}!".as_bytes());
+    // streaming the same ids gives the same text
+    let mut d = tok.detokenizer(0).unwrap();
+    let mut out = Vec::new();
+    for &i in &ids {
+        d.push(i, &mut out).unwrap();
+    }
+    d.flush(&mut out).unwrap();
+    assert_eq!(out, "hi é!".as_bytes());
+    // skip-special leaves out <unk>
+    assert_eq!(tok.decode(&[0, id("▁hi")], decode_flag::SKIP_SPECIAL).unwrap(), b"hi");
+}
+
+// EVIDENCE: C-TOK-009
+#[test]
+fn c_tok_009_streaming_holds_back_partial_characters() {
+    // Byte-level: every byte its own token, so multi-byte characters span several pushes.
+    let pre = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false, "use_regex": false});
+    let (json, _) = byte_level_json(&[], pre);
+    let tok = Tokenizer::from_json(json.as_bytes()).unwrap();
+    let text = "a日😀b".as_bytes();
+    let ids = tok.encode(text, 0).unwrap();
+    assert_eq!(ids.len(), text.len());
+    let mut d = tok.detokenizer(0).unwrap();
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    for &i in &ids {
+        let mut out = Vec::new();
+        d.push(i, &mut out).unwrap();
+        pieces.push(out);
+    }
+    let expect: Vec<&[u8]> = vec![b"a", b"", b"", "日".as_bytes(), b"", b"", b"", "😀".as_bytes(), b"b"];
+    assert_eq!(pieces.iter().map(|p| p.as_slice()).collect::<Vec<_>>(), expect);
+    // an incomplete character at the end: exact bytes, or U+FFFD with the replace flag
+    for (flags, tail) in [(0u32, vec![0xE6u8, 0x97]), (decode_flag::REPLACE_INVALID_UTF8, "\u{FFFD}".as_bytes().to_vec())] {
+        let mut d = tok.detokenizer(flags).unwrap();
+        let mut out = Vec::new();
+        for &i in &ids[1..3] {
+            d.push(i, &mut out).unwrap();
+        }
+        assert!(out.is_empty());
+        d.flush(&mut out).unwrap();
+        assert_eq!(out, tail);
+    }
+    // a short buffer leaves the state unchanged: push the same id again with room
+    let mut d = tok.detokenizer(0).unwrap();
+    let mut out = Vec::new();
+    for &i in &ids[1..3] {
+        d.push(i, &mut out).unwrap();
+    }
+    let mut len = 0usize;
+    // SAFETY: a NULL buffer with cap 0 is allowed (asks for the size).
+    let st = unsafe { ferrite::sys::fer_detokenizer_push(d.as_ptr(), ids[3], std::ptr::null_mut(), 0, &mut len) };
+    assert_eq!(st, status::BUFFER_TOO_SMALL);
+    assert_eq!(len, 3);
+    d.push(ids[3], &mut out).unwrap();
+    assert_eq!(out, "日".as_bytes());
+    // the tokenizer cannot be freed while a detokenizer lives
+    // SAFETY: the call must refuse (BUSY) and free nothing; the Rust owner frees it later.
+    assert_eq!(unsafe { ferrite::sys::fer_tokenizer_free(tok.as_ptr() as *mut _) }, status::BUSY);
+}
+
+// EVIDENCE: C-TOK-008
+#[test]
+fn c_tok_008_bad_tokenizer_files_get_a_status_and_a_message() {
+    let ok_model = r#""model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}"#;
+    let cases: Vec<(String, i32, &str)> = vec![
+        ("".into(), status::BAD_FORMAT, "JSON"),
+        ("{".into(), status::BAD_FORMAT, "JSON"),
+        ("[1, 2]".into(), status::BAD_FORMAT, "JSON object"),
+        ("{}".into(), status::BAD_FORMAT, "no model"),
+        (r#"{"model": {"type": "Unigram", "vocab": []}}"#.into(), status::UNSUPPORTED, "Unigram"),
+        (r#"{"model": {"type": "BPE", "dropout": 0.1, "vocab": {}, "merges": []}}"#.into(), status::UNSUPPORTED, "dropout"),
+        (r#"{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}}"#.into(), status::CORRUPT, "result"),
+        (r#"{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a c"]}}"#.into(), status::CORRUPT, "second part"),
+        (r#"{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["ab"]}}"#.into(), status::CORRUPT, "two parts"),
+        (r#"{"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}}"#.into(), status::CORRUPT, "twice"),
+        (r#"{"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}}"#.into(), status::CORRUPT, "integer"),
+        (r#"{"model": {"type": "BPE", "vocab": {"a": 1.5}, "merges": []}}"#.into(), status::CORRUPT, "integer"),
+        (r#"{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "unk_token": "zz"}}"#.into(), status::CORRUPT, "unk_token"),
+        (format!(r#"{{"pre_tokenizer": {{"type": "Split", "pattern": {{"Regex": "(unclosed"}}, "behavior": "Isolated"}}, {}}}"#, ok_model), status::UNSUPPORTED, "compile"),
+        (format!(r#"{{"pre_tokenizer": {{"type": "Split", "pattern": {{"Regex": "a"}}, "behavior": "Sideways"}}, {}}}"#, ok_model), status::BAD_FORMAT, "behavior"),
+        (format!(r#"{{"pre_tokenizer": {{"type": "Metaspace"}}, {}}}"#, ok_model), status::UNSUPPORTED, "Metaspace"),
+        (format!(r#"{{"normalizer": {{"type": "BertNormalizer"}}, {}}}"#, ok_model), status::UNSUPPORTED, "BertNormalizer"),
+        (format!(r#"{{"decoder": {{"type": "WordPiece"}}, {}}}"#, ok_model), status::UNSUPPORTED, "WordPiece"),
+        (format!(r#"{{"added_tokens": [{{"id": 0, "content": "zz"}}], {}}}"#, ok_model), status::CORRUPT, "reuses id"),
+        (format!(r#"{{"added_tokens": [{{"id": 9, "content": ""}}], {}}}"#, ok_model), status::CORRUPT, "added token"),
+        (format!(r#"{{"post_processor": {{"type": "TemplateProcessing", "single": [{{"SpecialToken": {{"id": "<s>"}}}}]}}, {}}}"#, ok_model), status::CORRUPT, "no ids"),
+    ];
+    for (json, want, word) in cases {
+        match Tokenizer::from_json(json.as_bytes()) {
+            Ok(_) => panic!("accepted: {}", json),
+            Err(e) => {
+                assert_eq!(e.code, want, "{}: {}", json, e.message);
+                assert!(e.message.contains(word), "{}: message {:?} lacks {:?}", json, e.message, word);
+            }
+        }
+    }
+    // NULL arguments
+    let mut out = std::ptr::null_mut();
+    // SAFETY: NULL json must be refused without reading.
+    assert_eq!(unsafe { ferrite::sys::fer_tokenizer_from_json(std::ptr::null(), 5, &mut out) }, status::NULL_ARG);
+    assert!(out.is_null());
+    let mut n = 0usize;
+    // SAFETY: NULL tokenizer must be refused.
+    assert_eq!(unsafe { ferrite::sys::fer_tokenizer_encode(std::ptr::null(), std::ptr::null(), 0, 0, std::ptr::null_mut(), 0, &mut n) }, status::NULL_ARG);
+    // truncations of a valid file at every 7th byte: a status, never a crash
+    let (json, _) = byte_level_json(&[(b"a".to_vec(), b"b".to_vec())], serde_json::json!({"type": "ByteLevel"}));
+    for cut in (0..json.len()).step_by(7) {
+        assert!(Tokenizer::from_json(&json.as_bytes()[..cut]).is_err(), "cut at {}", cut);
+    }
+    // an unknown id decodes to INVALID_ARG naming its position
+    let tok = Tokenizer::from_json(json.as_bytes()).unwrap();
+    let e = tok.decode(&[1, 2, 99999], 0).unwrap_err();
+    assert_eq!(e.code, status::INVALID_ARG);
+    assert!(e.message.contains("position 2"), "{}", e.message);
+    assert_eq!(tok.encode(b"x", 0x80).unwrap_err().code, status::INVALID_ARG);
+}
