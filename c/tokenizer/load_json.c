@@ -324,7 +324,10 @@ static fer_status load_merges(fer_tokenizer *t, const cJSON *merges) {
     size_t la, lb;
     if (cJSON_IsString(e)) {
       const char *sp = strchr(e->valuestring, ' ');
-      if (!sp || strchr(sp + 1, ' ')) return feri_fail(FER_STATUS_CORRUPT, "merge %u '%.60s' is not two parts", rank, e->valuestring);
+      if (!sp || strchr(sp + 1, ' ')) {
+        free(buf);
+        return feri_fail(FER_STATUS_CORRUPT, "merge %u '%.60s' is not two parts", rank, e->valuestring);
+      }
       a = e->valuestring;
       la = (size_t)(sp - a);
       b = sp + 1;
@@ -437,6 +440,12 @@ static fer_status load_model(fer_tokenizer *t, const cJSON *model, const cJSON *
   if (!cJSON_IsObject(vocab)) return feri_fail(FER_STATUS_BAD_FORMAT, "model without a vocab object");
   int64_t top = max_id(vocab, added);
   if (top < -1) return feri_fail(FER_STATUS_CORRUPT, "a token id is not an integer in [0, 2^28)");
+  /* Ids index tables sized by the largest id: a few holes are fine, but a tiny file must not make
+   * the loader allocate gigabytes. */
+  int64_t entries = (int64_t)cJSON_GetArraySize(vocab) + (added ? cJSON_GetArraySize(added) : 0);
+  if (top >= 2 * entries + 1024) {
+    return feri_fail(FER_STATUS_CORRUPT, "token id %" PRId64 " is far past the %" PRId64 " tokens the file defines", top, entries);
+  }
   fer_status st = feri_vocab_init(&t->vocab, (uint32_t)(top + 1));
   if (st != FER_STATUS_OK) return st;
   size_t longest = 0;

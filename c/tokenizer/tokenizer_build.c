@@ -68,13 +68,21 @@ fer_status feri_tokenizer_alloc(fer_tokenizer **out) {
  * \s that differs from Oniguruma's. So the classes the split patterns use are spelled out:
  * - \s and \S: Unicode White_Space exactly (Oniguruma's \s; PCRE2's lacks U+0085);
  * - \p{L} and \p{N}: PCRE2's sets plus the letters and numbers Unicode 15.0 added, as measured
- *   against ICU 72's Unicode 15.0 data (the difference is only additions). */
+ *   against ICU 72's Unicode 15.0 data (the difference is only additions);
+ * - \w and \W: Oniguruma's word characters (Alphabetic, marks, decimal digits, connector
+ *   punctuation, Join_Control; PCRE2's \w is letters, numbers and '_'), with the same Unicode 15.0
+ *   additions; \d: decimal digits with them. */
 static const char WHITE_SPACE[] =
     "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
 static const char LETTERS_15[] =
     "\\p{L}\\x{1123F}-\\x{11240}\\x{11F02}\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}\\x{1342F}\\x{13441}-\\x{13446}"
     "\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}\\x{1E4D0}-\\x{1E4EB}\\x{2B739}\\x{31350}-\\x{323AF}";
 static const char NUMBERS_15[] = "\\p{N}\\x{11F50}-\\x{11F59}\\x{1D2C0}-\\x{1D2D3}\\x{1E4F0}-\\x{1E4F9}";
+static const char DIGITS_15[] = "\\p{Nd}\\x{11F50}-\\x{11F59}\\x{1E4F0}-\\x{1E4F9}";
+static const char WORD_15[] =
+    "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}\\x{0CF3}\\x{0ECE}\\x{10EFD}-\\x{10EFF}\\x{1123F}-\\x{11241}"
+    "\\x{11F00}-\\x{11F10}\\x{11F12}-\\x{11F3A}\\x{11F3E}-\\x{11F42}\\x{11F50}-\\x{11F59}\\x{1342F}\\x{13440}-\\x{13455}"
+    "\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}\\x{1E08F}\\x{1E4D0}-\\x{1E4F9}\\x{2B739}\\x{31350}-\\x{323AF}";
 
 /* Appends a class body: bare inside a class, wrapped ([...] or [^...]) outside. */
 static size_t put_class(char *out, const char *body, int in_class, int negate) {
@@ -91,7 +99,7 @@ static size_t put_class(char *out, const char *body, int in_class, int negate) {
 
 static char *adapt_pattern(const char *pattern, size_t len, size_t *out_len) {
   /* each escape grows to at most one class body plus three bytes */
-  char *out = malloc((len / 2 + 1) * (sizeof(LETTERS_15) + 4) + len + 1);
+  char *out = malloc((len / 2 + 1) * (sizeof(WORD_15) + 4) + len + 1);
   if (!out) return NULL;
   size_t n = 0;
   int in_class = 0;
@@ -103,6 +111,12 @@ static char *adapt_pattern(const char *pattern, size_t len, size_t *out_len) {
                   (pattern[i + 3] == 'L' || pattern[i + 3] == 'N') && !(e == 'P' && in_class);
       if (e == 's' || (e == 'S' && !in_class)) {
         n += put_class(out + n, WHITE_SPACE, in_class, e == 'S');
+        i++;
+      } else if (e == 'w' || (e == 'W' && !in_class)) {
+        n += put_class(out + n, WORD_15, in_class, e == 'W');
+        i++;
+      } else if (e == 'd') {
+        n += put_class(out + n, DIGITS_15, in_class, false);
         i++;
       } else if (prop) {
         n += put_class(out + n, pattern[i + 3] == 'L' ? LETTERS_15 : NUMBERS_15, in_class, e == 'P');
