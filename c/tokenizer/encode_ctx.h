@@ -24,6 +24,17 @@ typedef struct feri_bpe_sym {
   int32_t prev, next;
 } feri_bpe_sym;
 
+/* SPM: a symbol is a byte range of the piece; a candidate merge is scored by its token. */
+typedef struct feri_spm_sym {
+  int32_t start, len, prev, next;
+} feri_spm_sym;
+
+typedef struct feri_spm_bigram {
+  float score;
+  int32_t left;
+  int32_t size;
+} feri_spm_bigram;
+
 typedef struct feri_buf {
   uint8_t *p;
   size_t len, cap;
@@ -38,6 +49,9 @@ struct feri_encode_ctx {
   size_t syms_cap;
   uint64_t *heap;
   size_t heap_cap;
+  feri_spm_sym *spm_syms;
+  feri_spm_bigram *spm_heap;
+  size_t spm_cap;
   feri_buf norm[2];                          /* normalizer ping-pong */
   feri_buf prefixed[FERI_PRETOK_MAX_STEPS];  /* pieces given a prefix space, per step */
   /* the output sink: ids[0..cap) written, n counts all */

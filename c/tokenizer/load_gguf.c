@@ -32,6 +32,7 @@ static const pre_rule PRE_RULES[] = {
       "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
      false},
     {{"smollm", "starcoder", "refact", "command-r", "codeshell"}, {"\\p{N}", GPT2_RE}, false},
+    {{"falcon"}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2_RE, "[0-9][0-9][0-9]"}, false},
 };
 
 static const pre_rule *find_rule(const char *name, size_t len) {
@@ -63,11 +64,18 @@ static bool optional_bool(const feri_gguf *g, const char *key, bool dflt) {
   return v;
 }
 
+/* Control, user-defined and unknown tokens are matched on the raw text before the model runs,
+ * as llama.cpp partitions its input (control and unknown ones only when special tokens are
+ * parsed). Other tokens keep their text for the model: byte-level texts unmapped to bytes, a text
+ * outside the byte alphabet kept as is (the BPE can never produce it, llama.cpp cannot either);
+ * when two tokens share a text, lookups find the later one, as llama.cpp's token map does. */
 static fer_status load_vocab(fer_tokenizer *t, const feri_gguf *g, int64_t tokens_kv, uint32_t n, const int32_t *types) {
   fer_status st = feri_vocab_init(&t->vocab, n);
   if (st != FER_STATUS_OK) return st;
   uint32_t n_added = 0;
-  for (uint32_t i = 0; i < n; i++) n_added += types && (types[i] == TOKEN_CONTROL || types[i] == TOKEN_USER_DEFINED);
+  for (uint32_t i = 0; i < n; i++) {
+    n_added += types && (types[i] == TOKEN_CONTROL || types[i] == TOKEN_USER_DEFINED || types[i] == TOKEN_UNKNOWN);
+  }
   t->added = calloc(n_added ? n_added : 1, sizeof(*t->added));
   uint8_t *raw = malloc(1 << 16);
   if (!t->added || !raw) {
@@ -84,8 +92,7 @@ static fer_status load_vocab(fer_tokenizer *t, const feri_gguf *g, int64_t token
       break;
     }
     int type = types ? types[i] : TOKEN_NORMAL;
-    if (type == TOKEN_CONTROL || type == TOKEN_USER_DEFINED) {
-      /* Matched on the raw text before the model runs, as llama.cpp does with parse_special. */
+    if (type == TOKEN_CONTROL || type == TOKEN_USER_DEFINED || type == TOKEN_UNKNOWN) {
       feri_added_token *a = &t->added[t->n_added];
       a->content = malloc(len);
       if (!a->content) {
@@ -96,16 +103,13 @@ static fer_status load_vocab(fer_tokenizer *t, const feri_gguf *g, int64_t token
       memcpy(a->content, s, len);
       a->id = i;
       a->len = (uint32_t)len;
-      a->special = type == TOKEN_CONTROL;
-      st = feri_vocab_set(&t->vocab, i, (const uint8_t *)s, len);
+      a->special = type != TOKEN_USER_DEFINED;
+      st = feri_vocab_set_last_wins(&t->vocab, i, (const uint8_t *)s, len);
       continue;
     }
-    size_t rn = feri_byte_level_unmap((const uint8_t *)s, len, raw);
-    if (rn == SIZE_MAX) {
-      st = feri_fail(FER_STATUS_CORRUPT, "token %u '%.*s' is not in the byte-level alphabet", i, (int)(len > 40 ? 40 : len), s);
-      break;
-    }
-    st = feri_vocab_set(&t->vocab, i, raw, rn);
+    size_t rn = t->byte_level ? feri_byte_level_unmap((const uint8_t *)s, len, raw) : SIZE_MAX;
+    if (rn != SIZE_MAX) st = feri_vocab_set_last_wins(&t->vocab, i, raw, rn);
+    else st = feri_vocab_set_last_wins(&t->vocab, i, (const uint8_t *)s, len);
   }
   free(raw);
   return st;
@@ -143,23 +147,118 @@ static fer_status load_merges(fer_tokenizer *t, const feri_gguf *g, int64_t merg
   return st;
 }
 
+/* gpt2: byte-level BPE over merges, split by the pre-tokenizer type's regex list. */
+static fer_status gpt2_model(fer_tokenizer *t, const feri_gguf *g, const pre_rule *rule) {
+  int64_t merges_kv = feri_gguf_find_kv(g, "tokenizer.ggml.merges");
+  uint32_t et;
+  uint64_t n_merges = 0;
+  if (merges_kv < 0 || feri_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_merges) != FER_STATUS_OK || et != 8 ||
+      n_merges > (1u << 27)) {
+    return feri_fail(FER_STATUS_CORRUPT, "tokenizer.ggml.merges is missing or not a list of strings");
+  }
+  fer_status st = load_merges(t, g, merges_kv, n_merges);
+  for (int i = 0; i < 4 && rule->regexes[i] && st == FER_STATUS_OK; i++) {
+    st = feri_tokenizer_add_split(t, rule->regexes[i], strlen(rule->regexes[i]), FERI_SPLIT_ISOLATED, false);
+  }
+  return st;
+}
+
+static fer_status add_step(void **arr, uint32_t *n, size_t size, const void *step) {
+  uint8_t *p = realloc(*arr, (*n + 1) * size);
+  if (!p) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tokenizer");
+  memcpy(p + *n * size, step, size);
+  *arr = p;
+  (*n)++;
+  return FER_STATUS_OK;
+}
+
+static uint8_t *dup_str(const char *s) {
+  size_t n = strlen(s);
+  uint8_t *p = malloc(n + 1);
+  if (p) memcpy(p, s, n + 1);
+  return p;
+}
+
+/* llama (SentencePiece BPE): each text segment gets a leading space (add_space_prefix) and its
+ * spaces become U+2581, then the whole segment merges by token score; characters outside the
+ * vocabulary become <0xAB> byte tokens. Decoding reverses it: U+2581 to spaces, byte tokens to
+ * bytes, and the first leading space dropped. */
+static fer_status spm_model(fer_tokenizer *t, const feri_gguf *g, uint32_t n) {
+  int64_t scores_kv = feri_gguf_find_kv(g, "tokenizer.ggml.scores");
+  uint32_t et;
+  uint64_t sn;
+  if (scores_kv < 0 || feri_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &sn) != FER_STATUS_OK || sn != n) {
+    return feri_fail(FER_STATUS_CORRUPT, "tokenizer.ggml.scores is missing or does not have one score per token");
+  }
+  t->scores = malloc(n * sizeof(float));
+  if (!t->scores) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "scores");
+  if (feri_gguf_arr_copy_f32(g, scores_kv, t->scores, n) != FER_STATUS_OK) {
+    return feri_fail(FER_STATUS_CORRUPT, "tokenizer.ggml.scores is not a list of floats");
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    if (t->scores[i] != t->scores[i]) return feri_fail(FER_STATUS_CORRUPT, "token %u has a NaN score", i);
+  }
+  bool prefix = optional_bool(g, "tokenizer.ggml.add_space_prefix", true);
+  feri_normalizer nm = {0};
+  fer_status st = FER_STATUS_OK;
+  if (prefix) {
+    nm = (feri_normalizer){.kind = FERI_NORM_PREPEND, .a = dup_str(" "), .a_len = 1};
+    if (!nm.a) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tokenizer");
+    st = add_step((void **)&t->norms, &t->n_norms, sizeof(nm), &nm);
+    if (st != FER_STATUS_OK) free(nm.a);
+  }
+  nm = (feri_normalizer){.kind = FERI_NORM_REPLACE, .a = dup_str(" "), .a_len = 1, .b = dup_str("\xE2\x96\x81"), .b_len = 3};
+  if (st == FER_STATUS_OK && (!nm.a || !nm.b)) st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "tokenizer");
+  if (st == FER_STATUS_OK) st = add_step((void **)&t->norms, &t->n_norms, sizeof(nm), &nm);
+  if (st != FER_STATUS_OK) {
+    free(nm.a);
+    free(nm.b);
+    return st;
+  }
+  feri_decoder_step d = {.kind = FERI_DEC_REPLACE, .a = dup_str("\xE2\x96\x81"), .a_len = 3, .b = dup_str(" "), .b_len = 1};
+  if (!d.a || !d.b || add_step((void **)&t->decoders, &t->n_decoders, sizeof(d), &d) != FER_STATUS_OK) {
+    free(d.a);
+    free(d.b);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tokenizer");
+  }
+  feri_decoder_step plain[2] = {{.kind = FERI_DEC_BYTE_FALLBACK}, {.kind = FERI_DEC_FUSE}};
+  for (int i = 0; i < 2; i++) {
+    if (add_step((void **)&t->decoders, &t->n_decoders, sizeof(plain[i]), &plain[i]) != FER_STATUS_OK) {
+      return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tokenizer");
+    }
+  }
+  if (prefix) {
+    d = (feri_decoder_step){.kind = FERI_DEC_STRIP, .a = dup_str(" "), .a_len = 1, .start = 1};
+    if (!d.a || add_step((void **)&t->decoders, &t->n_decoders, sizeof(d), &d) != FER_STATUS_OK) {
+      free(d.a);
+      return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tokenizer");
+    }
+  }
+  return FER_STATUS_OK;
+}
+
 static fer_status from_gguf(fer_tokenizer *t, const feri_gguf *g) {
   const char *model;
   size_t model_len;
   if (feri_gguf_get_str(g, "tokenizer.ggml.model", &model, &model_len) != FER_STATUS_OK) {
     return feri_fail(FER_STATUS_BAD_FORMAT, "the file has no tokenizer (tokenizer.ggml.model)");
   }
-  if (model_len != 4 || memcmp(model, "gpt2", 4) != 0) {
-    return feri_fail(FER_STATUS_UNSUPPORTED, "tokenizer model '%.*s' (only gpt2, byte-level BPE)", (int)(model_len > 40 ? 40 : model_len), model);
+  bool gpt2 = model_len == 4 && memcmp(model, "gpt2", 4) == 0;
+  bool spm = model_len == 5 && memcmp(model, "llama", 5) == 0;
+  if (!gpt2 && !spm) {
+    return feri_fail(FER_STATUS_UNSUPPORTED, "tokenizer model '%.*s' (gpt2 and llama are supported)", (int)(model_len > 40 ? 40 : model_len), model);
   }
-  const char *pre = "";
-  size_t pre_len = 0;
-  if (feri_gguf_find_kv(g, "tokenizer.ggml.pre") >= 0 &&
-      feri_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &pre_len) != FER_STATUS_OK) {
-    return feri_fail(FER_STATUS_CORRUPT, "tokenizer.ggml.pre is not a string");
+  const pre_rule *rule = NULL;
+  if (gpt2) {
+    const char *pre = "";
+    size_t pre_len = 0;
+    if (feri_gguf_find_kv(g, "tokenizer.ggml.pre") >= 0 &&
+        feri_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &pre_len) != FER_STATUS_OK) {
+      return feri_fail(FER_STATUS_CORRUPT, "tokenizer.ggml.pre is not a string");
+    }
+    rule = find_rule(pre, pre_len);
+    if (!rule) return feri_fail(FER_STATUS_UNSUPPORTED, "pre-tokenizer type '%.*s'", (int)(pre_len > 40 ? 40 : pre_len), pre);
   }
-  const pre_rule *rule = find_rule(pre, pre_len);
-  if (!rule) return feri_fail(FER_STATUS_UNSUPPORTED, "pre-tokenizer type '%.*s'", (int)(pre_len > 40 ? 40 : pre_len), pre);
 
   int64_t tokens_kv = feri_gguf_find_kv(g, "tokenizer.ggml.tokens");
   uint32_t et;
@@ -183,33 +282,24 @@ static fer_status from_gguf(fer_tokenizer *t, const feri_gguf *g) {
       return feri_fail(FER_STATUS_CORRUPT, "tokenizer.ggml.token_type is not a list of integers");
     }
   }
-  t->byte_level = true;
-  t->model = FERI_MODEL_BPE;
-  t->ignore_merges = rule->ignore_merges;
+  t->byte_level = gpt2;
+  t->model = gpt2 ? FERI_MODEL_BPE : FERI_MODEL_SPM;
+  t->byte_fallback = spm;
+  t->ignore_merges = gpt2 && rule->ignore_merges;
   t->unknown_is_barrier = true;
+  t->llama_cpp_unicode = true;
   fer_status st = load_vocab(t, g, tokens_kv, (uint32_t)n, types);
   free(types);
   if (st != FER_STATUS_OK) return st;
-
-  int64_t merges_kv = feri_gguf_find_kv(g, "tokenizer.ggml.merges");
-  uint64_t n_merges = 0;
-  if (merges_kv < 0 || feri_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_merges) != FER_STATUS_OK || et != 8 ||
-      n_merges > (1u << 27)) {
-    return feri_fail(FER_STATUS_CORRUPT, "tokenizer.ggml.merges is missing or not a list of strings");
-  }
-  st = load_merges(t, g, merges_kv, n_merges);
-  if (st != FER_STATUS_OK) return st;
-  for (int i = 0; i < 4 && rule->regexes[i] && st == FER_STATUS_OK; i++) {
-    st = feri_tokenizer_add_split(t, rule->regexes[i], strlen(rule->regexes[i]), FERI_SPLIT_ISOLATED, false);
-  }
+  st = gpt2 ? gpt2_model(t, g, rule) : spm_model(t, g, (uint32_t)n);
   if (st == FER_STATUS_OK) st = optional_id(g, "tokenizer.ggml.bos_token_id", (uint32_t)n, &t->bos_id);
   if (st == FER_STATUS_OK) st = optional_id(g, "tokenizer.ggml.eos_token_id", (uint32_t)n, &t->eos_id);
   if (st == FER_STATUS_OK) st = optional_id(g, "tokenizer.ggml.padding_token_id", (uint32_t)n, &t->pad_id);
   /* Reported, but llama.cpp's BPE drops bytes the vocabulary cannot spell instead of emitting it. */
   if (st == FER_STATUS_OK) st = optional_id(g, "tokenizer.ggml.unknown_token_id", (uint32_t)n, &t->unk_id);
   if (st != FER_STATUS_OK) return st;
-  /* llama.cpp adds BOS by default for the llama3 family; the file's flags override. */
-  bool add_bos = optional_bool(g, "tokenizer.ggml.add_bos_token", rule->ignore_merges);
+  /* llama.cpp adds BOS by default for SPM and the llama3 family; the file's flags override. */
+  bool add_bos = optional_bool(g, "tokenizer.ggml.add_bos_token", spm || rule->ignore_merges);
   bool add_eos = optional_bool(g, "tokenizer.ggml.add_eos_token", false);
   if (add_bos && t->bos_id >= 0) {
     t->prefix_ids = malloc(sizeof(int32_t));

@@ -403,6 +403,13 @@ static fer_status load_added(fer_tokenizer *t, const cJSON *added) {
         return feri_fail(FER_STATUS_CORRUPT, "added token '%s' reuses id %" PRId64 " of another token", content->valuestring, id);
       }
     } else {
+      int32_t model_id = feri_vocab_find(&t->vocab, a->content, len);
+      if (model_id >= 0) {
+        /* an added token that repeats a model token's text is that token: the reference splits
+         * it off but gives the model's id, and the file's id stays unused */
+        a->id = (uint32_t)model_id;
+        continue;
+      }
       fer_status st = feri_vocab_set(&t->vocab, (uint32_t)id, a->content, len);
       if (st != FER_STATUS_OK) return st;
     }

@@ -11,7 +11,9 @@
 #include "ferrite.h"
 #include "tokenizer/vocab.h"
 
-enum { FERI_MODEL_BPE = 0, FERI_MODEL_WORDLEVEL = 1 };
+/* BPE merges by rank (byte-level or on characters); WordLevel looks words up; SPM is llama.cpp's
+ * SentencePiece-BPE, merging the pair whose merged token has the highest score. */
+enum { FERI_MODEL_BPE = 0, FERI_MODEL_WORDLEVEL = 1, FERI_MODEL_SPM = 2 };
 
 /* Normalizers, applied in order to each text segment between added tokens. */
 enum {
@@ -90,6 +92,7 @@ struct fer_tokenizer {
   bool ignore_merges;  /* a word that is a token is that token, merges or not */
   bool fuse_unk;
   bool unknown_is_barrier; /* a byte with no token still separates its neighbours (llama.cpp) */
+  bool llama_cpp_unicode;  /* split classes as llama.cpp's Unicode 15.1 tables, not Oniguruma's 16.0 */
   int32_t unk_id;       /* the vocabulary's unknown token (reported by get_info) */
   int32_t model_unk_id; /* what the model emits for what it cannot spell; -1 = drop it (llama.cpp) */
   int32_t bos_id, eos_id, pad_id;
@@ -100,6 +103,7 @@ struct fer_tokenizer {
   int32_t byte_id[256];      /* byte-level: the token of each single byte, or -1 */
   int32_t fallback_id[256];  /* byte fallback: the <0xAB> token of each byte, or -1 */
   uint8_t *is_added;         /* per id: 1 added token, 2 added special token */
+  float *scores;             /* SPM: per id */
 
   feri_normalizer *norms;
   uint32_t n_norms;

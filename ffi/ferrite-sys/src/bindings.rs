@@ -1513,10 +1513,13 @@ extern "C" {
     ) -> fer_status;
 }
 extern "C" {
-    #[doc = " Builds a tokenizer from a GGUF file's tokenizer.ggml.* metadata (model gpt2 with the declared"]
-    #[doc = " pre-tokenizer type, applying the split rules llama.cpp applies for it). Control and user-defined"]
-    #[doc = " tokens are matched as special tokens. The file is only read during the call. Statuses as"]
-    #[doc = " fer_tokenizer_from_json plus the GGUF parser's (CORRUPT naming the field). Claims: C-TOK-002."]
+    #[doc = " Builds a tokenizer from a GGUF file's tokenizer.ggml.* metadata, as llama.cpp reads it: model"]
+    #[doc = " gpt2 (byte-level BPE; pre-tokenizer types default, gpt-2, llama3/llama-bpe, qwen2, smollm,"]
+    #[doc = " starcoder, refact, command-r, codeshell, mpt, olmo, phi-2, falcon, ...) or llama (SentencePiece"]
+    #[doc = " BPE by token score, with byte fallback). Control and unknown tokens are matched as special tokens,"]
+    #[doc = " user-defined ones always. The file is only read during the call. Statuses as"]
+    #[doc = " fer_tokenizer_from_json plus the GGUF parser's (CORRUPT naming the field); UNSUPPORTED naming"]
+    #[doc = " another model or pre-tokenizer type. Claims: C-TOK-002, C-TOK-014..C-TOK-016."]
     pub fn fer_tokenizer_from_gguf_file(
         path: *const ::std::os::raw::c_char,
         out: *mut *mut fer_tokenizer,
