@@ -7,6 +7,7 @@
 #   gguf    arbitrary GGUF images turned into tokenizers
 # Work directory FUZZ_DIR (default ${TMPDIR:-/tmp}/ferrite-fuzz-tokenizer-MODE) keeps the corpus;
 # crashes land in $FUZZ_DIR/crashes/ and make the script exit 1.
+# EVIDENCE: C-TOK-013
 set -euo pipefail
 
 mode=${1:?usage: fuzz-tokenizer.sh encode|json|gguf [SECONDS]}
@@ -17,16 +18,18 @@ dir=${FUZZ_DIR:-${TMPDIR:-/tmp}/ferrite-fuzz-tokenizer-$mode}
 CLANG=${CLANG:-clang}
 mkdir -p "$dir/corpus" "$dir/seeds" "$dir/crashes"
 
-srcs=("$root"/c/tokenizer/[a-z]*.c "$root/c/gguf/gguf.c" "$root/c/core/status.c")
-srcs=("${srcs[@]/*tokenizer_fuzz.c/}")
+srcs=("$root/c/gguf/gguf.c" "$root/c/core/status.c")
+for f in "$root"/c/tokenizer/*.c; do
+  case "$f" in *_test.c|*_fuzz.c) ;; *) srcs+=("$f") ;; esac
+done
 flags=(-std=c11 -D_GNU_SOURCE -g -I"$root/ffi" -I"$root/c")
 libs=(-lpcre2-8 -lcjson -lutf8proc)
 macro=FERI_FUZZ_$(echo "$mode" | tr a-z A-Z)
 
 echo "fuzz-tokenizer: building $mode in $dir"
-"$CLANG" "${flags[@]}" -O1 -DFERI_FUZZ_SEED_MAIN "$root/c/tokenizer/tokenizer_fuzz.c" ${srcs[@]} "${libs[@]}" -o "$dir/seeds_main"
+"$CLANG" "${flags[@]}" -O1 -DFERI_FUZZ_SEED_MAIN "$root/c/tokenizer/tokenizer_fuzz.c" "${srcs[@]}" "${libs[@]}" -o "$dir/seeds_main"
 "$CLANG" "${flags[@]}" -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -D"$macro" \
-  "$root/c/tokenizer/tokenizer_fuzz.c" ${srcs[@]} "${libs[@]}" -o "$dir/fuzz"
+  "$root/c/tokenizer/tokenizer_fuzz.c" "${srcs[@]}" "${libs[@]}" -o "$dir/fuzz"
 case "$mode" in
   encode) head -c 4000 "$root/testdata/tokenizer/corpus.txt" | tr '\036' '\n' | split -l 8 - "$dir/seeds/text-" ;;
   json) "$dir/seeds_main" json "$dir/seeds" ;;

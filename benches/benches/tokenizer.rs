@@ -133,7 +133,13 @@ fn bench_corpus(c: &mut Criterion) {
     let mut g = c.benchmark_group("tokenization_corpus");
     g.sample_size(10).measurement_time(Duration::from_secs(6)).warm_up_time(Duration::from_secs(2));
     g.throughput(Throughput::Bytes(corpus.len() as u64 - (docs.len() as u64 - 1)));
-    for (name, file) in [("qwen2.5", "qwen2.5-tokenizer.json"), ("llama3", "llama3-tokenizer.json"), ("smollm2-gguf", "smollm2-135m-instruct-q4_1.gguf")] {
+    let vocabs = [
+        ("qwen2.5", "qwen2.5-tokenizer.json"),
+        ("llama3", "llama3-tokenizer.json"),
+        ("smollm2-gguf", "smollm2-135m-instruct-q4_1.gguf"),
+        ("llama-spm-gguf", "llamacpp-vocab/ggml-vocab-llama-spm.gguf"),
+    ];
+    for (name, file) in vocabs {
         let path = data_dir().join(file);
         if !path.is_file() {
             println!("SKIPPED: tokenization_corpus/*/{}: {} is absent (scripts/fetch-test-data.sh)", name, path.display());

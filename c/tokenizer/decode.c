@@ -97,10 +97,55 @@ static fer_status chain(const fer_tokenizer *t, feri_buf *b, size_t *ends, size_
       free(tmp.p);
       return feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoding");
     }
-    memcpy(b->p + base, tmp.p, tmp.len);
+    if (tmp.len) memcpy(b->p + base, tmp.p, tmp.len);
     b->len = base + tmp.len;
   }
   free(tmp.p);
+  return FER_STATUS_OK;
+}
+
+/* The SentencePiece chain in one pass (see fer_tokenizer.sp_decode): each run of byte tokens is
+ * kept when it is UTF-8 and otherwise becomes one U+FFFD per byte; while streaming, a run at the
+ * end is held back (*held) since it may still grow. Then one leading space is dropped. */
+static fer_status sentencepiece_decode(const fer_tokenizer *t, const int32_t *ids, size_t n, uint32_t flags,
+                                       bool streaming, feri_buf *b, size_t *held) {
+  size_t base = b->len, run = 0;
+  for (size_t i = 0; i <= n; i++) {
+    int32_t id = -1;
+    if (i < n) {
+      id = ids[i];
+      if (id < 0 || (uint32_t)id >= t->vocab.n) {
+        return feri_fail(FER_STATUS_INVALID_ARG, "id %d at position %zu is outside the vocabulary of %u", id, i, t->vocab.n);
+      }
+      if ((flags & FER_DECODE_SKIP_SPECIAL) && t->is_added[id] == 2) continue;
+      if (t->sp_byte[id] >= 0) {
+        uint8_t v = (uint8_t)t->sp_byte[id];
+        if (!put(b, &v, 1)) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoding");
+        run++;
+        continue;
+      }
+    }
+    if (run > 0) { /* a run of byte tokens ends here */
+      if (i == n && streaming) {
+        *held = run;
+      } else if (feri_utf8_first_invalid(b->p + b->len - run, run) != run) {
+        b->len -= run;
+        for (size_t k = 0; k < run; k++) {
+          if (!put(b, "\xEF\xBF\xBD", 3)) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoding");
+        }
+      }
+      run = 0;
+    }
+    if (i < n) {
+      size_t len;
+      const uint8_t *text = feri_vocab_text(&t->sp_text, (uint32_t)id, &len);
+      if (len && !put(b, text, len)) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoding");
+    }
+  }
+  if (t->sp_strip && b->len > base && b->p[base] == ' ') {
+    memmove(b->p + base, b->p + base + 1, b->len - base - 1);
+    b->len--;
+  }
   return FER_STATUS_OK;
 }
 
@@ -108,6 +153,9 @@ static fer_status chain(const fer_tokenizer *t, feri_buf *b, size_t *ends, size_
 static fer_status decode_into(const fer_tokenizer *t, const int32_t *ids, size_t n, uint32_t flags, bool streaming,
                               feri_buf *b, size_t *held) {
   *held = 0;
+  /* b->p is never NULL afterwards (pointer arithmetic on it is then always defined) */
+  if (!feri_buf_reserve(b, b->len + 1)) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoding");
+  if (t->sp_decode) return sentencepiece_decode(t, ids, n, flags, streaming, b, held);
   size_t base = b->len;
   size_t *ends = NULL;
   bool use_chain = t->n_decoders > 0;
@@ -293,7 +341,7 @@ fer_status fer_detokenizer_push(fer_detokenizer *d, int32_t id, char *out, size_
   fer_status st = decode_window(d, d->n + 1, true);
   if (st != FER_STATUS_OK) return st;
   size_t tail = feri_utf8_incomplete_tail(d->text.p, d->text.len);
-  if (d->held > tail) tail = d->held;
+  if (d->held > tail) tail = d->held < d->text.len ? d->held : d->text.len;
   size_t complete = d->text.len - tail;
   size_t fresh = complete > d->emitted ? complete - d->emitted : 0;
   bool replace = d->flags & FER_DECODE_REPLACE_INVALID_UTF8;

@@ -104,6 +104,13 @@ struct fer_tokenizer {
   int32_t fallback_id[256];  /* byte fallback: the <0xAB> token of each byte, or -1 */
   uint8_t *is_added;         /* per id: 1 added token, 2 added special token */
   float *scores;             /* SPM: per id */
+  /* The SentencePiece decoder chain (Replace(a -> b), ByteFallback, Fuse, optional Strip of one
+   * leading character) in one pass: per id, its byte (<0xAB> tokens) or -1, and its text with the
+   * replacement applied (sp_text holds id -> text; lookups unused). */
+  bool sp_decode;
+  bool sp_strip;
+  int16_t *sp_byte;
+  feri_vocab sp_text;
 
   feri_normalizer *norms;
   uint32_t n_norms;

@@ -196,6 +196,54 @@ fer_status feri_tokenizer_add_prefix_space(fer_tokenizer *t) {
   return push_step(t, step);
 }
 
+/* Recognises the SentencePiece decoder chain and precomputes what its one-pass decode needs. */
+static fer_status prepare_sentencepiece_decode(fer_tokenizer *t) {
+  const feri_decoder_step *d = t->decoders;
+  uint32_t n = t->n_decoders;
+  bool chain = (n == 3 || n == 4) && d[0].kind == FERI_DEC_REPLACE && d[0].a_len > 0 && d[1].kind == FERI_DEC_BYTE_FALLBACK &&
+               d[2].kind == FERI_DEC_FUSE;
+  bool strip = n == 4 && d[3].kind == FERI_DEC_STRIP && d[3].a_len == 1 && d[3].start == 1 && d[3].stop == 0;
+  if (!chain || (n == 4 && !strip)) return FER_STATUS_OK;
+  t->sp_byte = malloc((t->vocab.n ? t->vocab.n : 1) * sizeof(int16_t));
+  fer_status st = t->sp_byte ? feri_vocab_init(&t->sp_text, t->vocab.n) : feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoder");
+  feri_buf tmp = {0};
+  for (uint32_t id = 0; id < t->vocab.n && st == FER_STATUS_OK; id++) {
+    size_t len;
+    const uint8_t *s = feri_vocab_text(&t->vocab, id, &len);
+    t->sp_byte[id] = -1;
+    if (len == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[5] == '>') {
+      int v = 0, ok = 1;
+      for (int i = 3; i < 5; i++) {
+        int c = s[i];
+        int x = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        ok &= x >= 0;
+        v = v * 16 + (x < 0 ? 0 : x);
+      }
+      if (ok) t->sp_byte[id] = (int16_t)v;
+    }
+    tmp.len = 0;
+    for (size_t i = 0; i < len;) {
+      bool hit = i + d[0].a_len <= len && memcmp(s + i, d[0].a, d[0].a_len) == 0;
+      const uint8_t *piece = hit ? d[0].b : s + i;
+      size_t k = hit ? d[0].b_len : 1;
+      if (!feri_buf_reserve(&tmp, tmp.len + k)) {
+        st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoder");
+        break;
+      }
+      if (k) memcpy(tmp.p + tmp.len, piece, k);
+      tmp.len += k;
+      i += hit ? d[0].a_len : 1;
+    }
+    if (st == FER_STATUS_OK && tmp.len > 0) st = feri_vocab_set_text_only(&t->sp_text, id, tmp.p, tmp.len);
+  }
+  free(tmp.p);
+  if (st != FER_STATUS_OK) return st;
+  t->sp_decode = true;
+  t->sp_strip = strip && d[3].a[0] == ' ';
+  if (strip && !t->sp_strip) t->sp_decode = false; /* only a space strip is taken on the fast path */
+  return FER_STATUS_OK;
+}
+
 static int compare_added(const void *a, const void *b) {
   const feri_added_token *x = *(feri_added_token *const *)a, *y = *(feri_added_token *const *)b;
   if (x->content[0] != y->content[0]) return x->content[0] < y->content[0] ? -1 : 1;
@@ -234,6 +282,7 @@ fer_status feri_tokenizer_finish(fer_tokenizer *t) {
   }
   fer_status st = build_set(t, &t->added_raw, false);
   if (st == FER_STATUS_OK) st = build_set(t, &t->added_normalized, true);
+  if (st == FER_STATUS_OK) st = prepare_sentencepiece_decode(t);
   return st;
 }
 
@@ -244,6 +293,8 @@ void feri_tokenizer_destroy(fer_tokenizer *t) {
   feri_merges_free(&t->merges);
   free(t->is_added);
   free(t->scores);
+  free(t->sp_byte);
+  feri_vocab_free(&t->sp_text);
   for (uint32_t i = 0; i < t->n_norms; i++) {
     free(t->norms[i].a);
     free(t->norms[i].b);

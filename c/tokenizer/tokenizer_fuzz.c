@@ -73,14 +73,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     size_t n = strlen(path);
     st = (n > 5 && strcmp(path + n - 5, ".gguf") == 0) ? fer_tokenizer_from_gguf_file(path, &tok)
                                                        : fer_tokenizer_from_json_file(path, &tok);
-    keeps_text = tok && tok->n_norms == 0 && !tok->unknown_is_barrier;
   } else {
     char *json = builtin_json();
     st = fer_tokenizer_from_json(json, strlen(json), &tok);
     free(json);
-    keeps_text = true;
   }
   if (st != FER_STATUS_OK) abort();
+  /* text comes back unchanged unless something is meant to change it: normalizers, decoders that
+   * strip, bytes the vocabulary cannot spell, added tokens that absorb whitespace */
+  keeps_text = tok->n_norms == 0 && tok->n_decoders == 0 && !tok->unknown_is_barrier;
+  for (uint32_t i = 0; i < tok->n_added; i++) keeps_text = keeps_text && !tok->added[i].lstrip && !tok->added[i].rstrip;
   return 0;
 }
 

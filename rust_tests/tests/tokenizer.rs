@@ -431,19 +431,13 @@ fn c_tok_006_buffer_sizes_and_concurrent_encodes() {
     });
 }
 
-// EVIDENCE: C-TOK-007
-#[test]
-fn c_tok_007_decoder_chain_of_a_sentencepiece_style_bpe() {
-    // Llama-2-style tokenizer.json: Prepend/Replace normalizers, byte fallback, and the decoder
-    // chain Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", 1, 0).
-    let mut vocab = serde_json::Map::new();
-    vocab.insert("<unk>".into(), 0.into());
-    for b in 0..=255u32 {
-        vocab.insert(format!("<0x{:02X}>", b), (1 + b).into());
-    }
-    for (i, t) in ["▁", "h", "i", "▁h", "▁hi", "!"].iter().enumerate() {
-        vocab.insert((*t).into(), (257 + i as u32).into());
-    }
+/// A Llama-2-style tokenizer.json: Prepend/Replace normalizers, byte fallback, and the decoder chain
+/// Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", 1, 0). Returns the json and the vocabulary.
+fn sentencepiece_json() -> (serde_json::Value, Vec<String>) {
+    let mut words: Vec<String> = vec!["<unk>".into()];
+    words.extend((0..=255u32).map(|b| format!("<0x{:02X}>", b)));
+    words.extend(["▁", "h", "i", "▁h", "▁hi", "!", "日", "▁▁"].iter().map(|s| s.to_string()));
+    let vocab: serde_json::Map<String, serde_json::Value> = words.iter().enumerate().map(|(i, w)| (w.clone(), (i as u32).into())).collect();
     let json = serde_json::json!({
         "added_tokens": [{"id": 0, "content": "<unk>", "special": true, "normalized": false}],
         "normalizer": {"type": "Sequence", "normalizers": [
@@ -457,6 +451,80 @@ fn c_tok_007_decoder_chain_of_a_sentencepiece_style_bpe() {
         "model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>", "vocab": vocab,
                   "merges": ["▁ h", "▁h i"]}
     });
+    (json, words)
+}
+
+/// The decoder chain by its definition, one step at a time over the list of token strings.
+fn sentencepiece_decode_oracle(words: &[String], ids: &[i32], skip_special: bool) -> Vec<u8> {
+    let toks: Vec<&String> = ids.iter().filter(|&&i| !(skip_special && i == 0)).map(|&i| &words[i as usize]).collect();
+    // Replace
+    let replaced: Vec<Vec<u8>> = toks.iter().map(|t| t.replace('▁', " ").into_bytes()).collect();
+    // ByteFallback: runs of <0xAB> become their bytes if UTF-8, else one U+FFFD per byte
+    let byte_of = |t: &[u8]| -> Option<u8> {
+        let s = std::str::from_utf8(t).ok()?;
+        if s.len() == 6 && s.starts_with("<0x") && s.ends_with('>') { u8::from_str_radix(&s[3..5], 16).ok() } else { None }
+    };
+    let mut out: Vec<u8> = Vec::new();
+    let mut run: Vec<u8> = Vec::new();
+    let flush = |run: &mut Vec<u8>, out: &mut Vec<u8>| {
+        if std::str::from_utf8(run).is_ok() {
+            out.extend_from_slice(run);
+        } else {
+            for _ in 0..run.len() {
+                out.extend_from_slice("\u{FFFD}".as_bytes());
+            }
+        }
+        run.clear();
+    };
+    for t in &replaced {
+        match byte_of(t) {
+            Some(b) => run.push(b),
+            None => {
+                flush(&mut run, &mut out);
+                out.extend_from_slice(t);
+            }
+        }
+    }
+    flush(&mut run, &mut out);
+    // Fuse, then Strip one leading space
+    if out.first() == Some(&b' ') {
+        out.remove(0);
+    }
+    out
+}
+
+// EVIDENCE: C-TOK-007
+#[test]
+fn c_tok_007_sentencepiece_decoding_equals_the_chain_oracle_and_streams_the_same() {
+    let (json, words) = sentencepiece_json();
+    let tok = Tokenizer::from_json(json.to_string().as_bytes()).unwrap();
+    // ids biased towards byte tokens of multi-byte characters, so runs are valid and invalid
+    let strategy = prop::collection::vec(
+        prop_oneof![0i32..words.len() as i32, prop::sample::select(vec![1 + 0xC3, 1 + 0xA9, 1 + 0xE6, 1 + 0x97, 1 + 0xA5, 1 + 0x20, 257, 260])],
+        0..24,
+    );
+    common::run_prop(common::config(400, file!()), strategy, |ids| {
+        for skip in [false, true] {
+            let flags = if skip { decode_flag::SKIP_SPECIAL } else { 0 };
+            let want = sentencepiece_decode_oracle(&words, &ids, skip);
+            let got = tok.decode(&ids, flags).unwrap();
+            prop_assert_eq!(&got, &want, "ids {:?} skip {}", ids, skip);
+            let mut d = tok.detokenizer(flags).unwrap();
+            let mut streamed = Vec::new();
+            for &i in &ids {
+                d.push(i, &mut streamed).unwrap();
+            }
+            d.flush(&mut streamed).unwrap();
+            prop_assert_eq!(&streamed, &want, "streamed, ids {:?} skip {}", ids, skip);
+        }
+        Ok(())
+    });
+}
+
+// EVIDENCE: C-TOK-007
+#[test]
+fn c_tok_007_decoder_chain_of_a_sentencepiece_style_bpe() {
+    let (json, _) = sentencepiece_json();
     let tok = Tokenizer::from_json(json.to_string().as_bytes()).unwrap();
     let id = |s: &str| tok.token_to_id(s.as_bytes()).unwrap();
     // "hi é!" -> ▁hi ▁ <0xC3> <0xA9> !
