@@ -39,15 +39,4 @@ cat > "$dir/gguf.dict" <<'DICT'
 "\x00\x00\x00\x00\x00\x00\x00\x40"
 DICT
 
-echo "fuzz-gguf: running for ${secs}s"
-set +e
-(cd "$dir" && ./gguf_fuzz -max_total_time="$secs" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
-  -dict=gguf.dict -print_final_stats=1 -artifact_prefix=crashes/ "$@" corpus seeds 2>&1) | tee "$dir/last.log" |
-  grep -E "^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::number_of_executed_units|stat::peak_rss|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)"
-rc=${PIPESTATUS[0]}
-set -e
-if [ "$rc" -ne 0 ] || [ -n "$(ls -A "$dir/crashes")" ]; then
-  echo "fuzz-gguf: FAILED (exit $rc); log $dir/last.log, inputs in $dir/crashes/" >&2
-  exit 1
-fi
-echo "fuzz-gguf: no crash in ${secs}s; corpus $(ls "$dir/corpus" | wc -l) inputs"
+"$root/scripts/fuzz-run.sh" fuzz-gguf "$dir" gguf_fuzz "$secs" 16384 -dict=gguf.dict "$@"

@@ -37,15 +37,4 @@ case "$mode" in
   *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
 
-echo "fuzz-tokenizer: running $mode for ${secs}s"
-set +e
-(cd "$dir" && ./fuzz -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-  -print_final_stats=1 -artifact_prefix=crashes/ "$@" corpus seeds 2>&1) | tee "$dir/last.log" |
-  grep -E "^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::number_of_executed_units|stat::peak_rss|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)"
-rc=${PIPESTATUS[0]}
-set -e
-if [ "$rc" -ne 0 ] || [ -n "$(ls -A "$dir/crashes")" ]; then
-  echo "fuzz-tokenizer: FAILED (exit $rc); log $dir/last.log, inputs in $dir/crashes/" >&2
-  exit 1
-fi
-echo "fuzz-tokenizer: no crash in ${secs}s; corpus $(ls "$dir/corpus" | wc -l) inputs"
+"$root/scripts/fuzz-run.sh" "fuzz-tokenizer $mode" "$dir" fuzz "$secs" 65536 "$@"

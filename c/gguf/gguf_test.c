@@ -776,28 +776,9 @@ static void test_files(void) {
 
 /* ---- The real model file -------------------------------------------------------------------- */
 
-static bool model_path(char *out, size_t cap) {
-  static const char file[] = "smollm2-135m-instruct-q4_1.gguf";
-  const char *env = getenv("FERRITE_DATA_DIR");
-  if (env != NULL && env[0] != '\0') {
-    snprintf(out, cap, "%s/%s", env, file);
-    return access(out, R_OK) == 0;
-  }
-  /* Bazel points HOME at the test's temporary directory: fall back to the user's real home. */
-  const char *homes[2] = {getenv("HOME"), NULL};
-  struct passwd *pw = getpwuid(getuid());
-  if (pw != NULL) homes[1] = pw->pw_dir;
-  for (int i = 0; i < 2; i++) {
-    if (homes[i] == NULL) continue;
-    snprintf(out, cap, "%s/.cache/ferrite/%s", homes[i], file);
-    if (access(out, R_OK) == 0) return true;
-  }
-  return false;
-}
-
 static void test_model(void) {
   char path[4096];
-  if (!model_path(path, sizeof path)) {
+  if (!feri_test_data_path("smollm2-135m-instruct-q4_1.gguf", path, sizeof path)) {
     printf(
         "SKIPPED: gguf_test model check: smollm2-135m-instruct-q4_1.gguf not found "
         "($FERRITE_DATA_DIR or ~/.cache/ferrite)\n");

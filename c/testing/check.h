@@ -3,6 +3,8 @@
 #ifndef FERI_TESTING_CHECK_H
 #define FERI_TESTING_CHECK_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "ferrite.h"
@@ -29,6 +31,11 @@ void feri_test_fail(const char *file, int line, const char *what);
       feri_test_fail(__FILE__, __LINE__, #call);                                             \
     }                                                                                        \
   } while (0)
+
+/* The path of a file the setup script fetched (scripts/fetch-test-data.sh): in $FERRITE_DATA_DIR,
+ * else ~/.cache/ferrite of the user (Bazel points HOME elsewhere, so the account's home is tried
+ * too). false when it is not there; the caller then prints a line starting "SKIPPED". */
+bool feri_test_data_path(const char *name, char *out, size_t cap);
 
 /* Ends main: prints a summary, returns the exit status. */
 int feri_test_finish(const char *name);

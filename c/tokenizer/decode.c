@@ -14,18 +14,6 @@ static bool put(feri_buf *b, const void *p, size_t n) {
   return true;
 }
 
-/* A <0xAB> token's byte, or -1. */
-static int fallback_byte(const uint8_t *s, size_t n) {
-  if (n != 6 || s[0] != '<' || s[1] != '0' || s[2] != 'x' || s[5] != '>') return -1;
-  int v = 0;
-  for (int i = 3; i < 5; i++) {
-    int c = s[i], d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
-    if (d < 0) return -1;
-    v = v * 16 + d;
-  }
-  return v;
-}
-
 /* Character-level models: the decoder chain over token texts, as Hugging Face applies it (each
  * step maps the list of token strings to a new list; Fuse joins them). Token boundaries live in
  * `ends` (offsets into b after each token). */
@@ -52,28 +40,20 @@ static fer_status chain(const fer_tokenizer *t, feri_buf *b, size_t *ends, size_
       start = ends[k];
       bool ok = true;
       if (st->kind == FERI_DEC_REPLACE) {
-        for (size_t i = 0; i < len && ok;) {
-          if (st->a_len && i + st->a_len <= len && memcmp(s + i, st->a, st->a_len) == 0) {
-            ok = put(&tmp, st->b, st->b_len);
-            i += st->a_len;
-          } else {
-            ok = put(&tmp, s + i, 1);
-            i++;
-          }
-        }
+        ok = feri_buf_append_replaced(&tmp, s, len, st->a, st->a_len, st->b, st->b_len);
       } else if (st->kind == FERI_DEC_STRIP) {
         size_t lo = 0, hi = len;
         for (uint32_t i = 0; i < st->start && hi - lo >= st->a_len && memcmp(s + lo, st->a, st->a_len) == 0; i++) lo += st->a_len;
         for (uint32_t i = 0; i < st->stop && hi - lo >= st->a_len && memcmp(s + hi - st->a_len, st->a, st->a_len) == 0; i++) hi -= st->a_len;
         ok = put(&tmp, s + lo, hi - lo);
       } else { /* FERI_DEC_BYTE_FALLBACK */
-        int byte = fallback_byte(s, len);
+        int byte = feri_fallback_byte(s, len);
         if (byte >= 0) {
           uint8_t v = (uint8_t)byte;
           if (pending_bytes == 0) pending_start = tmp.len;
           ok = put(&tmp, &v, 1);
           pending_bytes++;
-          if (k + 1 < n_tok && fallback_byte(b->p + start, ends[k + 1] - start) >= 0) continue;
+          if (k + 1 < n_tok && feri_fallback_byte(b->p + start, ends[k + 1] - start) >= 0) continue;
           /* the group is complete: keep it if it is UTF-8, else one U+FFFD per byte */
           if (streaming && k + 1 == n_tok) {
             *held = pending_bytes; /* later steps (Fuse, Strip at the start) leave a tail group as is */

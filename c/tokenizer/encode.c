@@ -30,6 +30,20 @@ bool feri_buf_reserve(feri_buf *b, size_t need) {
   return true;
 }
 
+bool feri_buf_append_replaced(feri_buf *b, const uint8_t *s, size_t n, const uint8_t *a, size_t a_len,
+                              const uint8_t *b_text, size_t b_len) {
+  for (size_t i = 0; i < n;) {
+    bool hit = a_len > 0 && i + a_len <= n && memcmp(s + i, a, a_len) == 0;
+    const uint8_t *piece = hit ? b_text : s + i;
+    size_t k = hit ? b_len : 1;
+    if (!feri_buf_reserve(b, b->len + k)) return false;
+    if (k) memcpy(b->p + b->len, piece, k);
+    b->len += k;
+    i += hit ? a_len : 1;
+  }
+  return true;
+}
+
 feri_encode_ctx *feri_encode_ctx_new(void) {
   feri_encode_ctx *c = calloc(1, sizeof(*c));
   if (!c) return NULL;

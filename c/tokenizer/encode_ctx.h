@@ -64,5 +64,8 @@ feri_encode_ctx *feri_encode_ctx_new(void);
 void feri_encode_ctx_free(feri_encode_ctx *c);
 /* Grows b to hold at least need bytes; false when memory runs out. */
 bool feri_buf_reserve(feri_buf *b, size_t need);
+/* Appends s[0..n) to b with every occurrence of a (a_len > 0) replaced by b_text; false on OOM. */
+bool feri_buf_append_replaced(feri_buf *b, const uint8_t *s, size_t n, const uint8_t *a, size_t a_len,
+                              const uint8_t *b_text, size_t b_len);
 
 #endif

@@ -77,24 +77,10 @@ static fer_status lowercase(const uint8_t *s, size_t n, feri_buf *out) {
 }
 
 static fer_status replace(const uint8_t *s, size_t n, const feri_normalizer *nm, feri_buf *out) {
-  size_t w = 0;
-  for (size_t i = 0; i < n;) {
-    size_t take;
-    const uint8_t *piece;
-    if (nm->a_len && i + nm->a_len <= n && memcmp(s + i, nm->a, nm->a_len) == 0) {
-      piece = nm->b;
-      take = nm->b_len;
-      i += nm->a_len;
-    } else {
-      piece = s + i;
-      take = 1;
-      i++;
-    }
-    if (!feri_buf_reserve(out, w + take)) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "replace");
-    memcpy(out->p + w, piece, take);
-    w += take;
+  out->len = 0;
+  if (!feri_buf_append_replaced(out, s, n, nm->a, nm->a_len, nm->b, nm->b_len)) {
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "replace");
   }
-  out->len = w;
   return FER_STATUS_OK;
 }
 

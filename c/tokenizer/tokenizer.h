@@ -144,6 +144,8 @@ int feri_char_to_byte(uint32_t cp);
 /* Converts a byte-level token text (UTF-8 of mapped characters) to raw bytes in out (cap >= len);
  * returns the byte count, or SIZE_MAX when a character is outside the alphabet. */
 size_t feri_byte_level_unmap(const uint8_t *text, size_t len, uint8_t *out);
+/* The byte of a byte-fallback token's text "<0xAB>" (uppercase hex), or -1. */
+int feri_fallback_byte(const uint8_t *text, size_t len);
 /* After the vocabulary, added tokens and model flags are set: byte tables, added-token sets. */
 fer_status feri_tokenizer_finish(fer_tokenizer *t);
 void feri_tokenizer_destroy(fer_tokenizer *t);

@@ -196,6 +196,17 @@ fer_status feri_tokenizer_add_prefix_space(fer_tokenizer *t) {
   return push_step(t, step);
 }
 
+int feri_fallback_byte(const uint8_t *s, size_t n) {
+  if (n != 6 || s[0] != '<' || s[1] != '0' || s[2] != 'x' || s[5] != '>') return -1;
+  int v = 0;
+  for (int i = 3; i < 5; i++) {
+    int c = s[i], d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
 /* Recognises the SentencePiece decoder chain and precomputes what its one-pass decode needs. */
 static fer_status prepare_sentencepiece_decode(fer_tokenizer *t) {
   const feri_decoder_step *d = t->decoders;
@@ -210,31 +221,13 @@ static fer_status prepare_sentencepiece_decode(fer_tokenizer *t) {
   for (uint32_t id = 0; id < t->vocab.n && st == FER_STATUS_OK; id++) {
     size_t len;
     const uint8_t *s = feri_vocab_text(&t->vocab, id, &len);
-    t->sp_byte[id] = -1;
-    if (len == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[5] == '>') {
-      int v = 0, ok = 1;
-      for (int i = 3; i < 5; i++) {
-        int c = s[i];
-        int x = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
-        ok &= x >= 0;
-        v = v * 16 + (x < 0 ? 0 : x);
-      }
-      if (ok) t->sp_byte[id] = (int16_t)v;
-    }
+    t->sp_byte[id] = (int16_t)feri_fallback_byte(s, len);
     tmp.len = 0;
-    for (size_t i = 0; i < len;) {
-      bool hit = i + d[0].a_len <= len && memcmp(s + i, d[0].a, d[0].a_len) == 0;
-      const uint8_t *piece = hit ? d[0].b : s + i;
-      size_t k = hit ? d[0].b_len : 1;
-      if (!feri_buf_reserve(&tmp, tmp.len + k)) {
-        st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoder");
-        break;
-      }
-      if (k) memcpy(tmp.p + tmp.len, piece, k);
-      tmp.len += k;
-      i += hit ? d[0].a_len : 1;
+    if (!feri_buf_append_replaced(&tmp, s, len, d[0].a, d[0].a_len, d[0].b, d[0].b_len)) {
+      st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoder");
+    } else if (tmp.len > 0) {
+      st = feri_vocab_set_text_only(&t->sp_text, id, tmp.p, tmp.len);
     }
-    if (st == FER_STATUS_OK && tmp.len > 0) st = feri_vocab_set_text_only(&t->sp_text, id, tmp.p, tmp.len);
   }
   free(tmp.p);
   if (st != FER_STATUS_OK) return st;

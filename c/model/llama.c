@@ -1,0 +1,326 @@
+/* llama.c: the Llama forward pass on ferrite's kernels.
+ *
+ * Per layer: h = rms_norm(x); q, k, v = h W^T; RoPE on q and k (GGUF's llama weights are in the
+ * interleaved GPT-J pairing); k, v appended to the cache; attention (causal, grouped-query) over
+ * the cache; x += o W^T; h = rms_norm(x); x += (silu(h Wg^T) * h Wu^T) Wd^T. Then the final norm
+ * and the output projection (the token embedding when the file has no output.weight). */
+#include "model/llama.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "gguf/gguf.h"
+
+struct feri_llama {
+  feri_gguf *g;
+  feri_llama_config cfg;
+  feri_linear tok_embd, output;
+  fer_tensor output_norm;
+  feri_llama_layer *layers;
+};
+
+struct feri_llama_seq {
+  const feri_llama *m;
+  uint32_t max_tokens, len;
+  float *k_cache, *v_cache; /* per layer [max_tokens, n_head_kv, head_dim] (seq-major) */
+  /* scratch sized for max_tokens rows */
+  float *x, *h, *q, *k, *v, *att, *o, *gate, *up, *last;
+  int32_t *pos;
+};
+
+const feri_llama_config *feri_llama_config_of(const feri_llama *m) { return &m->cfg; }
+uint32_t feri_llama_seq_len(const feri_llama_seq *s) { return s->len; }
+
+static fer_status get_u32(const feri_gguf *g, const char *key, uint32_t *out) {
+  fer_status st = feri_gguf_get_u32(g, key, out);
+  return st == FER_STATUS_OK ? st : feri_fail(FER_STATUS_CORRUPT, "model: %s is missing or not an unsigned integer", key);
+}
+
+/* A weight [rows, cols] (GGUF dims [cols, rows]) as a projection operand. */
+static fer_status bind_linear(const feri_gguf *g, const char *name, uint64_t rows, uint64_t cols, feri_linear *out) {
+  int64_t i = feri_gguf_find_tensor(g, name);
+  if (i < 0) return feri_fail(FER_STATUS_CORRUPT, "model: tensor %s is missing", name);
+  const feri_gguf_tensor_info *t = feri_gguf_tensor(g, i);
+  if (t->n_dims != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+    return feri_fail(FER_STATUS_CORRUPT, "model: %s is [%llu, %llu], expected [%llu, %llu]", name,
+                     (unsigned long long)t->dims[0], (unsigned long long)t->dims[1], (unsigned long long)cols,
+                     (unsigned long long)rows);
+  }
+  memset(out, 0, sizeof(*out));
+  fer_dtype qd;
+  switch (t->ggml_type) {
+    case FERI_GGML_Q4_0: qd = FER_DTYPE_Q4_0; break;
+    case FERI_GGML_Q4_1: qd = FER_DTYPE_Q4_1; break;
+    case FERI_GGML_Q8_0: qd = FER_DTYPE_Q8_0; break;
+    case FERI_GGML_MXFP4: qd = FER_DTYPE_MXFP4; break;
+    case FERI_GGML_F32:
+    case FERI_GGML_F16:
+    case FERI_GGML_BF16: {
+      fer_dtype dd = t->ggml_type == FERI_GGML_F32 ? FER_DTYPE_F32 : t->ggml_type == FERI_GGML_F16 ? FER_DTYPE_F16 : FER_DTYPE_BF16;
+      out->quant = false;
+      out->dense = feri_tensor_2d((void *)t->data, dd, (int64_t)rows, (int64_t)cols);
+      return FER_STATUS_OK;
+    }
+    default: return feri_fail(FER_STATUS_UNSUPPORTED, "model: %s has type %s", name, feri_ggml_type_name(t->ggml_type));
+  }
+  int64_t be, bb;
+  fer_qblock_size(qd, &be, &bb);
+  out->quant = true;
+  out->q = (fer_qmatrix){.data = t->data, .bytes = t->n_bytes, .dtype = qd, .rows = (int64_t)rows,
+                         .cols = (int64_t)cols, .row_stride = (int64_t)cols / be * bb};
+  return fer_qmatrix_check(&out->q);
+}
+
+static fer_status bind_vector(const feri_gguf *g, const char *name, uint64_t n, fer_tensor *out) {
+  int64_t i = feri_gguf_find_tensor(g, name);
+  if (i < 0) return feri_fail(FER_STATUS_CORRUPT, "model: tensor %s is missing", name);
+  const feri_gguf_tensor_info *t = feri_gguf_tensor(g, i);
+  if (t->n_dims != 1 || t->dims[0] != n || t->ggml_type != FERI_GGML_F32) {
+    return feri_fail(FER_STATUS_CORRUPT, "model: %s is not an F32 vector of %llu", name, (unsigned long long)n);
+  }
+  memset(out, 0, sizeof(*out));
+  out->data = (void *)t->data;
+  out->dtype = FER_DTYPE_F32;
+  out->rank = 1;
+  out->shape[0] = (int64_t)n;
+  out->strides[0] = 4;
+  return FER_STATUS_OK;
+}
+
+static fer_status read_config(const feri_gguf *g, feri_llama_config *c) {
+  const char *arch;
+  size_t len;
+  if (feri_gguf_get_str(g, "general.architecture", &arch, &len) != FER_STATUS_OK) {
+    return feri_fail(FER_STATUS_CORRUPT, "model: general.architecture is missing");
+  }
+  if (len != 5 || memcmp(arch, "llama", 5) != 0) {
+    return feri_fail(FER_STATUS_UNSUPPORTED, "model: architecture '%.*s' (llama only, for now)", (int)(len > 40 ? 40 : len), arch);
+  }
+  fer_status st = get_u32(g, "llama.block_count", &c->n_layer);
+  if (st == FER_STATUS_OK) st = get_u32(g, "llama.embedding_length", &c->n_embd);
+  if (st == FER_STATUS_OK) st = get_u32(g, "llama.feed_forward_length", &c->n_ff);
+  if (st == FER_STATUS_OK) st = get_u32(g, "llama.attention.head_count", &c->n_head);
+  if (st != FER_STATUS_OK) return st;
+  c->n_head_kv = c->n_head;
+  if (feri_gguf_find_kv(g, "llama.attention.head_count_kv") >= 0) {
+    st = get_u32(g, "llama.attention.head_count_kv", &c->n_head_kv);
+    if (st != FER_STATUS_OK) return st;
+  }
+  c->n_ctx_train = 2048;
+  if (feri_gguf_find_kv(g, "llama.context_length") >= 0) get_u32(g, "llama.context_length", &c->n_ctx_train);
+  if (feri_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &c->rms_eps) != FER_STATUS_OK) {
+    return feri_fail(FER_STATUS_CORRUPT, "model: llama.attention.layer_norm_rms_epsilon is missing");
+  }
+  c->rope_theta = 10000.0f;
+  if (feri_gguf_find_kv(g, "llama.rope.freq_base") >= 0 && feri_gguf_get_f32(g, "llama.rope.freq_base", &c->rope_theta) != FER_STATUS_OK) {
+    return feri_fail(FER_STATUS_CORRUPT, "model: llama.rope.freq_base is not a float");
+  }
+  if (c->n_layer == 0 || c->n_layer > 1024 || c->n_embd == 0 || c->n_head == 0 || c->n_head_kv == 0 ||
+      c->n_embd % c->n_head != 0 || c->n_head % c->n_head_kv != 0 || c->n_ff == 0 || !(c->rms_eps >= 0) ||
+      !(c->rope_theta > 0)) {
+    return feri_fail(FER_STATUS_CORRUPT, "model: inconsistent hyper-parameters (layers %u, embd %u, heads %u/%u, ff %u)",
+                     c->n_layer, c->n_embd, c->n_head, c->n_head_kv, c->n_ff);
+  }
+  c->head_dim = c->n_embd / c->n_head;
+  c->rope_dims = c->head_dim;
+  if (feri_gguf_find_kv(g, "llama.rope.dimension_count") >= 0) {
+    st = get_u32(g, "llama.rope.dimension_count", &c->rope_dims);
+    if (st != FER_STATUS_OK || c->rope_dims == 0 || c->rope_dims > c->head_dim || c->rope_dims % 2) {
+      return feri_fail(FER_STATUS_CORRUPT, "model: llama.rope.dimension_count is not an even number up to the head size");
+    }
+  }
+  uint32_t et;
+  uint64_t nv;
+  if (feri_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &nv) != FER_STATUS_OK || nv == 0 || nv > (1u << 24)) {
+    return feri_fail(FER_STATUS_CORRUPT, "model: tokenizer.ggml.tokens gives no vocabulary size");
+  }
+  c->n_vocab = (uint32_t)nv;
+  return FER_STATUS_OK;
+}
+
+fer_status feri_llama_open(const char *path, feri_llama **out) {
+  *out = NULL;
+  feri_llama *m = calloc(1, sizeof(*m));
+  if (!m) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "model");
+  fer_status st = feri_gguf_open_file(path, &m->g);
+  if (st == FER_STATUS_OK) st = read_config(m->g, &m->cfg);
+  const feri_llama_config *c = &m->cfg;
+  if (st == FER_STATUS_OK) {
+    m->layers = calloc(c->n_layer, sizeof(*m->layers));
+    if (!m->layers) st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "model");
+  }
+  uint32_t qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
+  if (st == FER_STATUS_OK) st = bind_linear(m->g, "token_embd.weight", c->n_vocab, c->n_embd, &m->tok_embd);
+  if (st == FER_STATUS_OK) st = bind_vector(m->g, "output_norm.weight", c->n_embd, &m->output_norm);
+  if (st == FER_STATUS_OK) {
+    m->output = m->tok_embd; /* tied embeddings unless the file has its own output */
+    if (feri_gguf_find_tensor(m->g, "output.weight") >= 0) st = bind_linear(m->g, "output.weight", c->n_vocab, c->n_embd, &m->output);
+  }
+  for (uint32_t l = 0; l < c->n_layer && st == FER_STATUS_OK; l++) {
+    feri_llama_layer *L = &m->layers[l];
+    char n[96];
+#define NAME(s) (snprintf(n, sizeof(n), "blk.%u.%s", l, s), n)
+    st = bind_vector(m->g, NAME("attn_norm.weight"), c->n_embd, &L->attn_norm);
+    if (st == FER_STATUS_OK) st = bind_vector(m->g, NAME("ffn_norm.weight"), c->n_embd, &L->ffn_norm);
+    if (st == FER_STATUS_OK) st = bind_linear(m->g, NAME("attn_q.weight"), qd, c->n_embd, &L->wq);
+    if (st == FER_STATUS_OK) st = bind_linear(m->g, NAME("attn_k.weight"), kvd, c->n_embd, &L->wk);
+    if (st == FER_STATUS_OK) st = bind_linear(m->g, NAME("attn_v.weight"), kvd, c->n_embd, &L->wv);
+    if (st == FER_STATUS_OK) st = bind_linear(m->g, NAME("attn_output.weight"), c->n_embd, qd, &L->wo);
+    if (st == FER_STATUS_OK) st = bind_linear(m->g, NAME("ffn_gate.weight"), c->n_ff, c->n_embd, &L->w_gate);
+    if (st == FER_STATUS_OK) st = bind_linear(m->g, NAME("ffn_up.weight"), c->n_ff, c->n_embd, &L->w_up);
+    if (st == FER_STATUS_OK) st = bind_linear(m->g, NAME("ffn_down.weight"), c->n_embd, c->n_ff, &L->w_down);
+#undef NAME
+  }
+  if (st != FER_STATUS_OK) {
+    feri_llama_close(m);
+    return st;
+  }
+  *out = m;
+  return FER_STATUS_OK;
+}
+
+void feri_llama_close(feri_llama *m) {
+  if (!m) return;
+  feri_gguf_close(m->g);
+  free(m->layers);
+  free(m);
+}
+
+fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, feri_llama_seq **out) {
+  *out = NULL;
+  if (max_tokens == 0 || max_tokens > (1u << 20)) return feri_fail(FER_STATUS_INVALID_ARG, "max_tokens %u", max_tokens);
+  const feri_llama_config *c = &m->cfg;
+  feri_llama_seq *s = calloc(1, sizeof(*s));
+  if (!s) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "sequence");
+  s->m = m;
+  s->max_tokens = max_tokens;
+  size_t kv = (size_t)c->n_layer * max_tokens * c->n_head_kv * c->head_dim;
+  size_t rows = max_tokens;
+  s->k_cache = malloc(kv * sizeof(float));
+  s->v_cache = malloc(kv * sizeof(float));
+  s->x = malloc(rows * c->n_embd * sizeof(float));
+  s->h = malloc(rows * c->n_embd * sizeof(float));
+  s->q = malloc(rows * c->n_head * c->head_dim * sizeof(float));
+  s->k = malloc(rows * c->n_head_kv * c->head_dim * sizeof(float));
+  s->v = malloc(rows * c->n_head_kv * c->head_dim * sizeof(float));
+  s->att = malloc(rows * c->n_head * c->head_dim * sizeof(float));
+  s->o = malloc(rows * c->n_embd * sizeof(float));
+  s->gate = malloc(rows * c->n_ff * sizeof(float));
+  s->up = malloc(rows * c->n_ff * sizeof(float));
+  s->last = malloc(c->n_embd * sizeof(float));
+  s->pos = malloc(rows * sizeof(int32_t));
+  if (!s->k_cache || !s->v_cache || !s->x || !s->h || !s->q || !s->k || !s->v || !s->att || !s->o || !s->gate ||
+      !s->up || !s->last || !s->pos) {
+    feri_llama_seq_free(s);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "sequence of %u tokens", max_tokens);
+  }
+  *out = s;
+  return FER_STATUS_OK;
+}
+
+void feri_llama_seq_free(feri_llama_seq *s) {
+  if (!s) return;
+  free(s->k_cache), free(s->v_cache), free(s->x), free(s->h), free(s->q), free(s->k), free(s->v);
+  free(s->att), free(s->o), free(s->gate), free(s->up), free(s->last), free(s->pos);
+  free(s);
+}
+
+/* y[n, out] = x[n, in] W^T */
+static fer_status linear(fer_threadpool *pool, const feri_linear *w, const float *x, uint32_t n, uint32_t in, float *y,
+                         uint32_t out) {
+  fer_tensor a = feri_tensor_2d((void *)x, FER_DTYPE_F32, n, in);
+  fer_tensor c = feri_tensor_2d(y, FER_DTYPE_F32, n, out);
+  if (w->quant) return fer_matmul_quant(pool, &a, &w->q, &c, NULL, 0);
+  return fer_matmul(pool, &a, &w->dense, FER_MATMUL_B_NK, &c, NULL, 0);
+}
+
+/* A [rows, heads, dim] f32 buffer viewed as [heads, rows, dim] (attention's axis order). */
+static fer_tensor heads_view(float *p, uint32_t rows, uint32_t heads, uint32_t dim) {
+  fer_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = p;
+  t.dtype = FER_DTYPE_F32;
+  t.rank = 3;
+  t.shape[0] = heads, t.shape[1] = rows, t.shape[2] = dim;
+  t.strides[0] = (int64_t)dim * 4, t.strides[1] = (int64_t)heads * dim * 4, t.strides[2] = 4;
+  return t;
+}
+
+static fer_tensor rows_view(float *p, uint32_t rows, uint32_t heads, uint32_t dim) {
+  fer_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = p;
+  t.dtype = FER_DTYPE_F32;
+  t.rank = 3;
+  t.shape[0] = rows, t.shape[1] = heads, t.shape[2] = dim;
+  t.strides[0] = (int64_t)heads * dim * 4, t.strides[1] = (int64_t)dim * 4, t.strides[2] = 4;
+  return t;
+}
+
+#define TRY(call)                          \
+  do {                                     \
+    fer_status st_ = (call);               \
+    if (st_ != FER_STATUS_OK) return st_;  \
+  } while (0)
+
+fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits) {
+  const feri_llama *m = s->m;
+  const feri_llama_config *c = &m->cfg;
+  if (n == 0) return feri_fail(FER_STATUS_INVALID_ARG, "forward: no tokens");
+  if (n > s->max_tokens - s->len) {
+    return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "forward: %u tokens after %u exceed the sequence's %u", n, s->len, s->max_tokens);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    if (ids[i] < 0 || (uint32_t)ids[i] >= c->n_vocab) return feri_fail(FER_STATUS_INVALID_ARG, "forward: id %d at %u", ids[i], i);
+    s->pos[i] = (int32_t)(s->len + i);
+  }
+  const uint32_t D = c->n_embd, H = c->n_head, Hkv = c->n_head_kv, hd = c->head_dim, F = c->n_ff;
+  const uint32_t p0 = s->len, total = p0 + n;
+  fer_tensor id_t;
+  memset(&id_t, 0, sizeof id_t);
+  id_t.data = (void *)ids, id_t.dtype = FER_DTYPE_I32, id_t.rank = 1, id_t.shape[0] = n, id_t.strides[0] = 4;
+  fer_tensor x = feri_tensor_2d(s->x, FER_DTYPE_F32, n, D);
+  if (m->tok_embd.quant) TRY(fer_embedding_quant(pool, &m->tok_embd.q, &id_t, &x));
+  else TRY(fer_embedding(pool, &m->tok_embd.dense, &id_t, &x));
+  fer_tensor pos_t = id_t;
+  pos_t.data = s->pos;
+  fer_tensor h = feri_tensor_2d(s->h, FER_DTYPE_F32, n, D);
+  fer_attention_params ap;
+  fer_attention_params_init(&ap);
+  ap.q_pos0 = p0;
+  const size_t layer_kv = (size_t)s->max_tokens * Hkv * hd;
+  for (uint32_t l = 0; l < c->n_layer; l++) {
+    const feri_llama_layer *L = &m->layers[l];
+    TRY(fer_rms_norm(pool, &x, &L->attn_norm, c->rms_eps, &h));
+    TRY(linear(pool, &L->wq, s->h, n, D, s->q, H * hd));
+    TRY(linear(pool, &L->wk, s->h, n, D, s->k, Hkv * hd));
+    TRY(linear(pool, &L->wv, s->h, n, D, s->v, Hkv * hd));
+    fer_tensor qr = rows_view(s->q, n, H, hd), kr = rows_view(s->k, n, Hkv, hd);
+    TRY(fer_rope(pool, &qr, &pos_t, FER_ROPE_GPTJ, c->rope_dims, c->rope_theta, &qr));
+    TRY(fer_rope(pool, &kr, &pos_t, FER_ROPE_GPTJ, c->rope_dims, c->rope_theta, &kr));
+    float *kc = s->k_cache + l * layer_kv, *vc = s->v_cache + l * layer_kv;
+    memcpy(kc + (size_t)p0 * Hkv * hd, s->k, (size_t)n * Hkv * hd * sizeof(float));
+    memcpy(vc + (size_t)p0 * Hkv * hd, s->v, (size_t)n * Hkv * hd * sizeof(float));
+    fer_tensor qh = heads_view(s->q, n, H, hd), kh = heads_view(kc, total, Hkv, hd), vh = heads_view(vc, total, Hkv, hd);
+    fer_tensor oh = heads_view(s->att, n, H, hd);
+    TRY(fer_attention(pool, &qh, &kh, &vh, &ap, &oh, NULL, 0));
+    TRY(linear(pool, &L->wo, s->att, n, H * hd, s->o, D));
+    for (size_t i = 0; i < (size_t)n * D; i++) s->x[i] += s->o[i];
+    TRY(fer_rms_norm(pool, &x, &L->ffn_norm, c->rms_eps, &h));
+    TRY(linear(pool, &L->w_gate, s->h, n, D, s->gate, F));
+    TRY(linear(pool, &L->w_up, s->h, n, D, s->up, F));
+    fer_tensor g = feri_tensor_2d(s->gate, FER_DTYPE_F32, n, F), u = feri_tensor_2d(s->up, FER_DTYPE_F32, n, F);
+    TRY(fer_swiglu(pool, &g, &u, &g));
+    TRY(linear(pool, &L->w_down, s->gate, n, F, s->o, D));
+    for (size_t i = 0; i < (size_t)n * D; i++) s->x[i] += s->o[i];
+  }
+  fer_tensor xl = feri_tensor_2d(s->x + (size_t)(n - 1) * D, FER_DTYPE_F32, 1, D);
+  fer_tensor hl = feri_tensor_2d(s->last, FER_DTYPE_F32, 1, D);
+  TRY(fer_rms_norm(pool, &xl, &m->output_norm, c->rms_eps, &hl));
+  TRY(linear(pool, &m->output, s->last, 1, D, logits, c->n_vocab));
+  s->len = total;
+  return FER_STATUS_OK;
+}

@@ -1,0 +1,51 @@
+/* llama.h: a Llama-architecture model read from a GGUF file (weights used in place from the
+ * mapped file) and its forward pass over one sequence, built from ferrite's kernels. First
+ * increment of the decode engine: one sequence, a private f32 KV cache (seq-major), greedy
+ * selection by the caller. Internal: the engine's public ABI comes with the decode plan. */
+#ifndef FERI_MODEL_LLAMA_H
+#define FERI_MODEL_LLAMA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ferrite.h"
+
+typedef struct feri_llama_config {
+  uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx_train;
+  float rms_eps, rope_theta;
+  uint32_t rope_dims;
+} feri_llama_config;
+
+/* A weight used by a projection: block-quantized (fer_matmul_quant) or dense (fer_matmul). */
+typedef struct feri_linear {
+  bool quant;
+  fer_qmatrix q;
+  fer_tensor dense; /* [out, in] */
+} feri_linear;
+
+typedef struct feri_llama_layer {
+  fer_tensor attn_norm, ffn_norm; /* [n_embd] */
+  feri_linear wq, wk, wv, wo, w_gate, w_up, w_down;
+} feri_llama_layer;
+
+typedef struct feri_llama feri_llama;
+
+/* Opens the model at path (architecture "llama"; every tensor checked against the
+ * hyper-parameters; block-quantized weights checked with fer_qmatrix_check). CORRUPT or
+ * UNSUPPORTED naming what is wrong. */
+fer_status feri_llama_open(const char *path, feri_llama **out);
+void feri_llama_close(feri_llama *m);
+const feri_llama_config *feri_llama_config_of(const feri_llama *m);
+
+/* A sequence's state: the KV cache for up to max_tokens positions and scratch. */
+typedef struct feri_llama_seq feri_llama_seq;
+fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, feri_llama_seq **out);
+void feri_llama_seq_free(feri_llama_seq *s);
+uint32_t feri_llama_seq_len(const feri_llama_seq *s);
+
+/* Runs ids[0..n) at the next positions of the sequence (prefill when n > 1, decode when 1) and
+ * writes the logits of the last one into logits[0..n_vocab). BUFFER_TOO_SMALL past max_tokens. */
+fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n,
+                              float *logits);
+
+#endif

@@ -1,0 +1,42 @@
+// Greedy generation with llama.cpp (scripts/model/make_greedy_golden.sh): prints the prompt ids, then
+// per step the chosen id and the top-5 logits. usage: llamacpp-greedy MODEL PROMPT N_STEPS
+#include "llama.h"
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+#include <algorithm>
+int main(int argc, char **argv) {
+  llama_backend_init();
+  auto mp = llama_model_default_params();
+  llama_model *model = llama_model_load_from_file(argv[1], mp);
+  const llama_vocab *vocab = llama_model_get_vocab(model);
+  auto cp = llama_context_default_params();
+  cp.n_ctx = 512; cp.n_batch = 512; cp.n_threads = 2; cp.n_threads_batch = 2;
+  llama_context *ctx = llama_init_from_model(model, cp);
+  std::vector<llama_token> ids(512);
+  int n = llama_tokenize(vocab, argv[2], strlen(argv[2]), ids.data(), 512, false, true);
+  ids.resize(n);
+  printf("prompt");
+  for (auto t : ids) printf(" %d", t);
+  printf("\n");
+  int steps = atoi(argv[3]);
+  llama_batch b = llama_batch_get_one(ids.data(), n);
+  int nv = llama_vocab_n_tokens(vocab);
+  for (int s = 0; s < steps; s++) {
+    if (llama_decode(ctx, b)) { printf("decode failed\n"); return 1; }
+    float *lg = llama_get_logits_ith(ctx, -1);
+    std::vector<int> idx(nv);
+    for (int i = 0; i < nv; i++) idx[i] = i;
+    std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(), [&](int a, int c) { return lg[a] > lg[c]; });
+    static llama_token tok; tok = idx[0];
+    char piece[64]; int pl = llama_token_to_piece(vocab, tok, piece, 64, 0, true);
+    std::string shown;
+    for (int i = 0; i < pl; i++) shown += piece[i] == '\n' ? std::string("\\n") : std::string(1, piece[i]);
+    printf("step %d token %d '%s' top5", s, tok, shown.c_str());
+    for (int i = 0; i < 5; i++) printf(" %d:%.4f", idx[i], lg[idx[i]]);
+    printf("\n");
+    b = llama_batch_get_one(&tok, 1);
+  }
+  return 0;
+}
