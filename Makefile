@@ -1,5 +1,6 @@
 # ferrite: the two commands of README.md, and the jobs behind them.
-#   make run    the main job: set up, build, print `ferrite info` with a quick kernel table
+#   make run    the main job: set up, build, print `ferrite info` with a quick kernel table, then
+#               `ferrite generate --chat` on the real model (SmolLM2-135M-Instruct)
 #   make test   set up, Bazel tests, Cargo tests, sanitizer run, claims check, header drift check
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/cuda/bin:$(PATH)
@@ -15,8 +16,16 @@ setup:
 build: setup
 	$(BAZEL) build //...
 
+MODEL ?= $(or $(FERRITE_DATA_DIR),$(HOME)/.cache/ferrite)/smollm2-135m-instruct-q4_1.gguf
+
 run: build
-	./bazel-bin/c/tools/ferrite_info
+	./bazel-bin/c/tools/ferrite info
+	@if [ -f "$(MODEL)" ]; then \
+	  echo; echo "ferrite generate --chat on $(MODEL):"; \
+	  ./bazel-bin/c/tools/ferrite generate --model "$(MODEL)" --chat --prompt "What is the capital of France?" --max-tokens 64; \
+	else \
+	  echo "make run: no model at $(MODEL) (scripts/fetch-test-data.sh fetches it); generation skipped"; \
+	fi
 
 test: setup bazel-test cargo-test cargo-test-fallback bench-smoke test-sanitize check-claims check-header
 	@echo "make test: all passed"

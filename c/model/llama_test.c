@@ -1,4 +1,4 @@
-/* llama_test.c: the Llama forward pass on the real model (SKIPPED without it):
+/* llama_test.c: the Llama forward pass on the real model (SKIPPED without it). EVIDENCE: C-ENG-001
  * - greedy decoding of "The capital of France is" gives llama.cpp's first five tokens
  *   (testdata/model/smollm2-greedy.txt, scripts/model/make_greedy_golden.sh), and each step's top
  *   logit is within 0.75 of llama.cpp's (llama.cpp rounds activations to 8 bits for its Q4_1

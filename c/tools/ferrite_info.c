@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "ferrite.h"
+#include "tools/commands.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -105,7 +106,7 @@ static void print_features(void) {
   printf("\n");
 }
 
-int main(int argc, char **argv) {
+int feri_cmd_info(int argc, char **argv) {
   double batch_s = argc > 1 && strcmp(argv[1], "--full") == 0 ? 0.2 : 0.02;
   printf("ferrite info\n");
   printf("abi version  : %u (header %d)\n", fer_abi_version(), (int)FER_ABI_VERSION);

@@ -1,0 +1,11 @@
+/* commands.h: the subcommands of the `ferrite` program. */
+#ifndef FERI_TOOLS_COMMANDS_H
+#define FERI_TOOLS_COMMANDS_H
+
+/* `ferrite info [--full]`: the build, the CPU, CUDA, and a quick kernel table. */
+int feri_cmd_info(int argc, char **argv);
+
+/* `ferrite generate --model PATH --prompt TEXT ...`: generates text, streaming it. */
+int feri_cmd_generate(int argc, char **argv);
+
+#endif

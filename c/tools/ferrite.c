@@ -1,0 +1,23 @@
+/* ferrite.c: the `ferrite` program: `ferrite info` and `ferrite generate`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/commands.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: ferrite info [--full]\n"
+          "       ferrite generate --model PATH --prompt TEXT [--chat] [--max-tokens N] [--temperature T]\n"
+          "                        [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N]\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "info") == 0) return feri_cmd_info(argc - 1, argv + 1);
+  if (argc >= 2 && strcmp(argv[1], "generate") == 0) return feri_cmd_generate(argc - 1, argv + 1);
+  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    usage(stdout);
+    return 0;
+  }
+  usage(stderr);
+  return 2;
+}
