@@ -1403,7 +1403,8 @@ fer_status fer_tokenizer_token_to_id(const fer_tokenizer *tok, const char *text,
 
 /**
  * Creates a streaming detokenizer over tok (which must outlive it) with fer_decode_flag flags.
- * Claims: C-TOK-009.
+ * UNSUPPORTED for a decoder that strips the end of the text (a Strip decoder with stop > 0: where
+ * the end is cannot be known while streaming). Claims: C-TOK-009.
  */
 fer_status fer_detokenizer_create(const fer_tokenizer *tok, uint32_t flags, fer_detokenizer **out);
 

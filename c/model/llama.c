@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "gguf/gguf.h"
@@ -25,7 +26,9 @@ struct feri_llama {
 struct feri_llama_seq {
   const feri_llama *m;
   uint32_t max_tokens, len;
-  float *k_cache, *v_cache; /* per layer [max_tokens, n_head_kv, head_dim] (seq-major) */
+  fer_vmm *vmm;
+  fer_kv_cache *cache;
+  fer_kv_seq *kv;
   /* scratch sized for max_tokens rows */
   float *x, *h, *q, *k, *v, *att, *o, *gate, *up, *last;
   int32_t *pos;
@@ -33,6 +36,12 @@ struct feri_llama_seq {
 
 const feri_llama_config *feri_llama_config_of(const feri_llama *m) { return &m->cfg; }
 uint32_t feri_llama_seq_len(const feri_llama_seq *s) { return s->len; }
+const fer_kv_seq *feri_llama_seq_kv(const feri_llama_seq *s) { return s->kv; }
+
+feri_llama_kv_options feri_llama_kv_defaults(void) {
+  return (feri_llama_kv_options){.layout = FER_KV_LAYOUT_SEQ_MAJOR, .policy = FER_KV_POLICY_FIXED_MAX,
+                                 .dtype = FER_DTYPE_F32, .min_bucket = 8, .granule_bytes = 64 * 1024};
+}
 
 static fer_status get_u32(const feri_gguf *g, const char *key, uint32_t *out) {
   fer_status st = feri_gguf_get_u32(g, key, out);
@@ -189,18 +198,49 @@ void feri_llama_close(feri_llama *m) {
   free(m);
 }
 
-fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, feri_llama_seq **out) {
+/* The granule pool and KV cache of one sequence. */
+static fer_status make_kv(feri_llama_seq *s, const feri_llama_config *c, const feri_llama_kv_options *o) {
+  uint32_t eb = o->dtype == FER_DTYPE_F32 ? 4 : 2;
+  if (o->dtype != FER_DTYPE_F32 && o->dtype != FER_DTYPE_F16 && o->dtype != FER_DTYPE_BF16) {
+    return feri_fail(FER_STATUS_INVALID_ARG, "KV dtype must be F32, F16 or BF16");
+  }
+  fer_vmm_options vo;
+  fer_vmm_options_init(&vo);
+  vo.granule_bytes = o->granule_bytes ? o->granule_bytes : 64 * 1024;
+  /* enough granules for every binding at full length, twice over (a bucketed relocation holds
+   * the old and the new reservation at once) */
+  uint64_t row = (uint64_t)c->n_head_kv * c->head_dim * eb;
+  uint64_t per_binding = ((uint64_t)s->max_tokens * row + vo.granule_bytes - 1) / vo.granule_bytes + 1;
+  vo.max_granules = 2 * (2ull * c->n_layer * per_binding + 8);
+  fer_status st = fer_vmm_create(&vo, &s->vmm);
+  if (st != FER_STATUS_OK) return st;
+  fer_kv_cache_options ko;
+  fer_kv_cache_options_init(&ko);
+  ko.policy = o->policy;
+  ko.dtype = o->dtype;
+  ko.min_bucket = o->min_bucket;
+  ko.geometry.layout = o->layout;
+  ko.geometry.n_layers = c->n_layer;
+  ko.geometry.n_kv_heads = c->n_head_kv;
+  ko.geometry.head_dim = c->head_dim;
+  ko.geometry.elem_bytes = eb;
+  ko.geometry.capacity_tokens = s->max_tokens;
+  st = fer_kv_cache_create(s->vmm, &ko, &s->cache);
+  if (st == FER_STATUS_OK) st = fer_kv_seq_create(s->cache, &s->kv);
+  return st;
+}
+
+fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const feri_llama_kv_options *kvo,
+                                 feri_llama_seq **out) {
   *out = NULL;
   if (max_tokens == 0 || max_tokens > (1u << 20)) return feri_fail(FER_STATUS_INVALID_ARG, "max_tokens %u", max_tokens);
   const feri_llama_config *c = &m->cfg;
+  feri_llama_kv_options defaults = feri_llama_kv_defaults();
   feri_llama_seq *s = calloc(1, sizeof(*s));
   if (!s) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "sequence");
   s->m = m;
   s->max_tokens = max_tokens;
-  size_t kv = (size_t)c->n_layer * max_tokens * c->n_head_kv * c->head_dim;
   size_t rows = max_tokens;
-  s->k_cache = malloc(kv * sizeof(float));
-  s->v_cache = malloc(kv * sizeof(float));
   s->x = malloc(rows * c->n_embd * sizeof(float));
   s->h = malloc(rows * c->n_embd * sizeof(float));
   s->q = malloc(rows * c->n_head * c->head_dim * sizeof(float));
@@ -212,10 +252,14 @@ fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, feri_
   s->up = malloc(rows * c->n_ff * sizeof(float));
   s->last = malloc(c->n_embd * sizeof(float));
   s->pos = malloc(rows * sizeof(int32_t));
-  if (!s->k_cache || !s->v_cache || !s->x || !s->h || !s->q || !s->k || !s->v || !s->att || !s->o || !s->gate ||
-      !s->up || !s->last || !s->pos) {
+  if (!s->x || !s->h || !s->q || !s->k || !s->v || !s->att || !s->o || !s->gate || !s->up || !s->last || !s->pos) {
     feri_llama_seq_free(s);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "sequence of %u tokens", max_tokens);
+  }
+  fer_status st = make_kv(s, c, kvo ? kvo : &defaults);
+  if (st != FER_STATUS_OK) {
+    feri_llama_seq_free(s);
+    return st;
   }
   *out = s;
   return FER_STATUS_OK;
@@ -223,9 +267,31 @@ fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, feri_
 
 void feri_llama_seq_free(feri_llama_seq *s) {
   if (!s) return;
-  free(s->k_cache), free(s->v_cache), free(s->x), free(s->h), free(s->q), free(s->k), free(s->v);
+  fer_kv_seq_free(s->kv);
+  fer_kv_cache_free(s->cache);
+  fer_vmm_free(s->vmm);
+  free(s->x), free(s->h), free(s->q), free(s->k), free(s->v);
   free(s->att), free(s->o), free(s->gate), free(s->up), free(s->last), free(s->pos);
   free(s);
+}
+
+/* Writes rows [n, heads, dim] of f32 into positions p0.. of a cache view [heads, tokens, dim]. */
+static void store_rows(const fer_tensor *view, const float *rows, uint32_t p0, uint32_t n, uint32_t heads, uint32_t dim) {
+  for (uint32_t t = 0; t < n; t++) {
+    for (uint32_t h = 0; h < heads; h++) {
+      const float *src = rows + ((size_t)t * heads + h) * dim;
+      char *dst = (char *)view->data + (int64_t)h * view->strides[0] + (int64_t)(p0 + t) * view->strides[1];
+      if (view->dtype == FER_DTYPE_F32 && view->strides[2] == 4) {
+        memcpy(dst, src, dim * sizeof(float));
+        continue;
+      }
+      for (uint32_t d = 0; d < dim; d++) {
+        uint16_t v = view->dtype == FER_DTYPE_F16 ? feri_f32_to_f16(src[d]) : feri_f32_to_bf16(src[d]);
+        if (view->dtype == FER_DTYPE_F32) memcpy(dst + (int64_t)d * view->strides[2], &src[d], 4);
+        else memcpy(dst + (int64_t)d * view->strides[2], &v, 2);
+      }
+    }
+  }
 }
 
 /* y[n, out] = x[n, in] W^T */
@@ -291,7 +357,8 @@ fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int
   fer_attention_params ap;
   fer_attention_params_init(&ap);
   ap.q_pos0 = p0;
-  const size_t layer_kv = (size_t)s->max_tokens * Hkv * hd;
+  /* all or nothing: on failure the sequence is unchanged */
+  TRY(fer_kv_seq_extend(s->kv, total));
   for (uint32_t l = 0; l < c->n_layer; l++) {
     const feri_llama_layer *L = &m->layers[l];
     TRY(fer_rms_norm(pool, &x, &L->attn_norm, c->rms_eps, &h));
@@ -301,10 +368,12 @@ fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int
     fer_tensor qr = rows_view(s->q, n, H, hd), kr = rows_view(s->k, n, Hkv, hd);
     TRY(fer_rope(pool, &qr, &pos_t, FER_ROPE_GPTJ, c->rope_dims, c->rope_theta, &qr));
     TRY(fer_rope(pool, &kr, &pos_t, FER_ROPE_GPTJ, c->rope_dims, c->rope_theta, &kr));
-    float *kc = s->k_cache + l * layer_kv, *vc = s->v_cache + l * layer_kv;
-    memcpy(kc + (size_t)p0 * Hkv * hd, s->k, (size_t)n * Hkv * hd * sizeof(float));
-    memcpy(vc + (size_t)p0 * Hkv * hd, s->v, (size_t)n * Hkv * hd * sizeof(float));
-    fer_tensor qh = heads_view(s->q, n, H, hd), kh = heads_view(kc, total, Hkv, hd), vh = heads_view(vc, total, Hkv, hd);
+    fer_tensor kh, vh;
+    TRY(fer_kv_seq_view(s->kv, l, 0, &kh));
+    TRY(fer_kv_seq_view(s->kv, l, 1, &vh));
+    store_rows(&kh, s->k, p0, n, Hkv, hd);
+    store_rows(&vh, s->v, p0, n, Hkv, hd);
+    fer_tensor qh = heads_view(s->q, n, H, hd);
     fer_tensor oh = heads_view(s->att, n, H, hd);
     TRY(fer_attention(pool, &qh, &kh, &vh, &ap, &oh, NULL, 0));
     TRY(linear(pool, &L->wo, s->att, n, H * hd, s->o, D));

@@ -1,7 +1,7 @@
 /* llama.h: a Llama-architecture model read from a GGUF file (weights used in place from the
  * mapped file) and its forward pass over one sequence, built from ferrite's kernels. First
- * increment of the decode engine: one sequence, a private f32 KV cache (seq-major), greedy
- * selection by the caller. Internal: the engine's public ABI comes with the decode plan. */
+ * increment of the decode engine: one sequence, its K and V in a governed fer_kv_cache (any
+ * layout), selection by the caller. Internal: the engine's public ABI comes with the decode plan. */
 #ifndef FERI_MODEL_LLAMA_H
 #define FERI_MODEL_LLAMA_H
 
@@ -37,9 +37,25 @@ fer_status feri_llama_open(const char *path, feri_llama **out);
 void feri_llama_close(feri_llama *m);
 const feri_llama_config *feri_llama_config_of(const feri_llama *m);
 
-/* A sequence's state: the KV cache for up to max_tokens positions and scratch. */
+/* Where a sequence keeps K and V: a fer_kv_cache of its own (on a granule pool of its own) in any
+ * of the three layouts, with the memory issue's growth policies. */
+typedef struct feri_llama_kv_options {
+  fer_kv_layout layout;  /* FER_KV_LAYOUT_* */
+  int32_t policy;        /* FER_KV_POLICY_* */
+  fer_dtype dtype;       /* F32, F16 or BF16 */
+  uint64_t min_bucket;   /* bucketed policy's smallest capacity */
+  uint64_t granule_bytes; /* 0 = 64 KiB */
+} feri_llama_kv_options;
+
+/* Seq-major, fixed at max_tokens, f32, 64 KiB granules. */
+feri_llama_kv_options feri_llama_kv_defaults(void);
+
+/* A sequence's state: the KV cache for up to max_tokens positions and scratch. kv NULL = defaults. */
 typedef struct feri_llama_seq feri_llama_seq;
-fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, feri_llama_seq **out);
+fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const feri_llama_kv_options *kv,
+                                 feri_llama_seq **out);
+/* The KV sequence (stats: live tokens, capacity, growth events). */
+const fer_kv_seq *feri_llama_seq_kv(const feri_llama_seq *s);
 void feri_llama_seq_free(feri_llama_seq *s);
 uint32_t feri_llama_seq_len(const feri_llama_seq *s);
 

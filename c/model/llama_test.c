@@ -1,4 +1,4 @@
-/* llama_test.c: the Llama forward pass on the real model (SKIPPED without it). EVIDENCE: C-ENG-001
+/* llama_test.c: the Llama forward pass on the real model (SKIPPED without it). EVIDENCE: C-ENG-001, C-ENG-002
  * - greedy decoding of "The capital of France is" gives llama.cpp's first five tokens
  *   (testdata/model/smollm2-greedy.txt, scripts/model/make_greedy_golden.sh), and each step's top
  *   logit is within 0.75 of llama.cpp's (llama.cpp rounds activations to 8 bits for its Q4_1
@@ -6,6 +6,9 @@
  * - a token decoded after the cache holds the prompt gets exactly the logits of the same token at
  *   the end of one prefill (the kernels' rows do not depend on M);
  * - one thread and two threads give the same bits;
+ * - the KV cache in head-major, seq-major and token-major layouts, fixed or growing by buckets
+ *   (8 -> 16 -> 32 while decoding), gives the same logits bit for bit at every step; f16 K and V
+ *   give the same greedy tokens;
  * - bad input: ids outside the vocabulary, a sequence past its length, a missing file. */
 #include <math.h>
 #include <stdlib.h>
@@ -63,7 +66,7 @@ static int32_t argmax(const float *v, uint32_t n) {
 static void test_greedy_matches_llama_cpp(feri_llama *m, const golden *g, fer_threadpool *pool) {
   const feri_llama_config *c = feri_llama_config_of(m);
   feri_llama_seq *s = NULL;
-  CHECK_STATUS(feri_llama_seq_create(m, 64, &s), FER_STATUS_OK);
+  CHECK_STATUS(feri_llama_seq_create(m, 64, NULL, &s), FER_STATUS_OK);
   float *logits = malloc(c->n_vocab * sizeof(float));
   const int32_t *cur = g->prompt;
   uint32_t n = g->n_prompt;
@@ -98,9 +101,9 @@ static void test_decode_equals_prefill_and_threads(feri_llama *m, const golden *
   o.n_threads = 2;
   fer_threadpool *pool2 = NULL;
   CHECK_STATUS(fer_threadpool_create(&o, &pool2), FER_STATUS_OK);
-  CHECK_STATUS(feri_llama_seq_create(m, 64, &s1), FER_STATUS_OK);
-  CHECK_STATUS(feri_llama_seq_create(m, 64, &s2), FER_STATUS_OK);
-  CHECK_STATUS(feri_llama_seq_create(m, 64, &s3), FER_STATUS_OK);
+  CHECK_STATUS(feri_llama_seq_create(m, 64, NULL, &s1), FER_STATUS_OK);
+  CHECK_STATUS(feri_llama_seq_create(m, 64, NULL, &s2), FER_STATUS_OK);
+  CHECK_STATUS(feri_llama_seq_create(m, 64, NULL, &s3), FER_STATUS_OK);
   if (a && b && d && s1 && s2 && s3 && pool2) {
     CHECK_STATUS(feri_llama_forward(s1, NULL, ids, g->n_prompt + 1, a), FER_STATUS_OK);
     CHECK_STATUS(feri_llama_forward(s2, NULL, ids, g->n_prompt, b), FER_STATUS_OK);
@@ -114,10 +117,66 @@ static void test_decode_equals_prefill_and_threads(feri_llama *m, const golden *
   free(a), free(b), free(d);
 }
 
+/* Greedy decoding of 20 steps after the prompt with the given KV options: the logits of every step
+ * into all[step * n_vocab]. */
+static void run_steps(feri_llama *m, const golden *g, const feri_llama_kv_options *kv, int steps, float *all,
+                      int32_t *tokens, uint64_t *growth_events) {
+  const feri_llama_config *c = feri_llama_config_of(m);
+  feri_llama_seq *s = NULL;
+  CHECK_STATUS(feri_llama_seq_create(m, 64, kv, &s), FER_STATUS_OK);
+  if (!s) return;
+  const int32_t *cur = g->prompt;
+  uint32_t n = g->n_prompt;
+  for (int step = 0; step < steps; step++) {
+    float *logits = all + (size_t)step * c->n_vocab;
+    CHECK_STATUS(feri_llama_forward(s, NULL, cur, n, logits), FER_STATUS_OK);
+    tokens[step] = argmax(logits, c->n_vocab);
+    cur = &tokens[step];
+    n = 1;
+  }
+  fer_kv_seq_stats st;
+  fer_kv_seq_get_stats(feri_llama_seq_kv(s), &st);
+  *growth_events = st.growth_events;
+  feri_llama_seq_free(s);
+}
+
+static void test_kv_layouts_agree(feri_llama *m, const golden *g) {
+  enum { N = 20 };
+  const feri_llama_config *c = feri_llama_config_of(m);
+  float *ref = calloc((size_t)N * c->n_vocab, sizeof(float)), *got = calloc((size_t)N * c->n_vocab, sizeof(float));
+  int32_t ref_tok[N], tok[N];
+  uint64_t growth = 0;
+  if (!ref || !got) return;
+  feri_llama_kv_options kv = feri_llama_kv_defaults(); /* seq-major, fixed */
+  run_steps(m, g, &kv, N, ref, ref_tok, &growth);
+  const fer_kv_layout layouts[3] = {FER_KV_LAYOUT_HEAD_MAJOR, FER_KV_LAYOUT_SEQ_MAJOR, FER_KV_LAYOUT_TOKEN_MAJOR};
+  for (int l = 0; l < 3; l++) {
+    for (int bucketed = 0; bucketed < 2; bucketed++) {
+      kv = feri_llama_kv_defaults();
+      kv.layout = layouts[l];
+      kv.policy = bucketed ? FER_KV_POLICY_BUCKETED : FER_KV_POLICY_FIXED_MAX;
+      memset(got, 0, (size_t)N * c->n_vocab * sizeof(float));
+      run_steps(m, g, &kv, N, got, tok, &growth);
+      if (memcmp(got, ref, (size_t)N * c->n_vocab * sizeof(float)) != 0) {
+        fprintf(stderr, "  layout %d bucketed %d differs from seq-major fixed\n", (int)layouts[l], bucketed);
+        CHECK(!"KV layouts give different logits");
+      }
+      /* 5 + 19 tokens from a bucket of 8: 8 -> 16 -> 32, two growths */
+      CHECK(!bucketed || growth == 2);
+    }
+  }
+  kv = feri_llama_kv_defaults();
+  kv.dtype = FER_DTYPE_F16;
+  run_steps(m, g, &kv, STEPS, got, tok, &growth);
+  for (int i = 0; i < STEPS; i++) CHECK(tok[i] == g->token[i]);
+  free(ref);
+  free(got);
+}
+
 static void test_bad_input(feri_llama *m) {
   const feri_llama_config *c = feri_llama_config_of(m);
   feri_llama_seq *s = NULL;
-  CHECK_STATUS(feri_llama_seq_create(m, 4, &s), FER_STATUS_OK);
+  CHECK_STATUS(feri_llama_seq_create(m, 4, NULL, &s), FER_STATUS_OK);
   float *logits = malloc(c->n_vocab * sizeof(float));
   int32_t bad[2] = {1, (int32_t)c->n_vocab};
   int32_t five[5] = {1, 2, 3, 4, 5};
@@ -146,6 +205,7 @@ int main(void) {
   if (m) {
     test_greedy_matches_llama_cpp(m, &g, NULL);
     test_decode_equals_prefill_and_threads(m, &g);
+    test_kv_layouts_agree(m, &g);
     test_bad_input(m);
   }
   feri_llama_close(m);

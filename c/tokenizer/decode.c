@@ -20,7 +20,7 @@ static bool put(feri_buf *b, const void *p, size_t n) {
 /* streaming: a byte group at the very end may still grow, and whether it becomes U+FFFD depends on
  * all of it, so it stays raw and *held gets its length: the detokenizer emits nothing of it yet. */
 static fer_status chain(const fer_tokenizer *t, feri_buf *b, size_t *ends, size_t n_tok, size_t base, bool streaming,
-                        size_t *held) {
+                        bool strip_start, size_t *held) {
   feri_buf tmp = {0};
   for (uint32_t d = 0; d < t->n_decoders; d++) {
     const feri_decoder_step *st = &t->decoders[d];
@@ -43,8 +43,10 @@ static fer_status chain(const fer_tokenizer *t, feri_buf *b, size_t *ends, size_
         ok = feri_buf_append_replaced(&tmp, s, len, st->a, st->a_len, st->b, st->b_len);
       } else if (st->kind == FERI_DEC_STRIP) {
         size_t lo = 0, hi = len;
-        for (uint32_t i = 0; i < st->start && hi - lo >= st->a_len && memcmp(s + lo, st->a, st->a_len) == 0; i++) lo += st->a_len;
-        for (uint32_t i = 0; i < st->stop && hi - lo >= st->a_len && memcmp(s + hi - st->a_len, st->a, st->a_len) == 0; i++) hi -= st->a_len;
+        /* a held run (see above) at the end of the last token is not stripped until it is decided */
+        bool held_end = *held > 0 && k + 1 == n_tok, held_all = held_end && len <= *held;
+        for (uint32_t i = 0; strip_start && !held_all && i < st->start && hi - lo >= st->a_len && memcmp(s + lo, st->a, st->a_len) == 0; i++) lo += st->a_len;
+        for (uint32_t i = 0; !held_end && i < st->stop && hi - lo >= st->a_len && memcmp(s + hi - st->a_len, st->a, st->a_len) == 0; i++) hi -= st->a_len;
         ok = put(&tmp, s + lo, hi - lo);
       } else { /* FERI_DEC_BYTE_FALLBACK */
         int byte = feri_fallback_byte(s, len);
@@ -88,7 +90,7 @@ static fer_status chain(const fer_tokenizer *t, feri_buf *b, size_t *ends, size_
  * kept when it is UTF-8 and otherwise becomes one U+FFFD per byte; while streaming, a run at the
  * end is held back (*held) since it may still grow. Then one leading space is dropped. */
 static fer_status sentencepiece_decode(const fer_tokenizer *t, const int32_t *ids, size_t n, uint32_t flags,
-                                       bool streaming, feri_buf *b, size_t *held) {
+                                       bool streaming, bool strip_start, feri_buf *b, size_t *held) {
   size_t base = b->len, run = 0;
   for (size_t i = 0; i <= n; i++) {
     int32_t id = -1;
@@ -122,20 +124,23 @@ static fer_status sentencepiece_decode(const fer_tokenizer *t, const int32_t *id
       if (len && !put(b, text, len)) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoding");
     }
   }
-  if (t->sp_strip && b->len > base && b->p[base] == ' ') {
+  /* A held run that starts the text may still turn into U+FFFD: its first byte is not a space yet. */
+  bool first_held = *held > 0 && b->len - base == *held;
+  if (t->sp_strip && strip_start && !first_held && b->len > base && b->p[base] == ' ') {
     memmove(b->p + base, b->p + base + 1, b->len - base - 1);
     b->len--;
   }
   return FER_STATUS_OK;
 }
 
-/* Appends the decoded bytes of ids[0..n) to b (exact bytes; no replacement). */
+/* Appends the decoded bytes of ids[0..n) to b (exact bytes; no replacement). strip_start: ids[0]
+ * begins the sequence, so decoders that strip its start (Strip) apply. */
 static fer_status decode_into(const fer_tokenizer *t, const int32_t *ids, size_t n, uint32_t flags, bool streaming,
-                              feri_buf *b, size_t *held) {
+                              bool strip_start, feri_buf *b, size_t *held) {
   *held = 0;
   /* b->p is never NULL afterwards (pointer arithmetic on it is then always defined) */
   if (!feri_buf_reserve(b, b->len + 1)) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "decoding");
-  if (t->sp_decode) return sentencepiece_decode(t, ids, n, flags, streaming, b, held);
+  if (t->sp_decode) return sentencepiece_decode(t, ids, n, flags, streaming, strip_start, b, held);
   size_t base = b->len;
   size_t *ends = NULL;
   bool use_chain = t->n_decoders > 0;
@@ -160,7 +165,7 @@ static fer_status decode_into(const fer_tokenizer *t, const int32_t *ids, size_t
     }
     if (use_chain) ends[n_tok++] = b->len;
   }
-  fer_status st = use_chain ? chain(t, b, ends, n_tok, base, streaming, held) : FER_STATUS_OK;
+  fer_status st = use_chain ? chain(t, b, ends, n_tok, base, streaming, strip_start, held) : FER_STATUS_OK;
   free(ends);
   return st;
 }
@@ -213,7 +218,7 @@ fer_status fer_tokenizer_decode(const fer_tokenizer *tok, const int32_t *ids, si
   }
   feri_buf b = {0};
   size_t held;
-  fer_status st = decode_into(tok, ids, n, flags, false, &b, &held);
+  fer_status st = decode_into(tok, ids, n, flags, false, true, &b, &held);
   if (st != FER_STATUS_OK) {
     free(b.p);
     return st;
@@ -270,6 +275,7 @@ struct fer_detokenizer {
   size_t n, cap;
   size_t emitted; /* bytes of decode(window) already given out */
   size_t held;    /* bytes at the end of decode(window) that a byte group still holds back */
+  bool at_start;  /* the window begins the sequence (decoders that strip its start apply) */
   feri_buf text;
 };
 
@@ -280,10 +286,17 @@ fer_status fer_detokenizer_create(const fer_tokenizer *tok, uint32_t flags, fer_
   if (flags & ~(uint32_t)(FER_DECODE_SKIP_SPECIAL | FER_DECODE_REPLACE_INVALID_UTF8)) {
     return feri_fail(FER_STATUS_INVALID_ARG, "fer_detokenizer_create: unknown flags 0x%x", flags);
   }
+  for (uint32_t i = 0; i < tok->n_decoders; i++) {
+    if (tok->decoders[i].kind == FERI_DEC_STRIP && tok->decoders[i].stop > 0) {
+      return feri_fail(FER_STATUS_UNSUPPORTED, "streaming a decoder that strips the end of the text (Strip stop %u)",
+                       tok->decoders[i].stop);
+    }
+  }
   fer_detokenizer *d = calloc(1, sizeof(*d));
   if (!d) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "detokenizer");
   d->tok = tok;
   d->flags = flags;
+  d->at_start = true;
   atomic_fetch_add(&((fer_tokenizer *)tok)->live_detokenizers, 1);
   *out = d;
   return FER_STATUS_OK;
@@ -300,7 +313,8 @@ void fer_detokenizer_free(fer_detokenizer *d) {
 /* Decodes the window (exact bytes) into d->text. */
 static fer_status decode_window(fer_detokenizer *d, size_t n, bool streaming) {
   d->text.len = 0;
-  return decode_into(d->tok, d->window, n, d->flags & FER_DECODE_SKIP_SPECIAL, streaming, &d->text, &d->held);
+  return decode_into(d->tok, d->window, n, d->flags & FER_DECODE_SKIP_SPECIAL, streaming, d->at_start, &d->text,
+                     &d->held);
 }
 
 fer_status fer_detokenizer_push(fer_detokenizer *d, int32_t id, char *out, size_t cap, size_t *out_len) {
@@ -321,6 +335,7 @@ fer_status fer_detokenizer_push(fer_detokenizer *d, int32_t id, char *out, size_
   fer_status st = decode_window(d, d->n + 1, true);
   if (st != FER_STATUS_OK) return st;
   size_t tail = feri_utf8_incomplete_tail(d->text.p, d->text.len);
+  bool holding = d->held > 0;
   if (d->held > tail) tail = d->held < d->text.len ? d->held : d->text.len;
   size_t complete = d->text.len - tail;
   size_t fresh = complete > d->emitted ? complete - d->emitted : 0;
@@ -330,10 +345,11 @@ fer_status fer_detokenizer_push(fer_detokenizer *d, int32_t id, char *out, size_
   if (need > cap) return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%zu bytes do not fit in %zu", need, cap);
   d->n++;
   d->emitted += fresh;
-  if (tail == 0 && d->n > 1) {
+  if (tail == 0 && !holding && d->n > 1) {
     /* Everything is out: keep only the last token as context for the next one. */
     d->window[0] = d->window[d->n - 1];
     d->n = 1;
+    d->at_start = false;
     st = decode_window(d, 1, true);
     if (st != FER_STATUS_OK) return st;
     d->emitted = d->text.len;
@@ -357,5 +373,6 @@ fer_status fer_detokenizer_flush(fer_detokenizer *d, char *out, size_t cap, size
   if (need > cap) return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%zu bytes do not fit in %zu", need, cap);
   d->n = 0;
   d->emitted = 0;
+  d->at_start = true;
   return FER_STATUS_OK;
 }

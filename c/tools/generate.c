@@ -145,7 +145,7 @@ int feri_cmd_generate(int argc, char **argv) {
   uint32_t max_tokens = (uint32_t)(n_prompt + (size_t)a.max_tokens);
   logits = malloc(c->n_vocab * sizeof(float));
   generated = malloc((size_t)a.max_tokens * sizeof(int32_t));
-  if (!logits || !generated || feri_llama_seq_create(m, max_tokens, &seq) != FER_STATUS_OK ||
+  if (!logits || !generated || feri_llama_seq_create(m, max_tokens, NULL, &seq) != FER_STATUS_OK ||
       fer_detokenizer_create(tok, FER_DECODE_SKIP_SPECIAL | FER_DECODE_REPLACE_INVALID_UTF8, &detok) != FER_STATUS_OK) {
     print_error("preparing the sequence");
     goto out;

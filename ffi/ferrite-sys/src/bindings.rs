@@ -1577,7 +1577,8 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Creates a streaming detokenizer over tok (which must outlive it) with fer_decode_flag flags."]
-    #[doc = " Claims: C-TOK-009."]
+    #[doc = " UNSUPPORTED for a decoder that strips the end of the text (a Strip decoder with stop > 0: where"]
+    #[doc = " the end is cannot be known while streaming). Claims: C-TOK-009."]
     pub fn fer_detokenizer_create(
         tok: *const fer_tokenizer,
         flags: u32,
