@@ -5,6 +5,9 @@
 /* `ferrite info [--full]`: the build, the CPU, CUDA, and a quick kernel table. */
 int feri_cmd_info(int argc, char **argv);
 
+/* `ferrite info MODEL.gguf`: what a model file holds and whether ferrite can run it. */
+int feri_cmd_model_info(const char *path);
+
 /* `ferrite generate --model PATH --prompt TEXT ...`: generates text, streaming it. */
 int feri_cmd_generate(int argc, char **argv);
 

@@ -107,6 +107,7 @@ static void print_features(void) {
 }
 
 int feri_cmd_info(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--full") != 0) return feri_cmd_model_info(argv[1]);
   double batch_s = argc > 1 && strcmp(argv[1], "--full") == 0 ? 0.2 : 0.02;
   printf("ferrite info\n");
   printf("abi version  : %u (header %d)\n", fer_abi_version(), (int)FER_ABI_VERSION);
