@@ -150,12 +150,16 @@ static fer_status read_config(const feri_gguf *g, feri_llama_config *c) {
   return FER_STATUS_OK;
 }
 
-fer_status feri_llama_open(const char *path, feri_llama **out) {
+/* Binds the model to an opened GGUF (which it then owns). */
+static fer_status open_gguf(feri_gguf *g, feri_llama **out) {
   *out = NULL;
   feri_llama *m = calloc(1, sizeof(*m));
-  if (!m) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "model");
-  fer_status st = feri_gguf_open_file(path, &m->g);
-  if (st == FER_STATUS_OK) st = read_config(m->g, &m->cfg);
+  if (!m) {
+    feri_gguf_close(g);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "model");
+  }
+  m->g = g;
+  fer_status st = read_config(m->g, &m->cfg);
   const feri_llama_config *c = &m->cfg;
   if (st == FER_STATUS_OK) {
     m->layers = calloc(c->n_layer, sizeof(*m->layers));
@@ -189,6 +193,20 @@ fer_status feri_llama_open(const char *path, feri_llama **out) {
   }
   *out = m;
   return FER_STATUS_OK;
+}
+
+fer_status feri_llama_open(const char *path, feri_llama **out) {
+  *out = NULL;
+  feri_gguf *g = NULL;
+  fer_status st = feri_gguf_open_file(path, &g);
+  return st == FER_STATUS_OK ? open_gguf(g, out) : st;
+}
+
+fer_status feri_llama_open_image(const void *data, size_t size, feri_llama **out) {
+  *out = NULL;
+  feri_gguf *g = NULL;
+  fer_status st = feri_gguf_open(data, size, &g);
+  return st == FER_STATUS_OK ? open_gguf(g, out) : st;
 }
 
 void feri_llama_close(feri_llama *m) {

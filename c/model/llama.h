@@ -6,6 +6,7 @@
 #define FERI_MODEL_LLAMA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ferrite.h"
@@ -34,6 +35,8 @@ typedef struct feri_llama feri_llama;
  * hyper-parameters; block-quantized weights checked with fer_qmatrix_check). CORRUPT or
  * UNSUPPORTED naming what is wrong. */
 fer_status feri_llama_open(const char *path, feri_llama **out);
+/* The same over a GGUF image in memory (borrowed: it must outlive the model), for fuzzing. */
+fer_status feri_llama_open_image(const void *data, size_t size, feri_llama **out);
 void feri_llama_close(feri_llama *m);
 const feri_llama_config *feri_llama_config_of(const feri_llama *m);
 

@@ -1,0 +1,165 @@
+/* tiny.c: see tiny.h. Layout: GGUF v3, metadata, tensor infos, then the F32 data, each tensor at a
+ * 32-byte aligned offset. Weights are uniform in [-0.5, 0.5) from a xorshift generator, norms 1. */
+#include "model/tiny.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "tokenizer/tokenizer.h"
+
+enum { LAYERS = 2, EMBD = 32, HEADS = 4, HEADS_KV = 2, FF = 64, BYTES = 256, MERGES = 4, VOCAB = BYTES + MERGES + 1 };
+
+typedef struct wbuf {
+  uint8_t *p;
+  size_t n, cap;
+  int failed;
+} wbuf;
+
+static void put(wbuf *b, const void *p, size_t n) {
+  if (b->failed) return;
+  if (b->n + n > b->cap) {
+    size_t cap = (b->n + n) * 2 + 4096;
+    uint8_t *q = realloc(b->p, cap);
+    if (!q) {
+      b->failed = 1;
+      return;
+    }
+    b->p = q;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, p, n);
+  b->n += n;
+}
+static void u32(wbuf *b, uint32_t v) { put(b, &v, 4); }
+static void u64(wbuf *b, uint64_t v) { put(b, &v, 8); }
+static void str(wbuf *b, const char *s) {
+  u64(b, strlen(s));
+  put(b, s, strlen(s));
+}
+static void kv_u32(wbuf *b, const char *k, uint32_t v) {
+  str(b, k);
+  u32(b, 4);
+  u32(b, v);
+}
+static void kv_f32(wbuf *b, const char *k, float v) {
+  str(b, k);
+  u32(b, 6);
+  put(b, &v, 4);
+}
+static void kv_str(wbuf *b, const char *k, const char *v) {
+  str(b, k);
+  u32(b, 8);
+  str(b, v);
+}
+
+/* The byte-level text of byte x (GPT-2's alphabet). */
+static void byte_text(int x, char out[3]) {
+  uint32_t cp = feri_byte_to_char((uint8_t)x);
+  if (cp < 0x80) {
+    out[0] = (char)cp, out[1] = 0;
+  } else {
+    out[0] = (char)(0xC0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
+  }
+}
+
+typedef struct tensor_def {
+  char name[48];
+  uint32_t n_dims;
+  uint64_t dims[2];
+  int norm;
+} tensor_def;
+
+fer_status feri_tiny_llama_image(uint64_t seed, void **out, size_t *out_size) {
+  *out = NULL;
+  *out_size = 0;
+  tensor_def t[3 + 9 * LAYERS];
+  uint32_t nt = 0;
+  t[nt++] = (tensor_def){"token_embd.weight", 2, {EMBD, VOCAB}, 0};
+  t[nt++] = (tensor_def){"output_norm.weight", 1, {EMBD, 1}, 1};
+  for (int l = 0; l < LAYERS; l++) {
+    static const struct {
+      const char *n;
+      uint64_t d0, d1;
+      int norm;
+    } L[] = {{"attn_norm.weight", EMBD, 1, 1},
+             {"ffn_norm.weight", EMBD, 1, 1},
+             {"attn_q.weight", EMBD, EMBD, 0},
+             {"attn_k.weight", EMBD, EMBD / HEADS * HEADS_KV, 0},
+             {"attn_v.weight", EMBD, EMBD / HEADS * HEADS_KV, 0},
+             {"attn_output.weight", EMBD, EMBD, 0},
+             {"ffn_gate.weight", EMBD, FF, 0},
+             {"ffn_up.weight", EMBD, FF, 0},
+             {"ffn_down.weight", FF, EMBD, 0}};
+    for (int i = 0; i < 9; i++) {
+      tensor_def *d = &t[nt++];
+      snprintf(d->name, sizeof(d->name), "blk.%d.%s", l, L[i].n);
+      d->n_dims = L[i].d1 == 1 ? 1 : 2;
+      d->dims[0] = L[i].d0, d->dims[1] = L[i].d1;
+      d->norm = L[i].norm;
+    }
+  }
+  wbuf b = {0};
+  put(&b, "GGUF", 4);
+  u32(&b, 3);
+  u64(&b, nt);
+  u64(&b, 13);
+  kv_str(&b, "general.architecture", "llama");
+  kv_u32(&b, "llama.block_count", LAYERS);
+  kv_u32(&b, "llama.embedding_length", EMBD);
+  kv_u32(&b, "llama.feed_forward_length", FF);
+  kv_u32(&b, "llama.attention.head_count", HEADS);
+  kv_u32(&b, "llama.attention.head_count_kv", HEADS_KV);
+  kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  kv_f32(&b, "llama.rope.freq_base", 10000.0f);
+  kv_str(&b, "tokenizer.ggml.model", "gpt2");
+  kv_str(&b, "tokenizer.ggml.pre", "smollm");
+  str(&b, "tokenizer.ggml.tokens");
+  u32(&b, 9);
+  u32(&b, 8);
+  u64(&b, VOCAB);
+  for (int x = 0; x < BYTES; x++) {
+    char s[3];
+    byte_text(x, s);
+    str(&b, s);
+  }
+  static const char *merged[MERGES] = {"th", "he", "the", "Ġthe"};
+  static const char *merges[MERGES] = {"t h", "h e", "th e", "Ġ the"};
+  for (int i = 0; i < MERGES; i++) str(&b, merged[i]);
+  str(&b, "<|endoftext|>");
+  str(&b, "tokenizer.ggml.merges");
+  u32(&b, 9);
+  u32(&b, 8);
+  u64(&b, MERGES);
+  for (int i = 0; i < MERGES; i++) str(&b, merges[i]);
+  kv_u32(&b, "tokenizer.ggml.eos_token_id", VOCAB - 1);
+  /* tensor infos, data offsets aligned to 32 */
+  uint64_t off = 0;
+  for (uint32_t i = 0; i < nt; i++) {
+    str(&b, t[i].name);
+    u32(&b, t[i].n_dims);
+    for (uint32_t d = 0; d < t[i].n_dims; d++) u64(&b, t[i].dims[d]);
+    u32(&b, 0); /* F32 */
+    u64(&b, off);
+    off += (t[i].dims[0] * (t[i].n_dims == 2 ? t[i].dims[1] : 1) * 4 + 31) / 32 * 32;
+  }
+  while (b.n % 32) put(&b, "", 1);
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (uint32_t i = 0; i < nt; i++) {
+    uint64_t n = t[i].dims[0] * (t[i].n_dims == 2 ? t[i].dims[1] : 1);
+    for (uint64_t k = 0; k < n; k++) {
+      state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+      float v = t[i].norm ? 1.0f : (float)((state >> 40) & 0xFFFFFF) / 16777216.0f - 0.5f;
+      put(&b, &v, 4);
+    }
+    while (b.n % 32) put(&b, "", 1);
+  }
+  if (b.failed) {
+    free(b.p);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tiny model");
+  }
+  *out = b.p;
+  *out_size = b.n;
+  return FER_STATUS_OK;
+}
