@@ -24,7 +24,9 @@ run: build
 	  echo; echo "ferrite generate --chat on $(MODEL):"; \
 	  ./bazel-bin/c/tools/ferrite generate --model "$(MODEL)" --chat --prompt "What is the capital of France?" --max-tokens 64; \
 	else \
-	  echo "make run: no model at $(MODEL) (scripts/fetch-test-data.sh fetches it); generation skipped"; \
+	  echo; echo "make run: no model at $(MODEL) (scripts/fetch-test-data.sh fetches it);"; \
+	  echo "falling back to the seeded tiny model, whose random weights make noise, not text:"; \
+	  ./bazel-bin/c/tools/ferrite generate --tiny --prompt "the " --max-tokens 16; \
 	fi
 
 test: setup bazel-test cargo-test cargo-test-fallback bench-smoke test-sanitize check-claims check-header

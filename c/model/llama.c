@@ -6,9 +6,11 @@
  * and the output projection (the token embedding when the file has no output.weight). */
 #include "model/llama.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -19,8 +21,11 @@ struct feri_llama {
   feri_gguf *g;
   feri_llama_config cfg;
   feri_linear tok_embd, output;
-  fer_tensor output_norm;
+  feri_vector output_norm;
   feri_llama_layer *layers;
+  fer_vmm *weight_vmm;
+  fer_weight_store *store; /* NULL: weights used from the mapping */
+  bool streaming;          /* the store holds less than all: acquire before each use */
 };
 
 struct feri_llama_seq {
@@ -59,6 +64,8 @@ static fer_status bind_linear(const feri_gguf *g, const char *name, uint64_t row
                      (unsigned long long)rows);
   }
   memset(out, 0, sizeof(*out));
+  out->off = t->offset;
+  out->bytes = t->n_bytes;
   fer_dtype qd;
   switch (t->ggml_type) {
     case FERI_GGML_Q4_0: qd = FER_DTYPE_Q4_0; break;
@@ -83,14 +90,17 @@ static fer_status bind_linear(const feri_gguf *g, const char *name, uint64_t row
   return fer_qmatrix_check(&out->q);
 }
 
-static fer_status bind_vector(const feri_gguf *g, const char *name, uint64_t n, fer_tensor *out) {
+static fer_status bind_vector(const feri_gguf *g, const char *name, uint64_t n, feri_vector *vec) {
+  fer_tensor *out = &vec->t;
   int64_t i = feri_gguf_find_tensor(g, name);
   if (i < 0) return feri_fail(FER_STATUS_CORRUPT, "model: tensor %s is missing", name);
   const feri_gguf_tensor_info *t = feri_gguf_tensor(g, i);
   if (t->n_dims != 1 || t->dims[0] != n || t->ggml_type != FERI_GGML_F32) {
     return feri_fail(FER_STATUS_CORRUPT, "model: %s is not an F32 vector of %llu", name, (unsigned long long)n);
   }
-  memset(out, 0, sizeof(*out));
+  memset(vec, 0, sizeof(*vec));
+  vec->off = t->offset;
+  vec->bytes = t->n_bytes;
   out->data = (void *)t->data;
   out->dtype = FER_DTYPE_F32;
   out->rank = 1;
@@ -195,11 +205,70 @@ static fer_status open_gguf(feri_gguf *g, feri_llama **out) {
   return FER_STATUS_OK;
 }
 
-fer_status feri_llama_open(const char *path, feri_llama **out) {
+static void rebase_linear(feri_linear *w, const char *base) {
+  if (w->quant) w->q.data = base + w->off;
+  else w->dense.data = (void *)(base + w->off);
+}
+
+/* Moves every weight into a fer_weight_store over the file's data section and points the weights
+ * at the store's stable addresses. */
+static fer_status place_in_store(feri_llama *m, const char *path, const feri_llama_options *o) {
+  fer_vmm_options vo;
+  fer_vmm_options_init(&vo);
+  vo.granule_bytes = o->granule_bytes;
+  size_t image_size;
+  feri_gguf_image(m->g, &image_size);
+  uint64_t data_off = feri_gguf_data_offset(m->g), data_bytes = image_size - data_off;
+  vo.max_granules = data_bytes / (o->granule_bytes ? o->granule_bytes : (2u << 20)) + 16;
+  fer_status st = fer_vmm_create(&vo, &m->weight_vmm);
+  if (st != FER_STATUS_OK) return st;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return feri_fail(FER_STATUS_INVALID_ARG, "model: cannot open '%s' for the weight store", path);
+  fer_weight_store_options so;
+  fer_weight_store_options_init(&so);
+  so.eviction = o->eviction;
+  so.budget_bytes = o->budget_bytes;
+  st = fer_weight_store_open(m->weight_vmm, fd, data_off, data_bytes, &so, &m->store);
+  close(fd);
+  if (st != FER_STATUS_OK) return st;
+  const void *base;
+  fer_weight_store_base(m->store, &base);
+  fer_weight_store_stats ws;
+  fer_weight_store_get_stats(m->store, &ws);
+  m->streaming = ws.strategy != FER_WEIGHTS_FULL_RESIDENT;
+  const char *b = base;
+  rebase_linear(&m->tok_embd, b);
+  rebase_linear(&m->output, b);
+  m->output_norm.t.data = (void *)(b + m->output_norm.off);
+  for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+    feri_llama_layer *L = &m->layers[l];
+    L->attn_norm.t.data = (void *)(b + L->attn_norm.off);
+    L->ffn_norm.t.data = (void *)(b + L->ffn_norm.off);
+    feri_linear *ws_[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (int i = 0; i < 7; i++) rebase_linear(ws_[i], b);
+  }
+  return FER_STATUS_OK;
+}
+
+fer_status feri_llama_open_with(const char *path, const feri_llama_options *o, feri_llama **out) {
   *out = NULL;
   feri_gguf *g = NULL;
   fer_status st = feri_gguf_open_file(path, &g);
-  return st == FER_STATUS_OK ? open_gguf(g, out) : st;
+  if (st == FER_STATUS_OK) st = open_gguf(g, out);
+  if (st != FER_STATUS_OK || !o || o->weights == FERI_WEIGHTS_MAPPED) return st;
+  st = place_in_store(*out, path, o);
+  if (st != FER_STATUS_OK) {
+    feri_llama_close(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+fer_status feri_llama_open(const char *path, feri_llama **out) { return feri_llama_open_with(path, NULL, out); }
+
+fer_status feri_llama_weight_stats(const feri_llama *m, fer_weight_store_stats *out) {
+  if (!m->store) return feri_fail(FER_STATUS_UNSUPPORTED, "model: weights are used from the mapped file, not a store");
+  return fer_weight_store_get_stats(m->store, out);
 }
 
 fer_status feri_llama_open_image(const void *data, size_t size, feri_llama **out) {
@@ -211,6 +280,8 @@ fer_status feri_llama_open_image(const void *data, size_t size, feri_llama **out
 
 void feri_llama_close(feri_llama *m) {
   if (!m) return;
+  fer_weight_store_free(m->store);
+  fer_vmm_free(m->weight_vmm);
   feri_gguf_close(m->g);
   free(m->layers);
   free(m);
@@ -312,9 +383,19 @@ static void store_rows(const fer_tensor *view, const float *rows, uint32_t p0, u
   }
 }
 
+/* Streaming weights: makes a weight resident before its use (its address is the store's stable
+ * one, already bound). Nothing to do for mapped or fully resident weights. */
+static fer_status use(const feri_llama *m, uint64_t off, uint64_t bytes) {
+  if (!m->streaming) return FER_STATUS_OK;
+  const void *p;
+  return fer_weight_store_acquire(m->store, off, bytes, &p);
+}
+
 /* y[n, out] = x[n, in] W^T */
-static fer_status linear(fer_threadpool *pool, const feri_linear *w, const float *x, uint32_t n, uint32_t in, float *y,
-                         uint32_t out) {
+static fer_status linear(const feri_llama *m, fer_threadpool *pool, const feri_linear *w, const float *x, uint32_t n,
+                         uint32_t in, float *y, uint32_t out) {
+  fer_status st = use(m, w->off, w->bytes);
+  if (st != FER_STATUS_OK) return st;
   fer_tensor a = feri_tensor_2d((void *)x, FER_DTYPE_F32, n, in);
   fer_tensor c = feri_tensor_2d(y, FER_DTYPE_F32, n, out);
   if (w->quant) return fer_matmul_quant(pool, &a, &w->q, &c, NULL, 0);
@@ -367,6 +448,7 @@ fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int
   memset(&id_t, 0, sizeof id_t);
   id_t.data = (void *)ids, id_t.dtype = FER_DTYPE_I32, id_t.rank = 1, id_t.shape[0] = n, id_t.strides[0] = 4;
   fer_tensor x = feri_tensor_2d(s->x, FER_DTYPE_F32, n, D);
+  TRY(use(m, m->tok_embd.off, m->tok_embd.bytes));
   if (m->tok_embd.quant) TRY(fer_embedding_quant(pool, &m->tok_embd.q, &id_t, &x));
   else TRY(fer_embedding(pool, &m->tok_embd.dense, &id_t, &x));
   fer_tensor pos_t = id_t;
@@ -379,10 +461,11 @@ fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int
   TRY(fer_kv_seq_extend(s->kv, total));
   for (uint32_t l = 0; l < c->n_layer; l++) {
     const feri_llama_layer *L = &m->layers[l];
-    TRY(fer_rms_norm(pool, &x, &L->attn_norm, c->rms_eps, &h));
-    TRY(linear(pool, &L->wq, s->h, n, D, s->q, H * hd));
-    TRY(linear(pool, &L->wk, s->h, n, D, s->k, Hkv * hd));
-    TRY(linear(pool, &L->wv, s->h, n, D, s->v, Hkv * hd));
+    TRY(use(m, L->attn_norm.off, L->attn_norm.bytes));
+    TRY(fer_rms_norm(pool, &x, &L->attn_norm.t, c->rms_eps, &h));
+    TRY(linear(m, pool, &L->wq, s->h, n, D, s->q, H * hd));
+    TRY(linear(m, pool, &L->wk, s->h, n, D, s->k, Hkv * hd));
+    TRY(linear(m, pool, &L->wv, s->h, n, D, s->v, Hkv * hd));
     fer_tensor qr = rows_view(s->q, n, H, hd), kr = rows_view(s->k, n, Hkv, hd);
     TRY(fer_rope(pool, &qr, &pos_t, FER_ROPE_GPTJ, c->rope_dims, c->rope_theta, &qr));
     TRY(fer_rope(pool, &kr, &pos_t, FER_ROPE_GPTJ, c->rope_dims, c->rope_theta, &kr));
@@ -394,20 +477,22 @@ fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int
     fer_tensor qh = heads_view(s->q, n, H, hd);
     fer_tensor oh = heads_view(s->att, n, H, hd);
     TRY(fer_attention(pool, &qh, &kh, &vh, &ap, &oh, NULL, 0));
-    TRY(linear(pool, &L->wo, s->att, n, H * hd, s->o, D));
+    TRY(linear(m, pool, &L->wo, s->att, n, H * hd, s->o, D));
     for (size_t i = 0; i < (size_t)n * D; i++) s->x[i] += s->o[i];
-    TRY(fer_rms_norm(pool, &x, &L->ffn_norm, c->rms_eps, &h));
-    TRY(linear(pool, &L->w_gate, s->h, n, D, s->gate, F));
-    TRY(linear(pool, &L->w_up, s->h, n, D, s->up, F));
+    TRY(use(m, L->ffn_norm.off, L->ffn_norm.bytes));
+    TRY(fer_rms_norm(pool, &x, &L->ffn_norm.t, c->rms_eps, &h));
+    TRY(linear(m, pool, &L->w_gate, s->h, n, D, s->gate, F));
+    TRY(linear(m, pool, &L->w_up, s->h, n, D, s->up, F));
     fer_tensor g = feri_tensor_2d(s->gate, FER_DTYPE_F32, n, F), u = feri_tensor_2d(s->up, FER_DTYPE_F32, n, F);
     TRY(fer_swiglu(pool, &g, &u, &g));
-    TRY(linear(pool, &L->w_down, s->gate, n, F, s->o, D));
+    TRY(linear(m, pool, &L->w_down, s->gate, n, F, s->o, D));
     for (size_t i = 0; i < (size_t)n * D; i++) s->x[i] += s->o[i];
   }
   fer_tensor xl = feri_tensor_2d(s->x + (size_t)(n - 1) * D, FER_DTYPE_F32, 1, D);
   fer_tensor hl = feri_tensor_2d(s->last, FER_DTYPE_F32, 1, D);
-  TRY(fer_rms_norm(pool, &xl, &m->output_norm, c->rms_eps, &hl));
-  TRY(linear(pool, &m->output, s->last, 1, D, logits, c->n_vocab));
+  TRY(use(m, m->output_norm.off, m->output_norm.bytes));
+  TRY(fer_rms_norm(pool, &xl, &m->output_norm.t, c->rms_eps, &hl));
+  TRY(linear(m, pool, &m->output, s->last, 1, D, logits, c->n_vocab));
   s->len = total;
   return FER_STATUS_OK;
 }

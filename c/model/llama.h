@@ -17,17 +17,36 @@ typedef struct feri_llama_config {
   uint32_t rope_dims;
 } feri_llama_config;
 
-/* A weight used by a projection: block-quantized (fer_matmul_quant) or dense (fer_matmul). */
+/* A weight used by a projection: block-quantized (fer_matmul_quant) or dense (fer_matmul); off and
+ * bytes locate it in the file's data section (what a weight store makes resident). */
 typedef struct feri_linear {
   bool quant;
   fer_qmatrix q;
   fer_tensor dense; /* [out, in] */
+  uint64_t off, bytes;
 } feri_linear;
 
+typedef struct feri_vector {
+  fer_tensor t;
+  uint64_t off, bytes;
+} feri_vector;
+
 typedef struct feri_llama_layer {
-  fer_tensor attn_norm, ffn_norm; /* [n_embd] */
+  feri_vector attn_norm, ffn_norm; /* [n_embd] */
   feri_linear wq, wk, wv, wo, w_gate, w_up, w_down;
 } feri_llama_layer;
+
+/* Where the weights live: used in place from the read-only mapping of the file, or in a
+ * fer_weight_store on a granule pool of the model's own (fully resident when the budget holds them
+ * all, streamed from the file otherwise; the store's addresses never change). */
+enum { FERI_WEIGHTS_MAPPED = 0, FERI_WEIGHTS_STORE = 1 };
+
+typedef struct feri_llama_options {
+  int32_t weights;        /* FERI_WEIGHTS_* */
+  int32_t eviction;       /* fer_weight_eviction_code (store) */
+  uint64_t budget_bytes;  /* store: most bytes resident at once */
+  uint64_t granule_bytes; /* store: 0 = 2 MiB */
+} feri_llama_options;
 
 typedef struct feri_llama feri_llama;
 
@@ -37,6 +56,10 @@ typedef struct feri_llama feri_llama;
 fer_status feri_llama_open(const char *path, feri_llama **out);
 /* The same over a GGUF image in memory (borrowed: it must outlive the model), for fuzzing. */
 fer_status feri_llama_open_image(const void *data, size_t size, feri_llama **out);
+/* feri_llama_open with weight options (NULL: mapped). */
+fer_status feri_llama_open_with(const char *path, const feri_llama_options *opts, feri_llama **out);
+/* The weight store's counters; UNSUPPORTED when the weights are mapped. */
+fer_status feri_llama_weight_stats(const feri_llama *m, fer_weight_store_stats *out);
 void feri_llama_close(feri_llama *m);
 const feri_llama_config *feri_llama_config_of(const feri_llama *m);
 

@@ -8,8 +8,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: ferrite info [--full]\n"
           "       ferrite info MODEL.gguf\n"
-          "       ferrite generate --model PATH --prompt TEXT [--chat] [--max-tokens N] [--temperature T]\n"
-          "                        [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N]\n");
+          "       ferrite generate (--model PATH | --tiny) --prompt TEXT [--chat] [--max-tokens N] [--temperature T]\n"
+          "                        [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N] [--budget BYTES[K|M|G]]\n");
 }
 
 int main(int argc, char **argv) {

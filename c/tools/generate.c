@@ -8,13 +8,17 @@
 #include <time.h>
 
 #include "ferrite.h"
+#include "gguf/gguf.h"
 #include "model/llama.h"
+#include "model/tiny.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 
 typedef struct gen_args {
   const char *model, *prompt;
-  int chat;
+  int chat, tiny;
   long max_tokens, threads, top_k, seed;
+  unsigned long long budget; /* 0: weights used from the mapped file */
   double temperature, top_p, min_p;
 } gen_args;
 
@@ -39,6 +43,10 @@ static int parse(int argc, char **argv, gen_args *a) {
       a->chat = 1;
       continue;
     }
+    if (strcmp(k, "--tiny") == 0) {
+      a->tiny = 1;
+      continue;
+    }
     if (!v) {
       fprintf(stderr, "ferrite generate: %s needs a value\n", k);
       return 0;
@@ -51,6 +59,13 @@ static int parse(int argc, char **argv, gen_args *a) {
     else if (strcmp(k, "--threads") == 0) a->threads = strtol(v, &end, 10);
     else if (strcmp(k, "--top-k") == 0) a->top_k = strtol(v, &end, 10);
     else if (strcmp(k, "--seed") == 0) a->seed = strtol(v, &end, 10);
+    else if (strcmp(k, "--budget") == 0) {
+      a->budget = strtoull(v, &end, 10);
+      if (end && (*end == 'K' || *end == 'M' || *end == 'G')) {
+        a->budget <<= *end == 'K' ? 10 : *end == 'M' ? 20 : 30;
+        end++;
+      }
+    }
     else if (strcmp(k, "--temperature") == 0) a->temperature = strtod(v, &end);
     else if (strcmp(k, "--top-p") == 0) a->top_p = strtod(v, &end);
     else if (strcmp(k, "--min-p") == 0) a->min_p = strtod(v, &end);
@@ -63,8 +78,8 @@ static int parse(int argc, char **argv, gen_args *a) {
       return 0;
     }
   }
-  if (!a->model || !a->prompt) {
-    fprintf(stderr, "ferrite generate: --model and --prompt are required\n");
+  if ((!a->model && !a->tiny) || !a->prompt) {
+    fprintf(stderr, "ferrite generate: --model (or --tiny) and --prompt are required\n");
     return 0;
   }
   if (a->max_tokens < 1 || a->max_tokens > 4096 || a->threads < 0 || a->threads > 1024) {
@@ -106,15 +121,33 @@ int feri_cmd_generate(int argc, char **argv) {
   fer_sampler *sampler = NULL;
   int32_t *prompt = NULL, *generated = NULL;
   float *logits = NULL;
-  fprintf(stderr, "loading %s ...\n", a.model);
+  void *tiny_image = NULL;
+  size_t tiny_size = 0;
   double t0 = now_s();
-  if (feri_llama_open(a.model, &m) != FER_STATUS_OK) {
-    print_error("loading the model");
-    goto out;
-  }
-  if (fer_tokenizer_from_gguf_file(a.model, &tok) != FER_STATUS_OK) {
-    print_error("loading the tokenizer");
-    goto out;
+  if (a.tiny) {
+    /* the seeded tiny model: random weights, so the text is noise; it shows the pipeline runs */
+    fprintf(stderr, "using the seeded tiny model (random weights: the text is noise, not a real model)\n");
+    feri_gguf *g = NULL;
+    if (feri_tiny_llama_image(1, &tiny_image, &tiny_size) != FER_STATUS_OK ||
+        feri_llama_open_image(tiny_image, tiny_size, &m) != FER_STATUS_OK ||
+        feri_gguf_open(tiny_image, tiny_size, &g) != FER_STATUS_OK || feri_tokenizer_from_gguf(g, &tok) != FER_STATUS_OK) {
+      print_error("building the tiny model");
+      feri_gguf_close(g);
+      goto out;
+    }
+    feri_gguf_close(g);
+  } else {
+    fprintf(stderr, "loading %s ...\n", a.model);
+    feri_llama_options mo = {.weights = a.budget ? FERI_WEIGHTS_STORE : FERI_WEIGHTS_MAPPED,
+                             .eviction = FER_WEIGHTS_EVICT_STABLE_SUBSET, .budget_bytes = a.budget};
+    if (feri_llama_open_with(a.model, &mo, &m) != FER_STATUS_OK) {
+      print_error("loading the model");
+      goto out;
+    }
+    if (fer_tokenizer_from_gguf_file(a.model, &tok) != FER_STATUS_OK) {
+      print_error("loading the tokenizer");
+      goto out;
+    }
   }
   fer_threadpool_options po;
   fer_threadpool_options_init(&po);
@@ -186,14 +219,23 @@ int feri_cmd_generate(int argc, char **argv) {
   size_t len = 0;
   if (fer_detokenizer_flush(detok, rest, sizeof rest, &len) == FER_STATUS_OK) fwrite(rest, 1, len, stdout);
   double t_decode = now_s() - t_decode0;
-  size_t kv_bytes = (size_t)2 * c->n_layer * max_tokens * c->n_head_kv * c->head_dim * sizeof(float);
+  fer_kv_seq_stats kst;
+  fer_kv_seq_get_stats(feri_llama_seq_kv(seq), &kst);
+  char weights[160] = "used in place from the read-only mapping of the file";
+  fer_weight_store_stats ws;
+  if (feri_llama_weight_stats(m, &ws) == FER_STATUS_OK) {
+    snprintf(weights, sizeof weights, "%s in a weight store (%llu granules loaded at open, %llu page-ins, %llu evictions)",
+             ws.strategy == FER_WEIGHTS_FULL_RESIDENT ? "fully resident" : "streamed", (unsigned long long)ws.loaded_granules,
+             (unsigned long long)ws.page_ins, (unsigned long long)ws.evictions);
+  }
   printf("\n");
   fflush(stdout);
   fprintf(stderr,
-          "prefill %zu tokens at %.1f tok/s; decode %zu tokens at %.1f tok/s; KV cache %zu bytes (f32, seq-major, "
-          "private); weights mapped read-only from the file; decode plan: not yet (issue 7)\n",
+          "prefill %zu tokens at %.1f tok/s; decode %zu tokens at %.1f tok/s; KV (f32, seq-major, fer_kv_cache): %llu "
+          "tokens live, %llu bytes committed, %llu growths; weights %s; decode plan: not yet (issue 7)\n",
           n_prompt, (double)n_prompt / (t_prefill > 0 ? t_prefill : 1e-9), n_gen > 0 ? n_gen - 1 : 0,
-          n_gen > 1 ? (double)(n_gen - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0, kv_bytes);
+          n_gen > 1 ? (double)(n_gen - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0, (unsigned long long)kst.live_tokens,
+          (unsigned long long)kst.committed_bytes, (unsigned long long)kst.growth_events, weights);
   rc = 0;
 out:
   fer_detokenizer_free(detok);
@@ -203,5 +245,6 @@ out:
   fer_sampler_free(sampler);
   fer_threadpool_free(pool);
   free(prompt), free(generated), free(logits);
+  free(tiny_image);
   return rc;
 }
