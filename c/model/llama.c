@@ -28,12 +28,37 @@ struct feri_llama {
   bool streaming;          /* the store holds less than all: acquire before each use */
 };
 
+enum { OP_USE, OP_EMBED, OP_NORM, OP_LINEAR, OP_ROPE, OP_STORE_KV, OP_ATTN, OP_ADD, OP_SWIGLU };
+
+struct feri_op {
+  int kind;
+  uint32_t layer;
+  const feri_linear *w;   /* LINEAR, EMBED */
+  const feri_vector *vec; /* NORM */
+  fer_tensor a, b, c, d;  /* operands; ATTN: q, K view, out, V view; STORE_KV: K and V views in b, c */
+  const float *src;       /* LINEAR input; STORE_KV k rows; ADD addend */
+  float *dst;             /* LINEAR output (NULL: the call's logits); STORE_KV v rows; ADD target */
+  uint32_t n, in, out;
+  uint64_t off, bytes;    /* USE */
+};
+
+typedef struct op_list {
+  struct feri_op *ops;
+  size_t n, cap;
+} op_list;
+
 struct feri_llama_seq {
   const feri_llama *m;
   uint32_t max_tokens, len;
   fer_vmm *vmm;
   fer_kv_cache *cache;
   fer_kv_seq *kv;
+  int32_t plan_policy;
+  bool plan_held;          /* the plan is captured (and the granule pool frozen) */
+  op_list plan;            /* the captured one-token step */
+  op_list once;            /* a step run without a plan */
+  feri_plan_stats plan_stats;
+  int32_t *ids;            /* the step's token ids (a plan's scalar input) */
   /* scratch sized for max_tokens rows */
   float *x, *h, *q, *k, *v, *att, *o, *gate, *up, *last;
   int32_t *pos;
@@ -42,10 +67,12 @@ struct feri_llama_seq {
 const feri_llama_config *feri_llama_config_of(const feri_llama *m) { return &m->cfg; }
 uint32_t feri_llama_seq_len(const feri_llama_seq *s) { return s->len; }
 const fer_kv_seq *feri_llama_seq_kv(const feri_llama_seq *s) { return s->kv; }
+void feri_llama_seq_plan_stats(const feri_llama_seq *s, feri_plan_stats *out) { *out = s->plan_stats; }
 
-feri_llama_kv_options feri_llama_kv_defaults(void) {
-  return (feri_llama_kv_options){.layout = FER_KV_LAYOUT_SEQ_MAJOR, .policy = FER_KV_POLICY_FIXED_MAX,
-                                 .dtype = FER_DTYPE_F32, .min_bucket = 8, .granule_bytes = 64 * 1024};
+feri_llama_seq_options feri_llama_seq_defaults(void) {
+  return (feri_llama_seq_options){.layout = FER_KV_LAYOUT_SEQ_MAJOR, .policy = FER_KV_POLICY_FIXED_MAX,
+                                  .dtype = FER_DTYPE_F32, .min_bucket = 8, .granule_bytes = 64 * 1024,
+                                  .plan = FERI_PLAN_ADDRESS_STABLE};
 }
 
 static fer_status get_u32(const feri_gguf *g, const char *key, uint32_t *out) {
@@ -288,7 +315,7 @@ void feri_llama_close(feri_llama *m) {
 }
 
 /* The granule pool and KV cache of one sequence. */
-static fer_status make_kv(feri_llama_seq *s, const feri_llama_config *c, const feri_llama_kv_options *o) {
+static fer_status make_kv(feri_llama_seq *s, const feri_llama_config *c, const feri_llama_seq_options *o) {
   uint32_t eb = o->dtype == FER_DTYPE_F32 ? 4 : 2;
   if (o->dtype != FER_DTYPE_F32 && o->dtype != FER_DTYPE_F16 && o->dtype != FER_DTYPE_BF16) {
     return feri_fail(FER_STATUS_INVALID_ARG, "KV dtype must be F32, F16 or BF16");
@@ -319,12 +346,12 @@ static fer_status make_kv(feri_llama_seq *s, const feri_llama_config *c, const f
   return st;
 }
 
-fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const feri_llama_kv_options *kvo,
+fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const feri_llama_seq_options *kvo,
                                  feri_llama_seq **out) {
   *out = NULL;
   if (max_tokens == 0 || max_tokens > (1u << 20)) return feri_fail(FER_STATUS_INVALID_ARG, "max_tokens %u", max_tokens);
   const feri_llama_config *c = &m->cfg;
-  feri_llama_kv_options defaults = feri_llama_kv_defaults();
+  feri_llama_seq_options defaults = feri_llama_seq_defaults();
   feri_llama_seq *s = calloc(1, sizeof(*s));
   if (!s) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "sequence");
   s->m = m;
@@ -341,7 +368,10 @@ fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const
   s->up = malloc(rows * c->n_ff * sizeof(float));
   s->last = malloc(c->n_embd * sizeof(float));
   s->pos = malloc(rows * sizeof(int32_t));
-  if (!s->x || !s->h || !s->q || !s->k || !s->v || !s->att || !s->o || !s->gate || !s->up || !s->last || !s->pos) {
+  s->ids = malloc(rows * sizeof(int32_t));
+  s->plan_policy = (kvo ? kvo : &defaults)->plan;
+  if (!s->x || !s->h || !s->q || !s->k || !s->v || !s->att || !s->o || !s->gate || !s->up || !s->last || !s->pos ||
+      !s->ids) {
     feri_llama_seq_free(s);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "sequence of %u tokens", max_tokens);
   }
@@ -356,9 +386,13 @@ fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const
 
 void feri_llama_seq_free(feri_llama_seq *s) {
   if (!s) return;
+  if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
   fer_kv_seq_free(s->kv);
   fer_kv_cache_free(s->cache);
   fer_vmm_free(s->vmm);
+  free(s->plan.ops);
+  free(s->once.ops);
+  free(s->ids);
   free(s->x), free(s->h), free(s->q), free(s->k), free(s->v);
   free(s->att), free(s->o), free(s->gate), free(s->up), free(s->last), free(s->pos);
   free(s);
@@ -431,68 +465,231 @@ static fer_tensor rows_view(float *p, uint32_t rows, uint32_t heads, uint32_t di
     if (st_ != FER_STATUS_OK) return st_;  \
   } while (0)
 
-fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits) {
+/* ---- the step as a list of kernel calls ---------------------------------------------------- *
+ * A forward pass is built as an ordered list of kernel calls with their operands bound (scratch
+ * buffers, weights, the KV views' addresses and strides), then run. A one-token step's list is the
+ * decode plan: kept and replayed for later tokens with only the scalar inputs changed (the token
+ * id and position in seq-owned slots, the KV length and the logits pointer), as a CUDA graph is
+ * replayed on the GPU. */
+
+static struct feri_op *op_add(op_list *l, int kind) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 256;
+    struct feri_op *p = realloc(l->ops, cap * sizeof(*p));
+    if (!p) return NULL;
+    l->ops = p;
+    l->cap = cap;
+  }
+  struct feri_op *o = &l->ops[l->n++];
+  memset(o, 0, sizeof(*o));
+  o->kind = kind;
+  return o;
+}
+
+/* o = a new op of the list l in scope (returns OUT_OF_MEMORY from the caller when it cannot grow) */
+#define ADD_OP(kind)                                                              \
+  do {                                                                            \
+    o = op_add(l, kind);                                                          \
+    if (!o) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "forward: kernel list");   \
+  } while (0)
+
+static fer_status add_use(op_list *l, const feri_llama *m, uint64_t off, uint64_t bytes) {
+  if (!m->streaming) return FER_STATUS_OK;
+  struct feri_op *o;
+  ADD_OP(OP_USE);
+  o->off = off, o->bytes = bytes;
+  return FER_STATUS_OK;
+}
+
+static fer_status add_linear(op_list *l, const feri_llama *m, const feri_linear *w, const float *x, uint32_t n,
+                             uint32_t in, float *y, uint32_t out) {
+  TRY(add_use(l, m, w->off, w->bytes));
+  struct feri_op *o;
+  ADD_OP(OP_LINEAR);
+  o->w = w, o->src = x, o->dst = y, o->n = n, o->in = in, o->out = out;
+  return FER_STATUS_OK;
+}
+
+/* Builds the kernel list of n tokens (the KV views as they are bound now). */
+static fer_status build_step(feri_llama_seq *s, uint32_t n, op_list *l) {
   const feri_llama *m = s->m;
   const feri_llama_config *c = &m->cfg;
+  const uint32_t D = c->n_embd, H = c->n_head, Hkv = c->n_head_kv, hd = c->head_dim, F = c->n_ff;
+  l->n = 0;
+  fer_tensor ids;
+  memset(&ids, 0, sizeof ids);
+  ids.data = s->ids, ids.dtype = FER_DTYPE_I32, ids.rank = 1, ids.shape[0] = n, ids.strides[0] = 4;
+  fer_tensor pos = ids;
+  pos.data = s->pos;
+  fer_tensor x = feri_tensor_2d(s->x, FER_DTYPE_F32, n, D), h = feri_tensor_2d(s->h, FER_DTYPE_F32, n, D);
+  TRY(add_use(l, m, m->tok_embd.off, m->tok_embd.bytes));
+  struct feri_op *o;
+  ADD_OP(OP_EMBED);
+  o->w = &m->tok_embd, o->a = ids, o->c = x;
+  for (uint32_t li = 0; li < c->n_layer; li++) {
+    const feri_llama_layer *L = &m->layers[li];
+    TRY(add_use(l, m, L->attn_norm.off, L->attn_norm.bytes));
+    ADD_OP(OP_NORM);
+    o->vec = &L->attn_norm, o->a = x, o->c = h;
+    TRY(add_linear(l, m, &L->wq, s->h, n, D, s->q, H * hd));
+    TRY(add_linear(l, m, &L->wk, s->h, n, D, s->k, Hkv * hd));
+    TRY(add_linear(l, m, &L->wv, s->h, n, D, s->v, Hkv * hd));
+    ADD_OP(OP_ROPE);
+    o->a = rows_view(s->q, n, H, hd), o->b = pos;
+    ADD_OP(OP_ROPE);
+    o->a = rows_view(s->k, n, Hkv, hd), o->b = pos;
+    ADD_OP(OP_STORE_KV);
+    o->layer = li, o->n = n;
+    TRY(fer_kv_seq_view(s->kv, li, 0, &o->b));
+    TRY(fer_kv_seq_view(s->kv, li, 1, &o->c));
+    ADD_OP(OP_ATTN);
+    o->layer = li, o->n = n;
+    o->a = heads_view(s->q, n, H, hd), o->c = heads_view(s->att, n, H, hd);
+    TRY(fer_kv_seq_view(s->kv, li, 0, &o->b));
+    TRY(fer_kv_seq_view(s->kv, li, 1, &o->d));
+    TRY(add_linear(l, m, &L->wo, s->att, n, H * hd, s->o, D));
+    ADD_OP(OP_ADD);
+    o->src = s->o, o->dst = s->x, o->n = n * D;
+    TRY(add_use(l, m, L->ffn_norm.off, L->ffn_norm.bytes));
+    ADD_OP(OP_NORM);
+    o->vec = &L->ffn_norm, o->a = x, o->c = h;
+    TRY(add_linear(l, m, &L->w_gate, s->h, n, D, s->gate, F));
+    TRY(add_linear(l, m, &L->w_up, s->h, n, D, s->up, F));
+    ADD_OP(OP_SWIGLU);
+    o->a = feri_tensor_2d(s->gate, FER_DTYPE_F32, n, F), o->b = feri_tensor_2d(s->up, FER_DTYPE_F32, n, F);
+    TRY(add_linear(l, m, &L->w_down, s->gate, n, F, s->o, D));
+    ADD_OP(OP_ADD);
+    o->src = s->o, o->dst = s->x, o->n = n * D;
+  }
+  TRY(add_use(l, m, m->output_norm.off, m->output_norm.bytes));
+  ADD_OP(OP_NORM);
+  o->vec = &m->output_norm;
+  o->a = feri_tensor_2d(s->x + (size_t)(n - 1) * D, FER_DTYPE_F32, 1, D);
+  o->c = feri_tensor_2d(s->last, FER_DTYPE_F32, 1, D);
+  return add_linear(l, m, &m->output, s->last, 1, D, NULL, c->n_vocab);
+}
+
+/* Runs a kernel list for n tokens at positions p0.. (the scalar inputs of a replay). */
+static fer_status run_step(feri_llama_seq *s, fer_threadpool *pool, const op_list *l, uint32_t p0, uint32_t n, float *logits) {
+  const feri_llama *m = s->m;
+  const feri_llama_config *c = &m->cfg;
+  fer_attention_params ap;
+  fer_attention_params_init(&ap);
+  ap.q_pos0 = p0;
+  for (size_t i = 0; i < l->n; i++) {
+    const struct feri_op *o = &l->ops[i];
+    switch (o->kind) {
+      case OP_USE: TRY(use(m, o->off, o->bytes)); break;
+      case OP_EMBED:
+        if (o->w->quant) TRY(fer_embedding_quant(pool, &o->w->q, &o->a, &o->c));
+        else TRY(fer_embedding(pool, &o->w->dense, &o->a, &o->c));
+        break;
+      case OP_NORM: TRY(fer_rms_norm(pool, &o->a, &o->vec->t, c->rms_eps, &o->c)); break;
+      case OP_LINEAR: TRY(linear(m, pool, o->w, o->src, o->n, o->in, o->dst ? o->dst : logits, o->out)); break;
+      case OP_ROPE: TRY(fer_rope(pool, &o->a, &o->b, FER_ROPE_GPTJ, c->rope_dims, c->rope_theta, &o->a)); break;
+      case OP_STORE_KV:
+        store_rows(&o->b, s->k, p0, n, c->n_head_kv, c->head_dim);
+        store_rows(&o->c, s->v, p0, n, c->n_head_kv, c->head_dim);
+        break;
+      case OP_ATTN: {
+        fer_tensor k = o->b, v = o->d;
+        k.shape[1] = v.shape[1] = p0 + n; /* the KV length: a scalar input */
+        TRY(fer_attention(pool, &o->a, &k, &v, &ap, &o->c, NULL, 0));
+        break;
+      }
+      case OP_ADD:
+        for (size_t j = 0; j < o->n; j++) o->dst[j] += o->src[j];
+        break;
+      default: /* OP_SWIGLU */
+        TRY(fer_swiglu(pool, &o->a, &o->b, &o->a));
+        break;
+    }
+  }
+  return FER_STATUS_OK;
+}
+
+static void drop_plan(feri_llama_seq *s, uint32_t from, uint32_t to) {
+  s->plan_held = false;
+  s->plan_stats.invalidations++;
+  snprintf(s->plan_stats.last_reason, sizeof s->plan_stats.last_reason,
+           "KV grew from %u to %u tokens of capacity (unconditional policy)", from, to);
+}
+
+/* After a KV growth: does every binding the plan holds still have its address and strides? */
+static bool bindings_unchanged(const feri_llama_seq *s, uint32_t *layer, uint32_t *kv) {
+  for (size_t i = 0; i < s->plan.n; i++) {
+    const struct feri_op *o = &s->plan.ops[i];
+    if (o->kind != OP_ATTN) continue;
+    for (uint32_t which = 0; which < 2; which++) {
+      fer_tensor now;
+      const fer_tensor *held = which ? &o->d : &o->b;
+      if (fer_kv_seq_view(s->kv, o->layer, which, &now) != FER_STATUS_OK || now.data != held->data ||
+          memcmp(now.strides, held->strides, sizeof now.strides) != 0) {
+        *layer = o->layer, *kv = which;
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits) {
+  const feri_llama_config *c = &s->m->cfg;
   if (n == 0) return feri_fail(FER_STATUS_INVALID_ARG, "forward: no tokens");
   if (n > s->max_tokens - s->len) {
     return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "forward: %u tokens after %u exceed the sequence's %u", n, s->len, s->max_tokens);
   }
   for (uint32_t i = 0; i < n; i++) {
     if (ids[i] < 0 || (uint32_t)ids[i] >= c->n_vocab) return feri_fail(FER_STATUS_INVALID_ARG, "forward: id %d at %u", ids[i], i);
-    s->pos[i] = (int32_t)(s->len + i);
   }
-  const uint32_t D = c->n_embd, H = c->n_head, Hkv = c->n_head_kv, hd = c->head_dim, F = c->n_ff;
   const uint32_t p0 = s->len, total = p0 + n;
-  fer_tensor id_t;
-  memset(&id_t, 0, sizeof id_t);
-  id_t.data = (void *)ids, id_t.dtype = FER_DTYPE_I32, id_t.rank = 1, id_t.shape[0] = n, id_t.strides[0] = 4;
-  fer_tensor x = feri_tensor_2d(s->x, FER_DTYPE_F32, n, D);
-  TRY(use(m, m->tok_embd.off, m->tok_embd.bytes));
-  if (m->tok_embd.quant) TRY(fer_embedding_quant(pool, &m->tok_embd.q, &id_t, &x));
-  else TRY(fer_embedding(pool, &m->tok_embd.dense, &id_t, &x));
-  fer_tensor pos_t = id_t;
-  pos_t.data = s->pos;
-  fer_tensor h = feri_tensor_2d(s->h, FER_DTYPE_F32, n, D);
-  fer_attention_params ap;
-  fer_attention_params_init(&ap);
-  ap.q_pos0 = p0;
-  /* all or nothing: on failure the sequence is unchanged */
-  TRY(fer_kv_seq_extend(s->kv, total));
-  for (uint32_t l = 0; l < c->n_layer; l++) {
-    const feri_llama_layer *L = &m->layers[l];
-    TRY(use(m, L->attn_norm.off, L->attn_norm.bytes));
-    TRY(fer_rms_norm(pool, &x, &L->attn_norm.t, c->rms_eps, &h));
-    TRY(linear(m, pool, &L->wq, s->h, n, D, s->q, H * hd));
-    TRY(linear(m, pool, &L->wk, s->h, n, D, s->k, Hkv * hd));
-    TRY(linear(m, pool, &L->wv, s->h, n, D, s->v, Hkv * hd));
-    fer_tensor qr = rows_view(s->q, n, H, hd), kr = rows_view(s->k, n, Hkv, hd);
-    TRY(fer_rope(pool, &qr, &pos_t, FER_ROPE_GPTJ, c->rope_dims, c->rope_theta, &qr));
-    TRY(fer_rope(pool, &kr, &pos_t, FER_ROPE_GPTJ, c->rope_dims, c->rope_theta, &kr));
-    fer_tensor kh, vh;
-    TRY(fer_kv_seq_view(s->kv, l, 0, &kh));
-    TRY(fer_kv_seq_view(s->kv, l, 1, &vh));
-    store_rows(&kh, s->k, p0, n, Hkv, hd);
-    store_rows(&vh, s->v, p0, n, Hkv, hd);
-    fer_tensor qh = heads_view(s->q, n, H, hd);
-    fer_tensor oh = heads_view(s->att, n, H, hd);
-    TRY(fer_attention(pool, &qh, &kh, &vh, &ap, &oh, NULL, 0));
-    TRY(linear(m, pool, &L->wo, s->att, n, H * hd, s->o, D));
-    for (size_t i = 0; i < (size_t)n * D; i++) s->x[i] += s->o[i];
-    TRY(use(m, L->ffn_norm.off, L->ffn_norm.bytes));
-    TRY(fer_rms_norm(pool, &x, &L->ffn_norm.t, c->rms_eps, &h));
-    TRY(linear(m, pool, &L->w_gate, s->h, n, D, s->gate, F));
-    TRY(linear(m, pool, &L->w_up, s->h, n, D, s->up, F));
-    fer_tensor g = feri_tensor_2d(s->gate, FER_DTYPE_F32, n, F), u = feri_tensor_2d(s->up, FER_DTYPE_F32, n, F);
-    TRY(fer_swiglu(pool, &g, &u, &g));
-    TRY(linear(m, pool, &L->w_down, s->gate, n, F, s->o, D));
-    for (size_t i = 0; i < (size_t)n * D; i++) s->x[i] += s->o[i];
+  /* KV growth happens between plan replays: the pool is thawed only for it */
+  fer_kv_seq_stats before, after;
+  fer_kv_seq_get_stats(s->kv, &before);
+  if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
+  fer_status st = fer_kv_seq_extend(s->kv, total); /* all or nothing: on failure nothing changed */
+  fer_kv_seq_get_stats(s->kv, &after);
+  if (st == FER_STATUS_OK && s->plan_held && after.growth_events != before.growth_events) {
+    uint32_t layer, kv;
+    if (s->plan_policy == FERI_PLAN_UNCONDITIONAL) {
+      drop_plan(s, (uint32_t)before.capacity_tokens, (uint32_t)after.capacity_tokens);
+    } else if (!bindings_unchanged(s, &layer, &kv)) {
+      drop_plan(s, 0, 0);
+      snprintf(s->plan_stats.last_reason, sizeof s->plan_stats.last_reason,
+               "layer %u %s moved when the KV grew (address-stable policy)", layer, kv ? "V" : "K");
+    } else {
+      s->plan_stats.growth_keeps++;
+    }
   }
-  fer_tensor xl = feri_tensor_2d(s->x + (size_t)(n - 1) * D, FER_DTYPE_F32, 1, D);
-  fer_tensor hl = feri_tensor_2d(s->last, FER_DTYPE_F32, 1, D);
-  TRY(use(m, m->output_norm.off, m->output_norm.bytes));
-  TRY(fer_rms_norm(pool, &xl, &m->output_norm.t, c->rms_eps, &hl));
-  TRY(linear(m, pool, &m->output, s->last, 1, D, logits, c->n_vocab));
-  s->len = total;
-  return FER_STATUS_OK;
+  if (st != FER_STATUS_OK) {
+    if (s->plan_held) fer_vmm_set_frozen(s->vmm, true);
+    return st;
+  }
+  memcpy(s->ids, ids, n * sizeof(int32_t));
+  for (uint32_t i = 0; i < n; i++) s->pos[i] = (int32_t)(p0 + i);
+  const op_list *run;
+  if (n == 1 && s->plan_policy != FERI_PLAN_OFF) {
+    if (s->plan_held) {
+      s->plan_stats.replays++;
+    } else {
+      st = build_step(s, 1, &s->plan);
+      if (st != FER_STATUS_OK) return st;
+      s->plan_held = true;
+      s->plan_stats.captures++;
+    }
+    run = &s->plan;
+  } else {
+    if (s->plan_policy != FERI_PLAN_OFF) {
+      s->plan_stats.declines++;
+      snprintf(s->plan_stats.last_reason, sizeof s->plan_stats.last_reason,
+               "a step of %u tokens ran without a plan (plans cover the one-token step)", n);
+    }
+    st = build_step(s, n, &s->once);
+    if (st != FER_STATUS_OK) return st;
+    run = &s->once;
+  }
+  if (s->plan_held) fer_vmm_set_frozen(s->vmm, true);
+  st = run_step(s, pool, run, p0, n, logits);
+  if (st == FER_STATUS_OK) s->len = total;
+  return st;
 }

@@ -63,25 +63,38 @@ fer_status feri_llama_weight_stats(const feri_llama *m, fer_weight_store_stats *
 void feri_llama_close(feri_llama *m);
 const feri_llama_config *feri_llama_config_of(const feri_llama *m);
 
-/* Where a sequence keeps K and V: a fer_kv_cache of its own (on a granule pool of its own) in any
- * of the three layouts, with the memory issue's growth policies. */
-typedef struct feri_llama_kv_options {
-  fer_kv_layout layout;  /* FER_KV_LAYOUT_* */
-  int32_t policy;        /* FER_KV_POLICY_* */
-  fer_dtype dtype;       /* F32, F16 or BF16 */
-  uint64_t min_bucket;   /* bucketed policy's smallest capacity */
-  uint64_t granule_bytes; /* 0 = 64 KiB */
-} feri_llama_kv_options;
+/* Decode plans: a one-token step's kernel list captured once and replayed for later tokens. On KV
+ * growth the plan is dropped (UNCONDITIONAL, as the original engine did) or kept when every
+ * binding it holds has the same address and strides after the growth (ADDRESS_STABLE). */
+enum { FERI_PLAN_OFF = 0, FERI_PLAN_UNCONDITIONAL = 1, FERI_PLAN_ADDRESS_STABLE = 2 };
 
-/* Seq-major, fixed at max_tokens, f32, 64 KiB granules. */
-feri_llama_kv_options feri_llama_kv_defaults(void);
+typedef struct feri_plan_stats {
+  uint64_t captures, replays, invalidations, growth_keeps, declines;
+  char last_reason[160]; /* why the last plan was dropped or a step ran without one */
+} feri_plan_stats;
+
+/* A sequence's K and V live in a fer_kv_cache of its own (on a granule pool of its own) in any of
+ * the three layouts, with the memory issue's growth policies; plan says how decode steps run. */
+typedef struct feri_llama_seq_options {
+  fer_kv_layout layout;   /* FER_KV_LAYOUT_* */
+  int32_t policy;         /* FER_KV_POLICY_* */
+  fer_dtype dtype;        /* F32, F16 or BF16 */
+  uint64_t min_bucket;    /* bucketed policy's smallest capacity */
+  uint64_t granule_bytes; /* 0 = 64 KiB */
+  int32_t plan;           /* FERI_PLAN_* */
+} feri_llama_seq_options;
+
+/* Seq-major, fixed at max_tokens, f32, 64 KiB granules, address-stable plans. */
+feri_llama_seq_options feri_llama_seq_defaults(void);
 
 /* A sequence's state: the KV cache for up to max_tokens positions and scratch. kv NULL = defaults. */
 typedef struct feri_llama_seq feri_llama_seq;
-fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const feri_llama_kv_options *kv,
+fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const feri_llama_seq_options *kv,
                                  feri_llama_seq **out);
 /* The KV sequence (stats: live tokens, capacity, growth events). */
 const fer_kv_seq *feri_llama_seq_kv(const feri_llama_seq *s);
+/* The decode plan's counters. */
+void feri_llama_seq_plan_stats(const feri_llama_seq *s, feri_plan_stats *out);
 void feri_llama_seq_free(feri_llama_seq *s);
 uint32_t feri_llama_seq_len(const feri_llama_seq *s);
 

@@ -221,6 +221,8 @@ int feri_cmd_generate(int argc, char **argv) {
   double t_decode = now_s() - t_decode0;
   fer_kv_seq_stats kst;
   fer_kv_seq_get_stats(feri_llama_seq_kv(seq), &kst);
+  feri_plan_stats ps;
+  feri_llama_seq_plan_stats(seq, &ps);
   char weights[160] = "used in place from the read-only mapping of the file";
   fer_weight_store_stats ws;
   if (feri_llama_weight_stats(m, &ws) == FER_STATUS_OK) {
@@ -232,10 +234,13 @@ int feri_cmd_generate(int argc, char **argv) {
   fflush(stdout);
   fprintf(stderr,
           "prefill %zu tokens at %.1f tok/s; decode %zu tokens at %.1f tok/s; KV (f32, seq-major, fer_kv_cache): %llu "
-          "tokens live, %llu bytes committed, %llu growths; weights %s; decode plan: not yet (issue 7)\n",
+          "tokens live, %llu bytes committed, %llu growths; weights %s; decode plan (address-stable): %llu captures, "
+          "%llu replays, %llu invalidations, %llu kept through growth\n",
           n_prompt, (double)n_prompt / (t_prefill > 0 ? t_prefill : 1e-9), n_gen > 0 ? n_gen - 1 : 0,
           n_gen > 1 ? (double)(n_gen - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0, (unsigned long long)kst.live_tokens,
-          (unsigned long long)kst.committed_bytes, (unsigned long long)kst.growth_events, weights);
+          (unsigned long long)kst.committed_bytes, (unsigned long long)kst.growth_events, weights,
+          (unsigned long long)ps.captures, (unsigned long long)ps.replays, (unsigned long long)ps.invalidations,
+          (unsigned long long)ps.growth_keeps);
   rc = 0;
 out:
   fer_detokenizer_free(detok);

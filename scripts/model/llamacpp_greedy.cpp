@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 #include <algorithm>
+#include <chrono>
 int main(int argc, char **argv) {
   llama_backend_init();
   auto mp = llama_model_default_params();
@@ -23,8 +24,10 @@ int main(int argc, char **argv) {
   int steps = atoi(argv[3]);
   llama_batch b = llama_batch_get_one(ids.data(), n);
   int nv = llama_vocab_n_tokens(vocab);
+  auto t_start = std::chrono::steady_clock::now(), t_first = t_start;
   for (int s = 0; s < steps; s++) {
     if (llama_decode(ctx, b)) { printf("decode failed\n"); return 1; }
+    if (s == 0) t_first = std::chrono::steady_clock::now();
     float *lg = llama_get_logits_ith(ctx, -1);
     std::vector<int> idx(nv);
     for (int i = 0; i < nv; i++) idx[i] = i;
@@ -38,5 +41,9 @@ int main(int argc, char **argv) {
     printf("\n");
     b = llama_batch_get_one(&tok, 1);
   }
+  double dec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_first).count();
+  double pre = std::chrono::duration<double>(t_first - t_start).count();
+  fprintf(stderr, "llama.cpp: prefill %d tokens at %.1f tok/s; decode %d tokens at %.1f tok/s\n", n, n / pre, steps - 1,
+          (steps - 1) / dec);
   return 0;
 }
