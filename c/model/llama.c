@@ -436,27 +436,25 @@ static fer_status linear(const feri_llama *m, fer_threadpool *pool, const feri_l
   return fer_matmul(pool, &a, &w->dense, FER_MATMUL_B_NK, &c, NULL, 0);
 }
 
-/* A [rows, heads, dim] f32 buffer viewed as [heads, rows, dim] (attention's axis order). */
-static fer_tensor heads_view(float *p, uint32_t rows, uint32_t heads, uint32_t dim) {
+/* A rank-3 f32 view with byte strides s0, s1 and a contiguous last axis. */
+static fer_tensor f32_view3(float *p, int64_t n0, int64_t n1, int64_t n2, int64_t s0, int64_t s1) {
   fer_tensor t;
   memset(&t, 0, sizeof t);
   t.data = p;
   t.dtype = FER_DTYPE_F32;
   t.rank = 3;
-  t.shape[0] = heads, t.shape[1] = rows, t.shape[2] = dim;
-  t.strides[0] = (int64_t)dim * 4, t.strides[1] = (int64_t)heads * dim * 4, t.strides[2] = 4;
+  t.shape[0] = n0, t.shape[1] = n1, t.shape[2] = n2;
+  t.strides[0] = s0, t.strides[1] = s1, t.strides[2] = 4;
   return t;
 }
 
+/* A [rows, heads, dim] buffer as itself, and viewed as [heads, rows, dim] (attention's axis order). */
 static fer_tensor rows_view(float *p, uint32_t rows, uint32_t heads, uint32_t dim) {
-  fer_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = p;
-  t.dtype = FER_DTYPE_F32;
-  t.rank = 3;
-  t.shape[0] = rows, t.shape[1] = heads, t.shape[2] = dim;
-  t.strides[0] = (int64_t)heads * dim * 4, t.strides[1] = (int64_t)dim * 4, t.strides[2] = 4;
-  return t;
+  return f32_view3(p, rows, heads, dim, (int64_t)heads * dim * 4, (int64_t)dim * 4);
+}
+
+static fer_tensor heads_view(float *p, uint32_t rows, uint32_t heads, uint32_t dim) {
+  return f32_view3(p, heads, rows, dim, (int64_t)dim * 4, (int64_t)heads * dim * 4);
 }
 
 #define TRY(call)                          \
