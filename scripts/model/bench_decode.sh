@@ -3,6 +3,7 @@
 # (same prompt, greedy, the same thread count): the engine benchmark until the criterion one of
 # issue 7 exists. Needs the libllama that scripts/tokenizer/make_goldens.py builds.
 # usage: scripts/model/bench_decode.sh [TOKENS] [THREADS]
+# EVIDENCE: C-ENG-006
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tokens=${1:-64}
