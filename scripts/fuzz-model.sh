@@ -12,7 +12,7 @@ dir=${FUZZ_DIR:-${TMPDIR:-/tmp}/ferrite-fuzz-model}
 CLANG=${CLANG:-clang}
 mkdir -p "$dir/corpus" "$dir/seeds" "$dir/crashes"
 srcs=()
-for f in "$root"/c/core/*.c "$root"/c/kernels/*.c "$root"/c/mem/*.c "$root"/c/kv/*.c "$root"/c/gguf/gguf.c \
+for f in "$root"/c/core/*.c "$root"/c/kernels/*.c "$root"/c/mem/*.c "$root"/c/kv/*.c "$root"/c/weights/*.c "$root"/c/gguf/gguf.c \
          "$root"/c/tokenizer/*.c "$root"/c/model/*.c; do
   case "$f" in *_test.c|*_fuzz.c) ;; *) srcs+=("$f") ;; esac
 done
