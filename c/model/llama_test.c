@@ -1,4 +1,4 @@
-/* llama_test.c: the Llama forward pass on the real model (SKIPPED without it). EVIDENCE: C-ENG-001, C-ENG-002, C-ENG-004, C-ENG-005
+/* llama_test.c: the Llama forward pass on the real model (SKIPPED without it). EVIDENCE: C-ENG-001, C-ENG-002, C-ENG-004, C-ENG-005, C-ENG-007, C-ENG-008
  * - greedy decoding of "The capital of France is" gives llama.cpp's first five tokens
  *   (testdata/model/smollm2-greedy.txt, scripts/model/make_greedy_golden.sh), and each step's top
  *   logit is within 0.75 of llama.cpp's (llama.cpp rounds activations to 8 bits for its Q4_1
@@ -11,6 +11,7 @@
  *   give the same greedy tokens;
  * - weights in a fer_weight_store, fully resident or streamed under a budget: the mapped file's logits;
  * - the decode plan under both invalidation policies on the original's growth experiment;
+ * - teacher-forced argmax agreement with llama.cpp on 10 prompts x 64 tokens;
  * - the seeded tiny model (no data needed; dense F32 weights): prefill equals decode, layouts agree;
  * - bad input: ids outside the vocabulary, a sequence past its length, a missing file. */
 #include <math.h>
@@ -350,6 +351,65 @@ static void test_decode_plan(feri_llama *m, const golden *g) {
   CHECK(runs[2].kv.bytes_moved == 0 && runs[2].kv.address_changes == 0);
 }
 
+/* Teacher-forced agreement with llama.cpp on 10 prompts x 64 tokens (testdata/model/
+ * smollm2-agreement.txt, scripts/model/make_agreement_golden.sh): ferrite is fed llama.cpp's greedy
+ * tokens and its argmax must equal llama.cpp's wherever llama.cpp's top-2 margin exceeds 0.5; over all
+ * positions the agreement is printed (the issue asks 98%; measured 97.7%, below it). */
+static void test_agreement_with_llama_cpp(feri_llama *m) {
+  FILE *f = fopen("testdata/model/smollm2-agreement.txt", "r");
+  CHECK(f != NULL);
+  if (!f) return;
+  const feri_llama_config *c = feri_llama_config_of(m);
+  float *logits = malloc(c->n_vocab * sizeof(float));
+  char line[4096];
+  feri_llama_seq *s = NULL;
+  int32_t prompt[128], cur = 0;
+  uint32_t n_prompt = 0, total = 0, agree = 0, confident = 0, confident_agree = 0, prompts = 0;
+  int step_expected = 0;
+  while (logits && fgets(line, sizeof line, f)) {
+    if (strncmp(line, "prompt", 6) == 0) {
+      feri_llama_seq_free(s);
+      s = NULL;
+      n_prompt = 0;
+      char *p = line + 6, *e;
+      for (long v; n_prompt < 128 && (v = strtol(p, &e, 10), e != p); p = e) prompt[n_prompt++] = (int32_t)v;
+      CHECK_STATUS(feri_llama_seq_create(m, n_prompt + 64, NULL, &s), FER_STATUS_OK);
+      step_expected = 0;
+      prompts++;
+      continue;
+    }
+    int step, tok;
+    char *top = strstr(line, "top5 ");
+    float l1, l2;
+    if (!s || sscanf(line, "step %d token %d", &step, &tok) != 2 || !top || sscanf(top + 5, "%*d:%f %*d:%f", &l1, &l2) != 2) continue;
+    CHECK(step == step_expected);
+    step_expected++;
+    fer_status st = step == 0 ? feri_llama_forward(s, NULL, prompt, n_prompt, logits) : feri_llama_forward(s, NULL, &cur, 1, logits);
+    CHECK_STATUS(st, FER_STATUS_OK);
+    if (st != FER_STATUS_OK) continue;
+    int32_t mine = argmax(logits, c->n_vocab);
+    total++;
+    agree += mine == tok;
+    if (l1 - l2 > 0.5f) {
+      confident++;
+      confident_agree += mine == tok;
+      if (mine != tok) fprintf(stderr, "  prompt %u step %d: ferrite %d, llama.cpp %d (margin %.3f)\n", prompts, step, mine, tok, l1 - l2);
+    }
+    cur = tok; /* teacher forcing: llama.cpp's token goes in next */
+  }
+  fclose(f);
+  feri_llama_seq_free(s);
+  free(logits);
+  printf("agreement with llama.cpp: %u prompts, %u positions, argmax equal at %u (%.1f%%); at all %u of the %u "
+         "positions with a top-2 margin above 0.5: %u\n",
+         prompts, total, agree, total ? 100.0 * agree / total : 0.0, confident, confident, confident_agree);
+  CHECK(prompts == 10 && total == 640);
+  CHECK(confident_agree == confident);
+  /* the issue's target is 98% of all positions; measured 97.7% (C-ENG-008, refuted): near-ties go
+   * either way between f32 activations and llama.cpp's 8-bit ones. Guard against a regression: */
+  CHECK(agree * 1000 >= total * 975);
+}
+
 /* The seeded tiny model (F32 weights: the dense path) needs no data: prefill equals decode, the
  * layouts agree, the logits are finite, and the same seed gives the same image. */
 static void test_tiny_model(void) {
@@ -410,6 +470,7 @@ int main(void) {
     printf("SKIPPED: llama_test: the decode-plan experiment on SmolLM2 in a sanitizer build\n");
 #else
     test_decode_plan(m, &g);
+    test_agreement_with_llama_cpp(m);
 #endif
     test_bad_input(m);
   }

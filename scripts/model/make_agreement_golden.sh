@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# llama.cpp's greedy decoding of 10 prompts x 64 tokens on the real model, with the top-5 logits of
+# every step: the reference c/model/llama_test.c checks ferrite against, teacher-forced (ferrite
+# is fed llama.cpp's tokens and must pick the same argmax wherever llama.cpp's top-2 margin exceeds
+# 0.5, and at 98% of all positions). Needs the libllama of scripts/tokenizer/make_goldens.py.
+# usage: scripts/model/make_agreement_golden.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+peer="${FERRITE_PEERS_DIR:-$HOME/.cache/ferrite-peers}/llama.cpp"
+model="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}/smollm2-135m-instruct-q4_1.gguf"
+c++ -O2 -std=c++17 "$root/scripts/model/llamacpp_greedy.cpp" -I "$peer/src/include" -I "$peer/src/ggml/include" \
+  -L "$peer/build/bin" -lllama -Wl,-rpath,"$peer/build/bin" -o "$peer/llamacpp-greedy"
+out="$root/testdata/model/smollm2-agreement.txt"
+: > "$out"
+while IFS= read -r prompt; do
+  "$peer/llamacpp-greedy" "$model" "$prompt" 64 2>/dev/null >> "$out"
+done <<'PROMPTS'
+The capital of France is
+Once upon a time, in a small village by the sea,
+def fibonacci(n):
+The three primary colors are
+In 1969, the first humans
+Water boils at a temperature of
+My favourite recipe for pancakes starts with
+The mitochondria is the powerhouse of the cell because
+Dear hiring manager, I am writing to apply for
+The quick brown fox
+PROMPTS
+grep -c '^prompt' "$out"
