@@ -356,6 +356,12 @@ static void test_decode_plan(feri_llama *m, const golden *g) {
  * tokens and its argmax must equal llama.cpp's wherever llama.cpp's top-2 margin exceeds 0.5; over all
  * positions the agreement is printed (the issue asks 98%; measured 97.7%, below it). */
 static void test_agreement_with_llama_cpp(feri_llama *m) {
+#if defined(__SANITIZE_ADDRESS__)
+  /* 640 forward passes take minutes under ASan; the normal build runs this */
+  (void)m;
+  printf("SKIPPED: llama_test: the agreement with llama.cpp in a sanitizer build\n");
+  return;
+#endif
   FILE *f = fopen("testdata/model/smollm2-agreement.txt", "r");
   CHECK(f != NULL);
   if (!f) return;
@@ -470,8 +476,8 @@ int main(void) {
     printf("SKIPPED: llama_test: the decode-plan experiment on SmolLM2 in a sanitizer build\n");
 #else
     test_decode_plan(m, &g);
-    test_agreement_with_llama_cpp(m);
 #endif
+    test_agreement_with_llama_cpp(m);
     test_bad_input(m);
   }
   feri_llama_close(m);
