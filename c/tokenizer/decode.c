@@ -209,8 +209,7 @@ fer_status fer_tokenizer_decode(const fer_tokenizer *tok, const int32_t *ids, si
       if ((flags & FER_DECODE_SKIP_SPECIAL) && tok->is_added[id] == 2) continue;
       size_t len;
       const uint8_t *text = feri_vocab_text(&tok->vocab, (uint32_t)id, &len);
-      if (len <= cap - (w < cap ? w : cap) && w <= cap) memcpy(out + w, text, len);
-      else if (w < cap) memcpy(out + w, text, cap - w);
+      if (w < cap) memcpy(out + w, text, len < cap - w ? len : cap - w);
       w += len;
     }
     *out_len = w;

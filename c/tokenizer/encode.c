@@ -180,13 +180,6 @@ static size_t initial_symbols(const fer_tokenizer *t, feri_encode_ctx *c, const 
 }
 
 static void bpe_word(const fer_tokenizer *t, feri_encode_ctx *c, const uint8_t *w, size_t len) {
-  if (t->ignore_merges || len == 1) {
-    int32_t whole = feri_vocab_find(&t->vocab, w, len);
-    if (whole >= 0 && !t->is_added[whole]) {
-      emit(c, whole);
-      return;
-    }
-  }
   uint32_t tag = 0;
   feri_cache_slot *slot = NULL;
   if (len <= FERI_CACHE_WORD) {
@@ -195,6 +188,14 @@ static void bpe_word(const fer_tokenizer *t, feri_encode_ctx *c, const uint8_t *
     tag = (uint32_t)(h >> 32) | 1;
     if (slot->tag == tag && slot->word_len == len && memcmp(slot->word, w, len) == 0) {
       for (uint32_t i = 0; i < slot->n_ids; i++) emit(c, slot->ids[i]);
+      return;
+    }
+  }
+  /* after the cache: a cached word skips this second hash of its bytes */
+  if (t->ignore_merges || len == 1) {
+    int32_t whole = feri_vocab_find(&t->vocab, w, len);
+    if (whole >= 0 && !t->is_added[whole]) {
+      emit(c, whole);
       return;
     }
   }
