@@ -143,6 +143,8 @@ enum fer_cpu_feature {
   FER_CPU_FEATURE_AVX512BW = 64,
   FER_CPU_FEATURE_AVX512BF16 = 128,
   FER_CPU_FEATURE_AVXVNNI = 256,
+  FER_CPU_FEATURE_AVX512VL = 512,
+  FER_CPU_FEATURE_AVX512VNNI = 1024,
 };
 
 /**
@@ -362,6 +364,28 @@ fer_status fer_matmul_quant_workspace_bytes(const fer_threadpool *pool, const fe
  */
 fer_status fer_matmul_quant(fer_threadpool *pool, const fer_tensor *a, const fer_qmatrix *w,
                             const fer_tensor *out, void *workspace, size_t workspace_bytes);
+
+/** Scratch fer_matmul_quant_i8 needs for these arguments: A's rows rounded to 8 bits (K + 8 K / 32
+ * bytes a row, each part rounded up to 64 bytes), plus an f32 copy of A when A is not f32 with unit
+ * stride along K. */
+fer_status fer_matmul_quant_i8_workspace_bytes(const fer_threadpool *pool, const fer_tensor *a,
+                                               const fer_qmatrix *w, const fer_tensor *out,
+                                               size_t *out_bytes);
+
+/**
+ * out[M, N] ~= a[M, K] x w^T with 8-bit activations, the arithmetic of llama.cpp's CPU path: each
+ * block of 32 values of a row of A is rounded to int8 codes q = round_half_even(x * 127 / amax) with
+ * the scale d = amax / 127 (amax the block's largest magnitude), each block product is an exact
+ * integer sum of weight codes times q, scaled by the two block scales and summed in f32.
+ * Tolerance (claim C-Q-008): |out - exact| <= sum over blocks b of (amax_b / 254) * sum_{k in b}
+ * |w_k|, plus f32 rounding; the exact order of operations is fixed (see c/kernels/quant_i8.h), so
+ * results are bit-identical across ISA levels, thread counts and M (a row's output does not
+ * depend on the other rows). A block of A holding an infinite or NaN value makes every output NaN;
+ * a block whose largest magnitude is below about 2^-121 counts as zero. Arguments, errors and
+ * workspace as fer_matmul_quant. Claims: C-Q-008, C-Q-009.
+ */
+fer_status fer_matmul_quant_i8(fer_threadpool *pool, const fer_tensor *a, const fer_qmatrix *w,
+                               const fer_tensor *out, void *workspace, size_t workspace_bytes);
 
 /**
  * Embedding lookup from a block-quantized table [V, D] (D a multiple of 32): out[i..., :] = the

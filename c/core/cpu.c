@@ -29,6 +29,8 @@ static uint64_t feri_detect(void) {
     if (os_avx && (b & bit_AVX2)) f |= FER_CPU_FEATURE_AVX2;
     if (os_avx512 && (b & bit_AVX512F)) f |= FER_CPU_FEATURE_AVX512F;
     if (os_avx512 && (b & bit_AVX512BW)) f |= FER_CPU_FEATURE_AVX512BW;
+    if (os_avx512 && (b & bit_AVX512VL)) f |= FER_CPU_FEATURE_AVX512VL;
+    if (os_avx512 && (c & bit_AVX512VNNI)) f |= FER_CPU_FEATURE_AVX512VNNI;
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
     if (os_avx && (a & (1u << 4))) f |= FER_CPU_FEATURE_AVXVNNI;

@@ -301,35 +301,44 @@ fer_status fer_matmul(fer_threadpool *pool, const fer_tensor *a, const fer_tenso
 
 static const char *const QFN = "fer_matmul_quant";
 
+fer_status feri_matmul_quant_check(const fer_tensor *a, const fer_qmatrix *w, const fer_tensor *out,
+                                   const char *fn, feri_tensor_info *ai, feri_tensor_info *oi) {
+  fer_status st;
+  if ((st = feri_tensor_validate(a, fn, "a", ai)) != FER_STATUS_OK) return st;
+  if ((st = feri_tensor_validate(out, fn, "out", oi)) != FER_STATUS_OK) return st;
+  if ((st = feri_qmatrix_validate(w, fn)) != FER_STATUS_OK) return st;
+  if ((st = feri_require_float_dtype(a->dtype, fn)) != FER_STATUS_OK) return st;
+  if ((st = feri_require_float_dtype(out->dtype, fn)) != FER_STATUS_OK) return st;
+  if (a->rank != 2 || out->rank != 2)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: a and out must have rank 2 (have %d and %d)",
+                     fn, (int)a->rank, (int)out->rank);
+  const int64_t M = a->shape[0], K = a->shape[1], N = w->rows;
+  if (w->cols != K)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: a is [%lld, %lld] but w is [%lld, %lld]", fn,
+                     (long long)M, (long long)K, (long long)w->rows, (long long)w->cols);
+  if (out->shape[0] != M || out->shape[1] != N)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out is [%lld, %lld], expected [%lld, %lld]",
+                     fn, (long long)out->shape[0], (long long)out->shape[1], (long long)M,
+                     (long long)N);
+  if ((st = feri_tensor_check_writable(out, oi, fn, "out")) != FER_STATUS_OK) return st;
+  if (feri_tensors_overlap(out, oi, a, ai)) return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps a", fn);
+  const char *wlo = w->data, *whi = wlo + (w->rows > 0 && w->cols > 0 ? w->bytes : 0);
+  const char *olo = (const char *)out->data + oi->lo, *ohi = (const char *)out->data + oi->hi;
+  if (oi->numel > 0 && olo < whi && wlo < ohi)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps w", fn);
+  return FER_STATUS_OK;
+}
+
 /* a and out as for fer_matmul, w [N, K] blocks; fills the plan with a quantized B. */
 static fer_status plan_matmul_quant(const fer_threadpool *pool, const fer_tensor *a,
                                     const fer_qmatrix *w, const fer_tensor *out, mm_plan *p) {
   memset(p, 0, sizeof *p);
   feri_tensor_info ai, oi;
-  fer_status st;
-  if ((st = feri_tensor_validate(a, QFN, "a", &ai)) != FER_STATUS_OK) return st;
-  if ((st = feri_tensor_validate(out, QFN, "out", &oi)) != FER_STATUS_OK) return st;
-  if ((st = feri_qmatrix_validate(w, QFN)) != FER_STATUS_OK) return st;
-  if ((st = feri_require_float_dtype(a->dtype, QFN)) != FER_STATUS_OK) return st;
-  if ((st = feri_require_float_dtype(out->dtype, QFN)) != FER_STATUS_OK) return st;
-  if ((st = require_rank2(a, "a")) != FER_STATUS_OK) return st;
-  if ((st = require_rank2(out, "out")) != FER_STATUS_OK) return st;
+  fer_status st = feri_matmul_quant_check(a, w, out, QFN, &ai, &oi);
+  if (st != FER_STATUS_OK) return st;
   p->M = a->shape[0];
   p->K = a->shape[1];
   p->N = w->rows;
-  if (w->cols != p->K)
-    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: a is [%lld, %lld] but w is [%lld, %lld]", QFN,
-                     (long long)p->M, (long long)p->K, (long long)w->rows, (long long)w->cols);
-  if (out->shape[0] != p->M || out->shape[1] != p->N)
-    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out is [%lld, %lld], expected [%lld, %lld]",
-                     QFN, (long long)out->shape[0], (long long)out->shape[1], (long long)p->M,
-                     (long long)p->N);
-  if ((st = feri_tensor_check_writable(out, &oi, QFN, "out")) != FER_STATUS_OK) return st;
-  if (feri_tensors_overlap(out, &oi, a, &ai)) return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps a", QFN);
-  const char *wlo = w->data, *whi = wlo + (w->rows > 0 && w->cols > 0 ? w->bytes : 0);
-  const char *olo = (const char *)out->data + oi.lo, *ohi = (const char *)out->data + oi.hi;
-  if (oi.numel > 0 && olo < whi && wlo < ohi)
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps w", QFN);
   plan_a_out(p, a, &ai, out);
   p->b.data = w->data;
   p->b.dtype = w->dtype;

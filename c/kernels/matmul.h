@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "core/tensor.h"
 #include "ferrite.h"
 
 /* Register tile of the micro-kernel (MR rows of A by NR columns of B), the cache blocks of the
@@ -74,6 +75,11 @@ void feri_pack_b_quant(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, i
 /* Scalar packing for any strides (portable table, and tails of the vector packers). */
 void feri_pack_b_strided(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
                          float *dst);
+
+/* The argument checks fer_matmul_quant and fer_matmul_quant_i8 share: a [M, K] and out [M, N] valid
+ * rank-2 float tensors, w a valid [N, K] block matrix, out writable and overlapping neither. */
+fer_status feri_matmul_quant_check(const fer_tensor *a, const fer_qmatrix *w, const fer_tensor *out,
+                                   const char *fn, feri_tensor_info *ai, feri_tensor_info *oi);
 
 extern const feri_matmul_ops feri_matmul_ops_portable;
 #if defined(__x86_64__)

@@ -26,6 +26,7 @@ struct feri_llama {
   fer_vmm *weight_vmm;
   fer_weight_store *store; /* NULL: weights used from the mapping */
   bool streaming;          /* the store holds less than all: acquire before each use */
+  bool matmul_exact;       /* FERI_MATMUL_EXACT: quantized projections in exact f32 */
 };
 
 enum { OP_USE, OP_EMBED, OP_NORM, OP_LINEAR, OP_ROPE, OP_STORE_KV, OP_ATTN, OP_ADD, OP_SWIGLU };
@@ -62,6 +63,8 @@ struct feri_llama_seq {
   /* scratch sized for max_tokens rows */
   float *x, *h, *q, *k, *v, *att, *o, *gate, *up, *last;
   int32_t *pos;
+  void *qws;               /* fer_matmul_quant_i8's workspace for max_tokens rows */
+  size_t qws_bytes;
 };
 
 const feri_llama_config *feri_llama_config_of(const feri_llama *m) { return &m->cfg; }
@@ -282,6 +285,12 @@ fer_status feri_llama_open_with(const char *path, const feri_llama_options *o, f
   feri_gguf *g = NULL;
   fer_status st = feri_gguf_open_file(path, &g);
   if (st == FER_STATUS_OK) st = open_gguf(g, out);
+  if (st == FER_STATUS_OK && o && o->matmul != FERI_MATMUL_I8 && o->matmul != FERI_MATMUL_EXACT) {
+    feri_llama_close(*out);
+    *out = NULL;
+    return feri_fail(FER_STATUS_INVALID_ARG, "model: matmul option %d is neither I8 (0) nor EXACT (1)", (int)o->matmul);
+  }
+  if (st == FER_STATUS_OK && o) (*out)->matmul_exact = o->matmul == FERI_MATMUL_EXACT;
   if (st != FER_STATUS_OK || !o || o->weights == FERI_WEIGHTS_MAPPED) return st;
   st = place_in_store(*out, path, o);
   if (st != FER_STATUS_OK) {
@@ -369,9 +378,14 @@ fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const
   s->last = malloc(c->n_embd * sizeof(float));
   s->pos = malloc(rows * sizeof(int32_t));
   s->ids = malloc(rows * sizeof(int32_t));
+  /* fer_matmul_quant_i8's scratch grows with K: sized once for the widest input of any projection */
+  size_t kmax = c->n_embd > c->n_ff ? c->n_embd : c->n_ff;
+  if ((size_t)c->n_head * c->head_dim > kmax) kmax = (size_t)c->n_head * c->head_dim;
+  s->qws_bytes = rows * ((kmax + 63) / 64 * 64) + 2 * ((rows * (kmax / 32) * sizeof(float) + 63) / 64 * 64) + 64;
+  s->qws = aligned_alloc(64, (s->qws_bytes + 63) / 64 * 64);
   s->plan_policy = (kvo ? kvo : &defaults)->plan;
   if (!s->x || !s->h || !s->q || !s->k || !s->v || !s->att || !s->o || !s->gate || !s->up || !s->last || !s->pos ||
-      !s->ids) {
+      !s->ids || !s->qws) {
     feri_llama_seq_free(s);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "sequence of %u tokens", max_tokens);
   }
@@ -395,6 +409,7 @@ void feri_llama_seq_free(feri_llama_seq *s) {
   free(s->ids);
   free(s->x), free(s->h), free(s->q), free(s->k), free(s->v);
   free(s->att), free(s->o), free(s->gate), free(s->up), free(s->last), free(s->pos);
+  free(s->qws);
   free(s);
 }
 
@@ -426,12 +441,14 @@ static fer_status use(const feri_llama *m, uint64_t off, uint64_t bytes) {
 }
 
 /* y[n, out] = x[n, in] W^T */
-static fer_status linear(const feri_llama *m, fer_threadpool *pool, const feri_linear *w, const float *x, uint32_t n,
-                         uint32_t in, float *y, uint32_t out) {
+static fer_status linear(const feri_llama_seq *s, fer_threadpool *pool, const feri_linear *w, const float *x,
+                         uint32_t n, uint32_t in, float *y, uint32_t out) {
+  const feri_llama *m = s->m;
   fer_status st = use(m, w->off, w->bytes);
   if (st != FER_STATUS_OK) return st;
   fer_tensor a = feri_tensor_2d((void *)x, FER_DTYPE_F32, n, in);
   fer_tensor c = feri_tensor_2d(y, FER_DTYPE_F32, n, out);
+  if (w->quant && !m->matmul_exact) return fer_matmul_quant_i8(pool, &a, &w->q, &c, s->qws, s->qws_bytes);
   if (w->quant) return fer_matmul_quant(pool, &a, &w->q, &c, NULL, 0);
   return fer_matmul(pool, &a, &w->dense, FER_MATMUL_B_NK, &c, NULL, 0);
 }
@@ -583,7 +600,7 @@ static fer_status run_step(feri_llama_seq *s, fer_threadpool *pool, const op_lis
         else TRY(fer_embedding(pool, &o->w->dense, &o->a, &o->c));
         break;
       case OP_NORM: TRY(fer_rms_norm(pool, &o->a, &o->vec->t, c->rms_eps, &o->c)); break;
-      case OP_LINEAR: TRY(linear(m, pool, o->w, o->src, o->n, o->in, o->dst ? o->dst : logits, o->out)); break;
+      case OP_LINEAR: TRY(linear(s, pool, o->w, o->src, o->n, o->in, o->dst ? o->dst : logits, o->out)); break;
       case OP_ROPE: TRY(fer_rope(pool, &o->a, &o->b, FER_ROPE_GPTJ, c->rope_dims, c->rope_theta, &o->a)); break;
       case OP_STORE_KV:
         store_rows(&o->b, s->k, p0, n, c->n_head_kv, c->head_dim);

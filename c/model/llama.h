@@ -41,8 +41,14 @@ typedef struct feri_llama_layer {
  * all, streamed from the file otherwise; the store's addresses never change). */
 enum { FERI_WEIGHTS_MAPPED = 0, FERI_WEIGHTS_STORE = 1 };
 
+/* How block-quantized projections multiply: activations rounded to 8 bits per block of 32 and
+ * integer block dot products (fer_matmul_quant_i8, llama.cpp's arithmetic: the default), or the
+ * exact f32 product of the dequantized weights (fer_matmul_quant, about 3x slower). */
+enum { FERI_MATMUL_I8 = 0, FERI_MATMUL_EXACT = 1 };
+
 typedef struct feri_llama_options {
   int32_t weights;        /* FERI_WEIGHTS_* */
+  int32_t matmul;         /* FERI_MATMUL_* */
   int32_t eviction;       /* fer_weight_eviction_code (store) */
   uint64_t budget_bytes;  /* store: most bytes resident at once */
   uint64_t granule_bytes; /* store: 0 = 2 MiB */

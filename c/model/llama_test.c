@@ -354,7 +354,8 @@ static void test_decode_plan(feri_llama *m, const golden *g) {
 /* Teacher-forced agreement with llama.cpp on 10 prompts x 64 tokens (testdata/model/
  * smollm2-agreement.txt, scripts/model/make_agreement_golden.sh): ferrite is fed llama.cpp's greedy
  * tokens and its argmax must equal llama.cpp's wherever llama.cpp's top-2 margin exceeds 0.5; over all
- * positions the agreement is printed (the issue asks 98%; measured 97.7%, below it). */
+ * positions the agreement is printed (the issue asks 98%; measured 97.8%, below it). Configured as
+ * llama.cpp runs by default: 8-bit activations (the model's default) and an f16 KV cache. */
 static void test_agreement_with_llama_cpp(feri_llama *m) {
 #if defined(__SANITIZE_ADDRESS__)
   /* 640 forward passes take minutes under ASan; the normal build runs this */
@@ -379,7 +380,9 @@ static void test_agreement_with_llama_cpp(feri_llama *m) {
       n_prompt = 0;
       char *p = line + 6, *e;
       for (long v; n_prompt < 128 && (v = strtol(p, &e, 10), e != p); p = e) prompt[n_prompt++] = (int32_t)v;
-      CHECK_STATUS(feri_llama_seq_create(m, n_prompt + 64, NULL, &s), FER_STATUS_OK);
+      feri_llama_seq_options so = feri_llama_seq_defaults();
+      so.dtype = FER_DTYPE_F16;
+      CHECK_STATUS(feri_llama_seq_create(m, n_prompt + 64, &so, &s), FER_STATUS_OK);
       step_expected = 0;
       prompts++;
       continue;
@@ -411,8 +414,8 @@ static void test_agreement_with_llama_cpp(feri_llama *m) {
          prompts, total, agree, total ? 100.0 * agree / total : 0.0, confident, confident, confident_agree);
   CHECK(prompts == 10 && total == 640);
   CHECK(confident_agree == confident);
-  /* the issue's target is 98% of all positions; measured 97.7% (C-ENG-008, refuted): near-ties go
-   * either way between f32 activations and llama.cpp's 8-bit ones. Guard against a regression: */
+  /* the issue's target is 98% of all positions; measured 97.8% (C-ENG-008, refuted): near-ties go
+   * either way between two different f32 evaluation orders. Guard against a regression: */
   CHECK(agree * 1000 >= total * 975);
 }
 

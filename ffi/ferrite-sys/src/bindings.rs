@@ -105,6 +105,8 @@ pub const FER_CPU_FEATURE_AVX512F: fer_cpu_feature = 32;
 pub const FER_CPU_FEATURE_AVX512BW: fer_cpu_feature = 64;
 pub const FER_CPU_FEATURE_AVX512BF16: fer_cpu_feature = 128;
 pub const FER_CPU_FEATURE_AVXVNNI: fer_cpu_feature = 256;
+pub const FER_CPU_FEATURE_AVX512VL: fer_cpu_feature = 512;
+pub const FER_CPU_FEATURE_AVX512VNNI: fer_cpu_feature = 1024;
 #[doc = " Bits of fer_cpu_features(). Append-only."]
 pub type fer_cpu_feature = ::std::os::raw::c_uint;
 #[doc = " The best level this CPU supports."]
@@ -356,6 +358,38 @@ extern "C" {
     #[doc = " contract of fer_matmul holds (the fma chain, ISA and thread independence, rows independent of"]
     #[doc = " M, the workspace). Claims: C-Q-002."]
     pub fn fer_matmul_quant(
+        pool: *mut fer_threadpool,
+        a: *const fer_tensor,
+        w: *const fer_qmatrix,
+        out: *const fer_tensor,
+        workspace: *mut ::std::os::raw::c_void,
+        workspace_bytes: usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Scratch fer_matmul_quant_i8 needs for these arguments: A's rows rounded to 8 bits (K + 8 K / 32"]
+    #[doc = " bytes a row, each part rounded up to 64 bytes), plus an f32 copy of A when A is not f32 with unit"]
+    #[doc = " stride along K."]
+    pub fn fer_matmul_quant_i8_workspace_bytes(
+        pool: *const fer_threadpool,
+        a: *const fer_tensor,
+        w: *const fer_qmatrix,
+        out: *const fer_tensor,
+        out_bytes: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " out[M, N] ~= a[M, K] x w^T with 8-bit activations, the arithmetic of llama.cpp's CPU path: each"]
+    #[doc = " block of 32 values of a row of A is rounded to int8 codes q = round_half_even(x * 127 / amax) with"]
+    #[doc = " the scale d = amax / 127 (amax the block's largest magnitude), each block product is an exact"]
+    #[doc = " integer sum of weight codes times q, scaled by the two block scales and summed in f32."]
+    #[doc = " Tolerance (claim C-Q-008): |out - exact| <= sum over blocks b of (amax_b / 254) * sum_{k in b}"]
+    #[doc = " |w_k|, plus f32 rounding; the exact order of operations is fixed (see c/kernels/quant_i8.h), so"]
+    #[doc = " results are bit-identical across ISA levels, thread counts and M (a row's output does not"]
+    #[doc = " depend on the other rows). A block of A holding an infinite or NaN value makes every output NaN;"]
+    #[doc = " a block whose largest magnitude is below about 2^-121 counts as zero. Arguments, errors and"]
+    #[doc = " workspace as fer_matmul_quant. Claims: C-Q-008, C-Q-009."]
+    pub fn fer_matmul_quant_i8(
         pool: *mut fer_threadpool,
         a: *const fer_tensor,
         w: *const fer_qmatrix,

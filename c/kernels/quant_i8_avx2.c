@@ -1,0 +1,32 @@
+/* quant_i8_avx2.c: the AVX2 and AVX512-VNNI tables of quant_i8.h, one body (quant_i8_body.inc)
+ * compiled twice: the forms differ only in the instruction for the exact integer block sums. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/avx2_util.h"
+#include "kernels/quant.h"
+#include "kernels/quant_i8.h"
+
+#define QI8_TARGET FERI_AVX2
+#define QI8_NAME(x) x##_avx2
+#define QI8_VNNI 0
+#include "kernels/quant_i8_body.inc"
+#undef QI8_TARGET
+#undef QI8_NAME
+#undef QI8_VNNI
+
+const feri_qi8_ops feri_qi8_ops_avx2 = {.quantize = quantize_avx2, .dot = dot_avx2};
+
+#define QI8_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+#define QI8_NAME(x) x##_vnni
+#define QI8_VNNI 1
+#include "kernels/quant_i8_body.inc"
+#undef QI8_TARGET
+#undef QI8_NAME
+#undef QI8_VNNI
+
+const feri_qi8_ops feri_qi8_ops_avx512vnni = {.quantize = quantize_vnni, .dot = dot_vnni};
+
+#endif
