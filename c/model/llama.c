@@ -525,8 +525,9 @@ static fer_status add_linear(op_list *l, const feri_llama *m, const feri_linear 
   return FER_STATUS_OK;
 }
 
-/* Builds the kernel list of n tokens (the KV views as they are bound now). */
-static fer_status build_step(feri_llama_seq *s, uint32_t n, op_list *l) {
+/* Builds the kernel list of n tokens (the KV views as they are bound now); the logits of the last
+ * row, or of every row when all_logits. */
+static fer_status build_step(feri_llama_seq *s, uint32_t n, bool all_logits, op_list *l) {
   const feri_llama *m = s->m;
   const feri_llama_config *c = &m->cfg;
   const uint32_t D = c->n_embd, H = c->n_head, Hkv = c->n_head_kv, hd = c->head_dim, F = c->n_ff;
@@ -579,6 +580,10 @@ static fer_status build_step(feri_llama_seq *s, uint32_t n, op_list *l) {
   TRY(add_use(l, m, m->output_norm.off, m->output_norm.bytes));
   ADD_OP(OP_NORM);
   o->vec = &m->output_norm;
+  if (all_logits) { /* every row's logits: the norm of all rows into h (free after the last layer) */
+    o->a = x, o->c = h;
+    return add_linear(l, m, &m->output, s->h, n, D, NULL, c->n_vocab);
+  }
   o->a = feri_tensor_2d(s->x + (size_t)(n - 1) * D, FER_DTYPE_F32, 1, D);
   o->c = feri_tensor_2d(s->last, FER_DTYPE_F32, 1, D);
   return add_linear(l, m, &m->output, s->last, 1, D, NULL, c->n_vocab);
@@ -648,7 +653,8 @@ static bool bindings_unchanged(const feri_llama_seq *s, uint32_t *layer, uint32_
   return true;
 }
 
-fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits) {
+static fer_status forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits,
+                          bool all_logits) {
   const feri_llama_config *c = &s->m->cfg;
   if (n == 0) return feri_fail(FER_STATUS_INVALID_ARG, "forward: no tokens");
   if (n > s->max_tokens - s->len) {
@@ -683,11 +689,11 @@ fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int
   memcpy(s->ids, ids, n * sizeof(int32_t));
   for (uint32_t i = 0; i < n; i++) s->pos[i] = (int32_t)(p0 + i);
   const op_list *run;
-  if (n == 1 && s->plan_policy != FERI_PLAN_OFF) {
+  if (n == 1 && s->plan_policy != FERI_PLAN_OFF) { /* one row: its logits are all the logits */
     if (s->plan_held) {
       s->plan_stats.replays++;
     } else {
-      st = build_step(s, 1, &s->plan);
+      st = build_step(s, 1, false, &s->plan);
       if (st != FER_STATUS_OK) return st;
       s->plan_held = true;
       s->plan_stats.captures++;
@@ -699,7 +705,7 @@ fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int
       snprintf(s->plan_stats.last_reason, sizeof s->plan_stats.last_reason,
                "a step of %u tokens ran without a plan (plans cover the one-token step)", n);
     }
-    st = build_step(s, n, &s->once);
+    st = build_step(s, n, all_logits, &s->once);
     if (st != FER_STATUS_OK) return st;
     run = &s->once;
   }
@@ -707,4 +713,13 @@ fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int
   st = run_step(s, pool, run, p0, n, logits);
   if (st == FER_STATUS_OK) s->len = total;
   return st;
+}
+
+fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits) {
+  return forward(s, pool, ids, n, logits, false);
+}
+
+fer_status feri_llama_forward_all(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n,
+                                  float *logits) {
+  return forward(s, pool, ids, n, logits, true);
 }

@@ -108,5 +108,9 @@ uint32_t feri_llama_seq_len(const feri_llama_seq *s);
  * writes the logits of the last one into logits[0..n_vocab). BUFFER_TOO_SMALL past max_tokens. */
 fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n,
                               float *logits);
+/* As feri_llama_forward, writing the logits of every one of the n tokens: row i (the prediction
+ * after ids[i]) at logits + i * n_vocab. The rows equal what one-token steps give, bit for bit. */
+fer_status feri_llama_forward_all(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n,
+                                  float *logits);
 
 #endif

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# llama.cpp's perplexity of the real model on 2,000 tokens of English prose, with every position's
+# negative log-likelihood: the reference c/model/llama_test.c checks ferrite's perplexity against
+# (within 1%). The text is the tokenizer corpus's English prose documents (docutils' documentation,
+# public domain) joined by blank lines, so it is generated from committed data. Needs the libllama
+# of scripts/tokenizer/make_goldens.py.
+# usage: scripts/model/make_perplexity_golden.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+peer="${FERRITE_PEERS_DIR:-$HOME/.cache/ferrite-peers}/llama.cpp"
+model="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}/smollm2-135m-instruct-q4_1.gguf"
+c++ -O2 -std=c++17 "$root/scripts/model/llamacpp_perplexity.cpp" -I "$peer/src/include" -I "$peer/src/ggml/include" \
+  -L "$peer/build/bin" -lllama -Wl,-rpath,"$peer/build/bin" -o "$peer/llamacpp-perplexity"
+python3 - "$root" <<'PY'
+import sys
+root = sys.argv[1]
+docs = open(f"{root}/testdata/tokenizer/corpus.txt", encoding="utf-8").read().split("\x1e")
+index = [line.split("\t") for line in open(f"{root}/testdata/tokenizer/corpus.index.tsv").read().splitlines()[1:]]
+prose = [docs[int(i)] for i, category, _ in index if category == "prose_en"]
+text = ""
+for d in prose:  # about 12 KB: comfortably more than 2,000 tokens
+    text += d.strip() + "\n\n"
+    if len(text) > 12000:
+        break
+open(f"{root}/testdata/model/perplexity-text.txt", "w", encoding="utf-8").write(text)
+PY
+"$peer/llamacpp-perplexity" "$model" "$root/testdata/model/perplexity-text.txt" 2000 2 2>/dev/null \
+  > "$root/testdata/model/smollm2-perplexity.txt"
+tail -1 "$root/testdata/model/smollm2-perplexity.txt"
