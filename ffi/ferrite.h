@@ -53,6 +53,8 @@ enum fer_status_code {
   FER_STATUS_SHAPE_MISMATCH = 6,
   /** A size computation (element count, byte extent) overflows 63 bits. */
   FER_STATUS_SIZE_OVERFLOW = 7,
+  /** The operation was cancelled (fer_engine_seq_cancel) before it finished; nothing changed. */
+  FER_STATUS_CANCELLED = 8,
   /** Memory could not be allocated. */
   FER_STATUS_OUT_OF_MEMORY = 100,
   /** The governor refused the request: it does not fit the budget. */
@@ -1220,6 +1222,15 @@ fer_status fer_kv_seq_get_stats(const fer_kv_seq *seq, fer_kv_seq_stats *out_sta
  * head-major bucketed growth moves it) or fer_kv_seq_free.
  */
 fer_status fer_kv_seq_view(const fer_kv_seq *seq, uint32_t layer, uint32_t kv, fer_tensor *out_view);
+
+/**
+ * Rewind: sets the live length to live_tokens (<= the current length). The dropped positions are
+ * zeroed in K, V and the mask (so, as after any extend, positions beyond the live length read as
+ * zero), copying a window first when it is shared with another sequence (fer_kv_seq_make_writable:
+ * the other sharers never see the change). Capacity and committed granules stay: extending again
+ * commits nothing. Claims: C-KV-006.
+ */
+fer_status fer_kv_seq_truncate(fer_kv_seq *seq, uint64_t live_tokens);
 
 /**
  * Prefix sharing: a new sequence whose first prefix_tokens (<= parent's live tokens) are the

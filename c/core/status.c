@@ -42,6 +42,7 @@ const char *fer_status_str(fer_status status) {
     case FER_STATUS_MISUSE: return "call not allowed in the object's current state";
     case FER_STATUS_SHAPE_MISMATCH: return "tensor shapes do not agree";
     case FER_STATUS_SIZE_OVERFLOW: return "size computation overflows";
+    case FER_STATUS_CANCELLED: return "cancelled";
     case FER_STATUS_OUT_OF_MEMORY: return "out of memory";
     case FER_STATUS_BUDGET_EXCEEDED: return "memory budget exceeded";
     case FER_STATUS_NO_DEVICE: return "no device answers";

@@ -12,7 +12,7 @@ int main(void) {
       FER_STATUS_SHAPE_MISMATCH,   FER_STATUS_SIZE_OVERFLOW, FER_STATUS_OUT_OF_MEMORY,
       FER_STATUS_BUDGET_EXCEEDED,  FER_STATUS_NO_DEVICE,  FER_STATUS_DEVICE_ERROR,
       FER_STATUS_UNSUPPORTED,      FER_STATUS_BAD_FORMAT, FER_STATUS_CORRUPT,
-      FER_STATUS_INVALID_UTF8, FER_STATUS_NO_CANDIDATES};
+      FER_STATUS_INVALID_UTF8, FER_STATUS_NO_CANDIDATES, FER_STATUS_CANCELLED};
   const size_t n = sizeof known / sizeof known[0];
   for (size_t i = 0; i < n; i++) {
     CHECK(strcmp(fer_status_str(known[i]), "unknown status") != 0);

@@ -516,6 +516,35 @@ fer_status fer_kv_seq_make_writable(fer_kv_seq *s, uint64_t first_token, uint64_
   return st;
 }
 
+fer_status fer_kv_seq_truncate(fer_kv_seq *s, uint64_t live) {
+  static const char *const fn = "fer_kv_seq_truncate";
+  feri_error_clear();
+  if (s == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: seq is NULL", fn);
+  if (live > s->live)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: live_tokens %llu > the current %llu (extend grows)", fn,
+                     (unsigned long long)live, (unsigned long long)s->live);
+  if (live == s->live) return FER_STATUS_OK;
+  fer_kv_cache *c = s->cache;
+  /* shared windows become private first, so zeroing them cannot touch another sequence */
+  fer_status st = fer_kv_seq_make_writable(s, live, s->live - live);
+  if (st != FER_STATUS_OK) return st;
+  uint64_t *lo = malloc(c->o.geometry.n_kv_heads * sizeof *lo), *hi = malloc(c->o.geometry.n_kv_heads * sizeof *hi);
+  if (lo == NULL || hi == NULL) {
+    free(lo), free(hi);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
+  }
+  for (uint32_t b = 0; b <= c->n_bindings; b++) {
+    kv_buffer *buf = b < c->n_bindings ? &s->bind[b] : &s->mask;
+    if (buf->range == NULL) continue;
+    const size_t n = token_ranges(s, b, live, s->live, lo, hi);
+    for (size_t r = 0; r < n; r++) memset(buf->base + lo[r], 0, hi[r] - lo[r]);
+  }
+  free(lo);
+  free(hi);
+  s->live = live;
+  return FER_STATUS_OK;
+}
+
 fer_status fer_kv_seq_get_sharing(const fer_kv_seq *s, fer_kv_seq_sharing *out) {
   feri_error_clear();
   if (s == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_kv_seq_get_sharing: NULL argument");

@@ -19,6 +19,7 @@ pub mod status {
     pub const MISUSE: Status = sys::FER_STATUS_MISUSE as Status;
     pub const SHAPE_MISMATCH: Status = sys::FER_STATUS_SHAPE_MISMATCH as Status;
     pub const SIZE_OVERFLOW: Status = sys::FER_STATUS_SIZE_OVERFLOW as Status;
+    pub const CANCELLED: Status = sys::FER_STATUS_CANCELLED as Status;
     pub const OUT_OF_MEMORY: Status = sys::FER_STATUS_OUT_OF_MEMORY as Status;
     pub const BUDGET_EXCEEDED: Status = sys::FER_STATUS_BUDGET_EXCEEDED as Status;
     pub const NO_DEVICE: Status = sys::FER_STATUS_NO_DEVICE as Status;
@@ -30,7 +31,7 @@ pub mod status {
     pub const NO_CANDIDATES: Status = sys::FER_STATUS_NO_CANDIDATES as Status;
 
     /// Every code the header names, in header order.
-    pub const ALL: [Status; 17] = [
+    pub const ALL: [Status; 18] = [
         OK,
         NULL_ARG,
         INVALID_ARG,
@@ -39,6 +40,7 @@ pub mod status {
         MISUSE,
         SHAPE_MISMATCH,
         SIZE_OVERFLOW,
+        CANCELLED,
         OUT_OF_MEMORY,
         BUDGET_EXCEEDED,
         NO_DEVICE,

@@ -381,6 +381,12 @@ impl<'c> KvSeq<'c> {
         Ok(KvSeq { ptr: NonNull::new(out).expect("OK with NULL"), _cache: PhantomData })
     }
 
+    /// Rewinds to `live` tokens, zeroing the dropped positions (`fer_kv_seq_truncate`).
+    pub fn truncate(&mut self, live: u64) -> Result<()> {
+        // SAFETY: seq alive.
+        check(unsafe { sys::fer_kv_seq_truncate(self.ptr.as_ptr(), live) })
+    }
+
     /// Copy-on-write of the windows holding tokens [first, first + n) (`fer_kv_seq_make_writable`).
     pub fn make_writable(&mut self, first: u64, n: u64) -> Result<()> {
         // SAFETY: seq alive.

@@ -46,6 +46,7 @@ fn c_abi_001_constant_values() {
         (MISUSE, 5),
         (SHAPE_MISMATCH, 6),
         (SIZE_OVERFLOW, 7),
+        (CANCELLED, 8),
         (OUT_OF_MEMORY, 100),
         (BUDGET_EXCEEDED, 101),
         (NO_DEVICE, 200),
@@ -195,7 +196,7 @@ fn c_abi_004_status_str() {
         texts.len(),
         "status texts are not distinct: {texts:?}"
     );
-    for unknown in [-1, 8, 99, 102, 199, 203, 304, 1000, i32::MIN, i32::MAX] {
+    for unknown in [-1, 9, 99, 102, 199, 203, 304, 1000, i32::MIN, i32::MAX] {
         assert_eq!(
             ferrite::status_str(unknown),
             "unknown status",

@@ -385,3 +385,59 @@ fn c_kv_005_fork_of_a_partial_window_copies_and_refuses_what_it_cannot_share() {
     s.extend(16).unwrap();
     assert_eq!(s.fork(8).unwrap_err().code, status::UNSUPPORTED, "a relocating cache cannot share");
 }
+
+/// The f16 bits of every (layer, kv, head, token, element) of tokens [t0, t1).
+fn values(seq: &mem::KvSeq<'_>, layers: u32, t0: u64, t1: u64) -> Vec<u16> {
+    let mut out = Vec::new();
+    for layer in 0..layers {
+        for kv in 0..2 {
+            let v = seq.view(layer, kv).unwrap();
+            for h in 0..v.shape[0] {
+                for t in t0 as i64..t1 as i64 {
+                    for e in 0..v.shape[2] {
+                        let off = h * v.strides[0] + t * v.strides[1] + e * v.strides[2];
+                        // SAFETY: inside the view of live tokens.
+                        out.push(unsafe { std::ptr::read((v.data as *const u8).offset(off as isize) as *const u16) });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+// EVIDENCE: C-KV-006
+#[test]
+fn c_kv_006_truncate_zeroes_the_dropped_tokens_keeps_the_rest_and_never_touches_a_sharer() {
+    for (layout, policy) in [(mem::HEAD_MAJOR, mem::BUCKETED), (mem::SEQ_MAJOR, mem::BUCKETED), (mem::TOKEN_MAJOR, mem::FIXED_MAX)] {
+        let vmm = Vmm::cpu(64 * 1024, 256).unwrap();
+        let cache = KvCache::new(&vmm, &options(layout, policy, 2, 3, 64, 512, 4)).unwrap();
+        let mut seq = cache.seq().unwrap();
+        seq.extend(300).unwrap();
+        fill(&seq, 2, 0, 300, 5);
+        let kept = values(&seq, 2, 0, 100);
+        let before = seq.stats().unwrap();
+        seq.truncate(100).unwrap();
+        assert_eq!(seq.stats().unwrap().live_tokens, 100);
+        assert_eq!(seq.stats().unwrap().committed_bytes, before.committed_bytes, "truncate keeps the granules");
+        seq.extend(300).unwrap();
+        assert_eq!(seq.stats().unwrap().committed_bytes, before.committed_bytes, "extending again commits nothing");
+        assert_eq!(values(&seq, 2, 0, 100), kept, "the kept tokens changed");
+        assert!(values(&seq, 2, 100, 300).iter().all(|&x| x == 0), "a dropped token still reads non-zero");
+        assert_eq!(seq.truncate(301).unwrap_err().code, status::INVALID_ARG);
+        seq.truncate(0).unwrap();
+        assert_eq!(seq.stats().unwrap().live_tokens, 0);
+    }
+    // a fork truncated into its shared prefix copies those windows first: the parent is untouched
+    let vmm = Vmm::cpu(G, 64).unwrap();
+    let cache = KvCache::new(&vmm, &options(mem::SEQ_MAJOR, mem::FIXED_MAX, 1, 8, 128, 4096, 0)).unwrap();
+    let mut parent = cache.seq().unwrap();
+    parent.extend(2048).unwrap();
+    fill(&parent, 1, 0, 2048, 1);
+    let parent_values = values(&parent, 1, 0, 2048);
+    let mut child = parent.fork(2048).unwrap();
+    child.truncate(500).unwrap();
+    assert!(child.sharing().unwrap().cow_copies > 0);
+    assert_eq!(values(&parent, 1, 0, 2048), parent_values, "truncating a fork changed its parent");
+    assert_eq!(values(&child, 1, 0, 500), values(&parent, 1, 0, 500));
+}

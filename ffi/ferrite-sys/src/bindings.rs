@@ -23,6 +23,8 @@ pub const FER_STATUS_MISUSE: fer_status_code = 5;
 pub const FER_STATUS_SHAPE_MISMATCH: fer_status_code = 6;
 #[doc = " A size computation (element count, byte extent) overflows 63 bits."]
 pub const FER_STATUS_SIZE_OVERFLOW: fer_status_code = 7;
+#[doc = " The operation was cancelled (fer_engine_seq_cancel) before it finished; nothing changed."]
+pub const FER_STATUS_CANCELLED: fer_status_code = 8;
 #[doc = " Memory could not be allocated."]
 pub const FER_STATUS_OUT_OF_MEMORY: fer_status_code = 100;
 #[doc = " The governor refused the request: it does not fit the budget."]
@@ -1352,6 +1354,14 @@ extern "C" {
         kv: u32,
         out_view: *mut fer_tensor,
     ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Rewind: sets the live length to live_tokens (<= the current length). The dropped positions are"]
+    #[doc = " zeroed in K, V and the mask (so, as after any extend, positions beyond the live length read as"]
+    #[doc = " zero), copying a window first when it is shared with another sequence (fer_kv_seq_make_writable:"]
+    #[doc = " the other sharers never see the change). Capacity and committed granules stay: extending again"]
+    #[doc = " commits nothing. Claims: C-KV-006."]
+    pub fn fer_kv_seq_truncate(seq: *mut fer_kv_seq, live_tokens: u64) -> fer_status;
 }
 extern "C" {
     #[doc = " Prefix sharing: a new sequence whose first prefix_tokens (<= parent's live tokens) are the"]
