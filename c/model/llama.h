@@ -1,7 +1,8 @@
-/* llama.h: a Llama-architecture model read from a GGUF file (weights used in place from the
- * mapped file) and its forward pass over one sequence, built from ferrite's kernels. First
- * increment of the decode engine: one sequence, its K and V in a governed fer_kv_cache (any
- * layout), selection by the caller. Internal: the engine's public ABI comes with the decode plan. */
+/* llama.h: a decoder model of the Llama family (architectures llama, qwen2, qwen3) read from a
+ * GGUF file, and its forward pass over sequences, built from ferrite's kernels: one sequence at a
+ * time (prefill in chunks, decode with a captured plan) or one token of many sequences in one
+ * batched step. Each sequence keeps K and V in a fer_kv_cache of its own (any layout). Internal:
+ * the public ABI over it is the engine (c/engine). */
 #ifndef FERI_MODEL_LLAMA_H
 #define FERI_MODEL_LLAMA_H
 
@@ -11,10 +12,16 @@
 
 #include "ferrite.h"
 
+/* Architectures: llama pairs RoPE dimensions as GPT-J (adjacent), qwen2 and qwen3 as NeoX (halves);
+ * qwen2 adds biases to q, k and v, qwen3 normalises each head of q and k (QK-norm). */
+enum { FERI_ARCH_LLAMA = 0, FERI_ARCH_QWEN2 = 1, FERI_ARCH_QWEN3 = 2 };
+
 typedef struct feri_llama_config {
+  int32_t arch; /* FERI_ARCH_* */
   uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx_train;
   float rms_eps, rope_theta;
   uint32_t rope_dims;
+  fer_rope_pairing rope_pairing;
 } feri_llama_config;
 
 /* A weight used by a projection: block-quantized (fer_matmul_quant) or dense (fer_matmul); off and
@@ -34,6 +41,9 @@ typedef struct feri_vector {
 typedef struct feri_llama_layer {
   feri_vector attn_norm, ffn_norm; /* [n_embd] */
   feri_linear wq, wk, wv, wo, w_gate, w_up, w_down;
+  bool has_qkv_bias, has_qk_norm;
+  feri_vector bq, bk, bv;          /* [q or kv width] when has_qkv_bias */
+  feri_vector q_norm, k_norm;      /* [head_dim] when has_qk_norm */
 } feri_llama_layer;
 
 /* Where the weights live: used in place from the read-only mapping of the file, or in a
@@ -56,7 +66,7 @@ typedef struct feri_llama_options {
 
 typedef struct feri_llama feri_llama;
 
-/* Opens the model at path (architecture "llama"; every tensor checked against the
+/* Opens the model at path (architecture llama, qwen2 or qwen3; every tensor checked against the
  * hyper-parameters; block-quantized weights checked with fer_qmatrix_check). CORRUPT or
  * UNSUPPORTED naming what is wrong. */
 fer_status feri_llama_open(const char *path, feri_llama **out);
@@ -112,5 +122,32 @@ fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int
  * after ids[i]) at logits + i * n_vocab. The rows equal what one-token steps give, bit for bit. */
 fer_status feri_llama_forward_all(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n,
                                   float *logits);
+
+/* Prompts longer than this many tokens are prefilled in chunks (a sequence's scratch holds one);
+ * every position's result is the same as one-token steps would give. */
+enum { FERI_PREFILL_CHUNK = 256 };
+
+/* Rewinds the sequence to its first n_tokens (<= its length): later positions are dropped from
+ * the KV cache, and the next forward continues from position n_tokens. */
+fer_status feri_llama_seq_rewind(feri_llama_seq *s, uint32_t n_tokens);
+
+/* Asks a forward pass running on s (on another thread) to stop at its next chunk boundary; it then
+ * returns FER_STATUS_CANCELLED with the sequence as it was before the call. A request made while
+ * nothing runs cancels the next forward. */
+void feri_llama_seq_cancel(feri_llama_seq *s);
+
+/* The KV geometry a sequence of max_tokens with these options commits by (for admission). */
+fer_status feri_llama_kv_geometry(const feri_llama *m, uint32_t max_tokens, const feri_llama_seq_options *o,
+                                  fer_kv_geometry *out, uint64_t *out_granule_bytes);
+
+/* A batched decode step: one token for each of n sequences of the same model, in one pass (every
+ * projection runs with M = n rows). Each sequence's logits row equals what feri_llama_forward of
+ * that one token would give, bit for bit. The batch holds scratch for up to max_seqs rows. */
+typedef struct feri_llama_batch feri_llama_batch;
+fer_status feri_llama_batch_create(const feri_llama *m, uint32_t max_seqs, feri_llama_batch **out);
+void feri_llama_batch_free(feri_llama_batch *b);
+/* logits: n rows of n_vocab. All or nothing: on failure no sequence advanced. */
+fer_status feri_llama_forward_batch(feri_llama_batch *b, fer_threadpool *pool, feri_llama_seq *const *seqs,
+                                    const int32_t *ids, uint32_t n, float *logits);
 
 #endif

@@ -1,0 +1,507 @@
+/* forward.c: the forward pass of a Llama-family model on ferrite's kernels.
+ *
+ * Per layer: h = rms_norm(x); q, k, v = h W^T (+ the qwen2 biases); qwen3 normalises each head of
+ * q and k; RoPE on q and k (llama pairs dimensions GPT-J style, qwen NeoX style); k, v appended to
+ * the cache; attention (causal, grouped-query) over the cache; x += o W^T; h = rms_norm(x);
+ * x += (silu(h Wg^T) * h Wu^T) Wd^T. Then the final norm and the output projection (the token
+ * embedding when the file has no output.weight).
+ *
+ * A step is built as an ordered list of kernel calls with their operands bound (scratch buffers,
+ * weights, the KV views' addresses and strides), then run. A one-token step's list is the decode
+ * plan: kept and replayed for later tokens with only the scalar inputs changed (the token id and
+ * position in seq-owned slots, the KV length and the logits pointer), as a CUDA graph is replayed
+ * on the GPU. Prompts run in chunks of FERI_PREFILL_CHUNK tokens; a batched step runs one token of
+ * many sequences with every projection at M = the number of sequences. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "model/llama.h"
+#include "model/model_internal.h"
+
+#define TRY(call)                          \
+  do {                                     \
+    fer_status st_ = (call);               \
+    if (st_ != FER_STATUS_OK) return st_;  \
+  } while (0)
+
+/* Writes rows [n, heads, dim] of f32 into positions p0.. of a cache view [heads, tokens, dim]. */
+static void store_rows(const fer_tensor *view, const float *rows, uint32_t p0, uint32_t n, uint32_t heads, uint32_t dim) {
+  for (uint32_t t = 0; t < n; t++) {
+    for (uint32_t h = 0; h < heads; h++) {
+      const float *src = rows + ((size_t)t * heads + h) * dim;
+      char *dst = (char *)view->data + (int64_t)h * view->strides[0] + (int64_t)(p0 + t) * view->strides[1];
+      if (view->dtype == FER_DTYPE_F32 && view->strides[2] == 4) {
+        memcpy(dst, src, dim * sizeof(float));
+        continue;
+      }
+      for (uint32_t d = 0; d < dim; d++) {
+        uint16_t v = view->dtype == FER_DTYPE_F16 ? feri_f32_to_f16(src[d]) : feri_f32_to_bf16(src[d]);
+        if (view->dtype == FER_DTYPE_F32) memcpy(dst + (int64_t)d * view->strides[2], &src[d], 4);
+        else memcpy(dst + (int64_t)d * view->strides[2], &v, 2);
+      }
+    }
+  }
+}
+
+/* Streaming weights: makes a weight resident before its use (its address is the store's stable
+ * one, already bound). Nothing to do for mapped or fully resident weights. */
+static fer_status use(const feri_llama *m, uint64_t off, uint64_t bytes) {
+  if (!m->streaming) return FER_STATUS_OK;
+  const void *p;
+  return fer_weight_store_acquire(m->store, off, bytes, &p);
+}
+
+/* y[n, out] = x[n, in] W^T */
+static fer_status linear(const feri_llama *m, const feri_scratch *sc, fer_threadpool *pool, const feri_linear *w,
+                         const float *x, uint32_t n, uint32_t in, float *y, uint32_t out) {
+  TRY(use(m, w->off, w->bytes));
+  fer_tensor a = feri_tensor_2d((void *)x, FER_DTYPE_F32, n, in);
+  fer_tensor c = feri_tensor_2d(y, FER_DTYPE_F32, n, out);
+  if (w->quant && !m->matmul_exact) return fer_matmul_quant_i8(pool, &a, &w->q, &c, sc->qws, sc->qws_bytes);
+  if (w->quant) return fer_matmul_quant(pool, &a, &w->q, &c, NULL, 0);
+  return fer_matmul(pool, &a, &w->dense, FER_MATMUL_B_NK, &c, NULL, 0);
+}
+
+/* A rank-3 f32 view with byte strides s0, s1 and a contiguous last axis. */
+static fer_tensor f32_view3(float *p, int64_t n0, int64_t n1, int64_t n2, int64_t s0, int64_t s1) {
+  fer_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = p;
+  t.dtype = FER_DTYPE_F32;
+  t.rank = 3;
+  t.shape[0] = n0, t.shape[1] = n1, t.shape[2] = n2;
+  t.strides[0] = s0, t.strides[1] = s1, t.strides[2] = 4;
+  return t;
+}
+
+/* A [rows, heads, dim] buffer as itself, and viewed as [heads, rows, dim] (attention's axis order). */
+static fer_tensor rows_view(float *p, uint32_t rows, uint32_t heads, uint32_t dim) {
+  return f32_view3(p, rows, heads, dim, (int64_t)heads * dim * 4, (int64_t)dim * 4);
+}
+
+static fer_tensor heads_view(float *p, uint32_t rows, uint32_t heads, uint32_t dim) {
+  return f32_view3(p, heads, rows, dim, (int64_t)dim * 4, (int64_t)heads * dim * 4);
+}
+
+/* ---- building a step ------------------------------------------------------------------------ */
+
+static struct feri_op *op_add(op_list *l, int kind) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 256;
+    struct feri_op *p = realloc(l->ops, cap * sizeof(*p));
+    if (!p) return NULL;
+    l->ops = p;
+    l->cap = cap;
+  }
+  struct feri_op *o = &l->ops[l->n++];
+  memset(o, 0, sizeof(*o));
+  o->kind = kind;
+  return o;
+}
+
+/* o = a new op of the list l in scope (returns OUT_OF_MEMORY from the caller when it cannot grow) */
+#define ADD_OP(kind)                                                              \
+  do {                                                                            \
+    o = op_add(l, kind);                                                          \
+    if (!o) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "forward: kernel list");   \
+  } while (0)
+
+static fer_status add_use(op_list *l, const feri_llama *m, uint64_t off, uint64_t bytes) {
+  if (!m->streaming) return FER_STATUS_OK;
+  struct feri_op *o;
+  ADD_OP(OP_USE);
+  o->off = off, o->bytes = bytes;
+  return FER_STATUS_OK;
+}
+
+static fer_status add_linear(op_list *l, const feri_llama *m, const feri_linear *w, const float *x, uint32_t n,
+                             uint32_t in, float *y, uint32_t out) {
+  TRY(add_use(l, m, w->off, w->bytes));
+  struct feri_op *o;
+  ADD_OP(OP_LINEAR);
+  o->w = w, o->src = x, o->dst = y, o->n = n, o->in = in, o->out = out;
+  return FER_STATUS_OK;
+}
+
+static fer_status add_bias(op_list *l, const feri_llama *m, const feri_vector *b, float *y, uint32_t n, uint32_t out) {
+  TRY(add_use(l, m, b->off, b->bytes));
+  struct feri_op *o;
+  ADD_OP(OP_BIAS);
+  o->vec = b, o->dst = y, o->n = n, o->out = out;
+  return FER_STATUS_OK;
+}
+
+/* RMSNorm of each head of rows [n, heads, dim] in place (qwen3's QK-norm). */
+static fer_status add_head_norm(op_list *l, const feri_llama *m, const feri_vector *w, float *p, uint32_t n,
+                                uint32_t heads, uint32_t dim) {
+  TRY(add_use(l, m, w->off, w->bytes));
+  struct feri_op *o;
+  ADD_OP(OP_NORM);
+  o->vec = w;
+  o->a = o->c = feri_tensor_2d(p, FER_DTYPE_F32, (int64_t)n * heads, dim);
+  return FER_STATUS_OK;
+}
+
+enum { LOGITS_NONE, LOGITS_LAST, LOGITS_ALL };
+
+/* The rows of a step: n tokens of one sequence `one` (at positions from its length), or one token
+ * of each of n sequences `many` (batched). */
+typedef struct step_rows {
+  feri_llama_seq *one;
+  feri_llama_seq *const *many;
+  uint32_t n;
+} step_rows;
+
+/* Builds the kernel list of a step over scratch sc (the KV views as they are bound now). */
+static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_rows *r, int logits, op_list *l) {
+  const feri_llama_config *c = &m->cfg;
+  const uint32_t D = c->n_embd, H = c->n_head, Hkv = c->n_head_kv, hd = c->head_dim, F = c->n_ff, n = r->n;
+  l->n = 0;
+  fer_tensor ids;
+  memset(&ids, 0, sizeof ids);
+  ids.data = sc->ids, ids.dtype = FER_DTYPE_I32, ids.rank = 1, ids.shape[0] = n, ids.strides[0] = 4;
+  fer_tensor pos = ids;
+  pos.data = sc->pos;
+  fer_tensor x = feri_tensor_2d(sc->x, FER_DTYPE_F32, n, D), h = feri_tensor_2d(sc->h, FER_DTYPE_F32, n, D);
+  TRY(add_use(l, m, m->tok_embd.off, m->tok_embd.bytes));
+  struct feri_op *o;
+  ADD_OP(OP_EMBED);
+  o->w = &m->tok_embd, o->a = ids, o->c = x;
+  for (uint32_t li = 0; li < c->n_layer; li++) {
+    const feri_llama_layer *L = &m->layers[li];
+    TRY(add_use(l, m, L->attn_norm.off, L->attn_norm.bytes));
+    ADD_OP(OP_NORM);
+    o->vec = &L->attn_norm, o->a = x, o->c = h;
+    TRY(add_linear(l, m, &L->wq, sc->h, n, D, sc->q, H * hd));
+    TRY(add_linear(l, m, &L->wk, sc->h, n, D, sc->k, Hkv * hd));
+    TRY(add_linear(l, m, &L->wv, sc->h, n, D, sc->v, Hkv * hd));
+    if (L->has_qkv_bias) {
+      TRY(add_bias(l, m, &L->bq, sc->q, n, H * hd));
+      TRY(add_bias(l, m, &L->bk, sc->k, n, Hkv * hd));
+      TRY(add_bias(l, m, &L->bv, sc->v, n, Hkv * hd));
+    }
+    if (L->has_qk_norm) {
+      TRY(add_head_norm(l, m, &L->q_norm, sc->q, n, H, hd));
+      TRY(add_head_norm(l, m, &L->k_norm, sc->k, n, Hkv, hd));
+    }
+    ADD_OP(OP_ROPE);
+    o->a = rows_view(sc->q, n, H, hd), o->b = pos;
+    ADD_OP(OP_ROPE);
+    o->a = rows_view(sc->k, n, Hkv, hd), o->b = pos;
+    if (r->one) {
+      ADD_OP(OP_STORE_KV);
+      o->layer = li, o->n = n;
+      TRY(fer_kv_seq_view(r->one->kv, li, 0, &o->b));
+      TRY(fer_kv_seq_view(r->one->kv, li, 1, &o->c));
+      ADD_OP(OP_ATTN);
+      o->layer = li, o->n = n;
+      o->a = heads_view(sc->q, n, H, hd), o->c = heads_view(sc->att, n, H, hd);
+      TRY(fer_kv_seq_view(r->one->kv, li, 0, &o->b));
+      TRY(fer_kv_seq_view(r->one->kv, li, 1, &o->d));
+    } else {
+      for (uint32_t i = 0; i < n; i++) {
+        feri_llama_seq *s = r->many[i];
+        ADD_OP(OP_STORE_ROW);
+        o->layer = li, o->row = i, o->seq = s;
+        TRY(fer_kv_seq_view(s->kv, li, 0, &o->b));
+        TRY(fer_kv_seq_view(s->kv, li, 1, &o->c));
+        ADD_OP(OP_ATTN_ROW);
+        o->layer = li, o->row = i, o->seq = s;
+        o->a = heads_view(sc->q + (size_t)i * H * hd, 1, H, hd), o->c = heads_view(sc->att + (size_t)i * H * hd, 1, H, hd);
+        TRY(fer_kv_seq_view(s->kv, li, 0, &o->b));
+        TRY(fer_kv_seq_view(s->kv, li, 1, &o->d));
+      }
+    }
+    TRY(add_linear(l, m, &L->wo, sc->att, n, H * hd, sc->o, D));
+    ADD_OP(OP_ADD);
+    o->src = sc->o, o->dst = sc->x, o->n = n * D;
+    TRY(add_use(l, m, L->ffn_norm.off, L->ffn_norm.bytes));
+    ADD_OP(OP_NORM);
+    o->vec = &L->ffn_norm, o->a = x, o->c = h;
+    TRY(add_linear(l, m, &L->w_gate, sc->h, n, D, sc->gate, F));
+    TRY(add_linear(l, m, &L->w_up, sc->h, n, D, sc->up, F));
+    ADD_OP(OP_SWIGLU);
+    o->a = feri_tensor_2d(sc->gate, FER_DTYPE_F32, n, F), o->b = feri_tensor_2d(sc->up, FER_DTYPE_F32, n, F);
+    TRY(add_linear(l, m, &L->w_down, sc->gate, n, F, sc->o, D));
+    ADD_OP(OP_ADD);
+    o->src = sc->o, o->dst = sc->x, o->n = n * D;
+  }
+  if (logits == LOGITS_NONE) return FER_STATUS_OK;
+  TRY(add_use(l, m, m->output_norm.off, m->output_norm.bytes));
+  ADD_OP(OP_NORM);
+  o->vec = &m->output_norm;
+  if (logits == LOGITS_ALL) { /* every row's logits: the norm of all rows into h (free after the last layer) */
+    o->a = x, o->c = h;
+    return add_linear(l, m, &m->output, sc->h, n, D, NULL, c->n_vocab);
+  }
+  o->a = feri_tensor_2d(sc->x + (size_t)(n - 1) * D, FER_DTYPE_F32, 1, D);
+  o->c = feri_tensor_2d(sc->last, FER_DTYPE_F32, 1, D);
+  return add_linear(l, m, &m->output, sc->last, 1, D, NULL, c->n_vocab);
+}
+
+/* Runs a kernel list; a single-sequence step's n tokens sit at positions p0.. (the scalar inputs
+ * of a replay), a batched step's row i at the length of its sequence. */
+static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_threadpool *pool, const op_list *l,
+                           uint32_t p0, uint32_t n, float *logits) {
+  const feri_llama_config *c = &m->cfg;
+  fer_attention_params ap;
+  fer_attention_params_init(&ap);
+  ap.q_pos0 = p0;
+  for (size_t i = 0; i < l->n; i++) {
+    const struct feri_op *o = &l->ops[i];
+    switch (o->kind) {
+      case OP_USE: TRY(use(m, o->off, o->bytes)); break;
+      case OP_EMBED:
+        if (o->w->quant) TRY(fer_embedding_quant(pool, &o->w->q, &o->a, &o->c));
+        else TRY(fer_embedding(pool, &o->w->dense, &o->a, &o->c));
+        break;
+      case OP_NORM: TRY(fer_rms_norm(pool, &o->a, &o->vec->t, c->rms_eps, &o->c)); break;
+      case OP_LINEAR: TRY(linear(m, sc, pool, o->w, o->src, o->n, o->in, o->dst ? o->dst : logits, o->out)); break;
+      case OP_BIAS: {
+        const float *b = o->vec->t.data;
+        for (uint32_t row = 0; row < o->n; row++)
+          for (uint32_t j = 0; j < o->out; j++) o->dst[(size_t)row * o->out + j] += b[j];
+        break;
+      }
+      case OP_ROPE: TRY(fer_rope(pool, &o->a, &o->b, c->rope_pairing, c->rope_dims, c->rope_theta, &o->a)); break;
+      case OP_STORE_KV:
+        store_rows(&o->b, sc->k, p0, n, c->n_head_kv, c->head_dim);
+        store_rows(&o->c, sc->v, p0, n, c->n_head_kv, c->head_dim);
+        break;
+      case OP_ATTN: {
+        fer_tensor k = o->b, v = o->d;
+        k.shape[1] = v.shape[1] = p0 + n; /* the KV length: a scalar input */
+        TRY(fer_attention(pool, &o->a, &k, &v, &ap, &o->c, NULL, 0));
+        break;
+      }
+      case OP_STORE_ROW: {
+        const size_t kvd = (size_t)c->n_head_kv * c->head_dim;
+        store_rows(&o->b, sc->k + o->row * kvd, o->seq->len, 1, c->n_head_kv, c->head_dim);
+        store_rows(&o->c, sc->v + o->row * kvd, o->seq->len, 1, c->n_head_kv, c->head_dim);
+        break;
+      }
+      case OP_ATTN_ROW: {
+        fer_attention_params rp = ap;
+        rp.q_pos0 = o->seq->len;
+        fer_tensor k = o->b, v = o->d;
+        k.shape[1] = v.shape[1] = o->seq->len + 1;
+        TRY(fer_attention(pool, &o->a, &k, &v, &rp, &o->c, NULL, 0));
+        break;
+      }
+      case OP_ADD:
+        for (size_t j = 0; j < o->n; j++) o->dst[j] += o->src[j];
+        break;
+      default: /* OP_SWIGLU */
+        TRY(fer_swiglu(pool, &o->a, &o->b, &o->a));
+        break;
+    }
+  }
+  return FER_STATUS_OK;
+}
+
+/* ---- plans and KV growth -------------------------------------------------------------------- */
+
+static void drop_plan(feri_llama_seq *s, uint32_t from, uint32_t to) {
+  s->plan_held = false;
+  s->plan_stats.invalidations++;
+  snprintf(s->plan_stats.last_reason, sizeof s->plan_stats.last_reason,
+           "KV grew from %u to %u tokens of capacity (unconditional policy)", from, to);
+}
+
+/* After a KV growth: does every binding the plan holds still have its address and strides? */
+static bool bindings_unchanged(const feri_llama_seq *s, uint32_t *layer, uint32_t *kv) {
+  for (size_t i = 0; i < s->plan.n; i++) {
+    const struct feri_op *o = &s->plan.ops[i];
+    if (o->kind != OP_ATTN) continue;
+    for (uint32_t which = 0; which < 2; which++) {
+      fer_tensor now;
+      const fer_tensor *held = which ? &o->d : &o->b;
+      if (fer_kv_seq_view(s->kv, o->layer, which, &now) != FER_STATUS_OK || now.data != held->data ||
+          memcmp(now.strides, held->strides, sizeof now.strides) != 0) {
+        *layer = o->layer, *kv = which;
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/* Extends the sequence's KV to `total` live tokens. KV growth happens between plan replays: the
+ * pool is thawed only for it, and a held plan is dropped or kept by the sequence's policy. On
+ * failure nothing changed. */
+static fer_status extend_kv(feri_llama_seq *s, uint32_t total) {
+  fer_kv_seq_stats before, after;
+  fer_kv_seq_get_stats(s->kv, &before);
+  if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
+  fer_status st = fer_kv_seq_extend(s->kv, total); /* all or nothing */
+  fer_kv_seq_get_stats(s->kv, &after);
+  if (st == FER_STATUS_OK && s->plan_held && after.growth_events != before.growth_events) {
+    uint32_t layer, kv;
+    if (s->plan_policy == FERI_PLAN_UNCONDITIONAL) {
+      drop_plan(s, (uint32_t)before.capacity_tokens, (uint32_t)after.capacity_tokens);
+    } else if (!bindings_unchanged(s, &layer, &kv)) {
+      drop_plan(s, 0, 0);
+      snprintf(s->plan_stats.last_reason, sizeof s->plan_stats.last_reason,
+               "layer %u %s moved when the KV grew (address-stable policy)", layer, kv ? "V" : "K");
+    } else {
+      s->plan_stats.growth_keeps++;
+    }
+  }
+  if (s->plan_held) fer_vmm_set_frozen(s->vmm, true);
+  return st;
+}
+
+/* ---- single-sequence steps ------------------------------------------------------------------ */
+
+/* One step of n <= the scratch's rows tokens at the sequence's next positions. */
+static fer_status step(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits,
+                       int logits_mode) {
+  const uint32_t p0 = s->len;
+  TRY(extend_kv(s, p0 + n));
+  memcpy(s->sc.ids, ids, n * sizeof(int32_t));
+  for (uint32_t i = 0; i < n; i++) s->sc.pos[i] = (int32_t)(p0 + i);
+  const step_rows rows = {s, NULL, n};
+  const op_list *run;
+  if (n == 1 && logits_mode != LOGITS_NONE && s->plan_policy != FERI_PLAN_OFF) {
+    if (s->plan_held) {
+      s->plan_stats.replays++;
+    } else {
+      TRY(build_step(s->m, &s->sc, &rows, LOGITS_LAST, &s->plan)); /* one row: its logits are all the logits */
+      s->plan_held = true;
+      s->plan_stats.captures++;
+      fer_vmm_set_frozen(s->vmm, true);
+    }
+    run = &s->plan;
+  } else {
+    if (s->plan_policy != FERI_PLAN_OFF) {
+      s->plan_stats.declines++;
+      snprintf(s->plan_stats.last_reason, sizeof s->plan_stats.last_reason,
+               "a step of %u tokens ran without a plan (plans cover the one-token step)", n);
+    }
+    TRY(build_step(s->m, &s->sc, &rows, logits_mode, &s->once));
+    run = &s->once;
+  }
+  TRY(run_step(s->m, &s->sc, pool, run, p0, n, logits));
+  s->len = p0 + n;
+  return FER_STATUS_OK;
+}
+
+static fer_status check_ids(const feri_llama *m, const int32_t *ids, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    if (ids[i] < 0 || (uint32_t)ids[i] >= m->cfg.n_vocab)
+      return feri_fail(FER_STATUS_INVALID_ARG, "forward: id %d at %u is outside the vocabulary of %u", ids[i], i,
+                       m->cfg.n_vocab);
+  }
+  return FER_STATUS_OK;
+}
+
+/* Rewinds after a failure without losing the failure's message. */
+static void rewind_keeping_error(feri_llama_seq *s, uint32_t to, fer_status st) {
+  char msg[512];
+  size_t len = 0;
+  fer_last_error_message(msg, sizeof msg, &len);
+  feri_llama_seq_rewind(s, to);
+  feri_fail(st, "%s", msg);
+}
+
+/* n tokens in chunks of the scratch's rows; all or nothing: a failure or a cancellation rewinds
+ * the sequence to where it was. */
+static fer_status forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits,
+                          bool all_logits) {
+  if (n == 0) return feri_fail(FER_STATUS_INVALID_ARG, "forward: no tokens");
+  if (n > s->max_tokens - s->len) {
+    return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "forward: %u tokens after %u exceed the sequence's %u", n, s->len, s->max_tokens);
+  }
+  TRY(check_ids(s->m, ids, n));
+  const uint32_t start = s->len, V = s->m->cfg.n_vocab;
+  fer_status st = FER_STATUS_OK;
+  for (uint32_t off = 0; off < n && st == FER_STATUS_OK; off += s->sc.rows) {
+    if (atomic_exchange(&s->cancel, 0)) {
+      st = feri_fail(FER_STATUS_CANCELLED, "forward: cancelled after %u of %u tokens", off, n);
+      break;
+    }
+    const uint32_t k = n - off < s->sc.rows ? n - off : s->sc.rows;
+    const bool last = off + k == n;
+    if (all_logits) st = step(s, pool, ids + off, k, logits + (size_t)off * V, LOGITS_ALL);
+    else st = step(s, pool, ids + off, k, last ? logits : NULL, last ? LOGITS_LAST : LOGITS_NONE);
+  }
+  if (st != FER_STATUS_OK && s->len != start) rewind_keeping_error(s, start, st);
+  return st;
+}
+
+fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits) {
+  return forward(s, pool, ids, n, logits, false);
+}
+
+fer_status feri_llama_forward_all(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n,
+                                  float *logits) {
+  return forward(s, pool, ids, n, logits, true);
+}
+
+fer_status feri_llama_seq_rewind(feri_llama_seq *s, uint32_t n_tokens) {
+  if (n_tokens > s->len) return feri_fail(FER_STATUS_INVALID_ARG, "rewind: to %u, beyond the %u tokens there are", n_tokens, s->len);
+  /* truncation only writes zeros (no map) unless a window is shared: thaw for it all the same */
+  if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
+  fer_status st = fer_kv_seq_truncate(s->kv, n_tokens);
+  if (s->plan_held) fer_vmm_set_frozen(s->vmm, true);
+  if (st == FER_STATUS_OK) s->len = n_tokens; /* a held plan stays valid: addresses did not change */
+  return st;
+}
+
+/* ---- batched steps -------------------------------------------------------------------------- */
+
+fer_status feri_llama_batch_create(const feri_llama *m, uint32_t max_seqs, feri_llama_batch **out) {
+  *out = NULL;
+  if (max_seqs == 0 || max_seqs > 4096) return feri_fail(FER_STATUS_INVALID_ARG, "batch: %u sequences (1 .. 4096)", max_seqs);
+  feri_llama_batch *b = calloc(1, sizeof *b);
+  if (!b) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "batch");
+  b->m = m;
+  fer_status st = feri_scratch_alloc(&m->cfg, max_seqs, &b->sc);
+  if (st != FER_STATUS_OK) {
+    free(b);
+    return st;
+  }
+  *out = b;
+  return FER_STATUS_OK;
+}
+
+void feri_llama_batch_free(feri_llama_batch *b) {
+  if (!b) return;
+  feri_scratch_free(&b->sc);
+  free(b->ops.ops);
+  free(b);
+}
+
+fer_status feri_llama_forward_batch(feri_llama_batch *b, fer_threadpool *pool, feri_llama_seq *const *seqs,
+                                    const int32_t *ids, uint32_t n, float *logits) {
+  if (n == 0 || n > b->sc.rows)
+    return feri_fail(FER_STATUS_INVALID_ARG, "batch: %u sequences, the batch holds 1 .. %u", n, b->sc.rows);
+  TRY(check_ids(b->m, ids, n));
+  for (uint32_t i = 0; i < n; i++) {
+    if (seqs[i]->m != b->m) return feri_fail(FER_STATUS_INVALID_ARG, "batch: sequence %u belongs to another model", i);
+    if (seqs[i]->len >= seqs[i]->max_tokens)
+      return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "batch: sequence %u is full (%u tokens)", i, seqs[i]->max_tokens);
+    for (uint32_t j = 0; j < i; j++)
+      if (seqs[j] == seqs[i]) return feri_fail(FER_STATUS_INVALID_ARG, "batch: sequence %u appears twice", i);
+  }
+  uint32_t grown = 0;
+  fer_status st = FER_STATUS_OK;
+  for (; grown < n && st == FER_STATUS_OK; grown++) st = extend_kv(seqs[grown], seqs[grown]->len + 1);
+  if (st == FER_STATUS_OK) {
+    memcpy(b->sc.ids, ids, n * sizeof(int32_t));
+    for (uint32_t i = 0; i < n; i++) b->sc.pos[i] = (int32_t)seqs[i]->len;
+    const step_rows rows = {NULL, seqs, n};
+    st = build_step(b->m, &b->sc, &rows, LOGITS_ALL, &b->ops);
+    if (st == FER_STATUS_OK) st = run_step(b->m, &b->sc, pool, &b->ops, 0, n, logits);
+  }
+  if (st != FER_STATUS_OK) { /* all or nothing: every sequence back to its length */
+    for (uint32_t i = 0; i < grown; i++) rewind_keeping_error(seqs[i], seqs[i]->len, st);
+    return st;
+  }
+  for (uint32_t i = 0; i < n; i++) seqs[i]->len++;
+  return FER_STATUS_OK;
+}
