@@ -20,6 +20,13 @@ fer_status feri_fail(fer_status status, const char *fmt, ...) {
 
 void feri_error_clear(void) { feri_last_message[0] = '\0'; }
 
+void feri_error_save(feri_error_stash *s) { memcpy(s->text, feri_last_message, sizeof s->text); }
+
+fer_status feri_error_restore(const feri_error_stash *s, fer_status status) {
+  memcpy(feri_last_message, s->text, sizeof feri_last_message);
+  return status;
+}
+
 fer_status fer_last_error_message(char *buf, size_t cap, size_t *out_len) {
   if (out_len == NULL) return FER_STATUS_NULL_ARG;
   size_t len = strlen(feri_last_message);

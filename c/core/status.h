@@ -12,4 +12,12 @@ fer_status feri_fail(fer_status status, const char *fmt, ...)
 /* Clears the calling thread's message; every entry point calls it before doing any work. */
 void feri_error_clear(void);
 
+/* Keeps the calling thread's message across clean-up code that calls entry points (which clear
+ * it): stash before, restore after; restore returns `status`. */
+typedef struct feri_error_stash {
+  char text[512];
+} feri_error_stash;
+void feri_error_save(feri_error_stash *s);
+fer_status feri_error_restore(const feri_error_stash *s, fer_status status);
+
 #endif

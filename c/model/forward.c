@@ -401,11 +401,10 @@ static fer_status check_ids(const feri_llama *m, const int32_t *ids, uint32_t n)
 
 /* Rewinds after a failure without losing the failure's message. */
 static void rewind_keeping_error(feri_llama_seq *s, uint32_t to, fer_status st) {
-  char msg[512];
-  size_t len = 0;
-  fer_last_error_message(msg, sizeof msg, &len);
+  feri_error_stash e;
+  feri_error_save(&e);
   feri_llama_seq_rewind(s, to);
-  feri_fail(st, "%s", msg);
+  feri_error_restore(&e, st);
 }
 
 /* n tokens in chunks of the scratch's rows; all or nothing: a failure or a cancellation rewinds

@@ -145,6 +145,10 @@ static fer_status read_config(const feri_gguf *g, feri_llama_config *c) {
     if (st != FER_STATUS_OK || c->head_dim == 0 || c->head_dim > 4096 || c->head_dim % 2) {
       return feri_fail(FER_STATUS_CORRUPT, "model: %s is not an even head size up to 4096", kbuf);
     }
+    uint32_t v_len = c->head_dim;
+    if (feri_gguf_find_kv(g, ARCH_KEY("attention.value_length")) >= 0 && (get_u32(g, kbuf, &v_len) != FER_STATUS_OK || v_len != c->head_dim)) {
+      return feri_fail(FER_STATUS_UNSUPPORTED, "model: %s differs from the key length %u (one head size for K and V only)", kbuf, c->head_dim);
+    }
   } else if (c->n_embd % c->n_head != 0) {
     return feri_fail(FER_STATUS_CORRUPT, "model: embedding %u is not a multiple of %u heads", c->n_embd, c->n_head);
   } else {
@@ -222,8 +226,10 @@ static fer_status open_gguf(feri_gguf *g, feri_llama **out) {
 #undef NAME
   }
   if (st != FER_STATUS_OK) {
+    feri_error_stash e; /* closing calls entry points, which clear the message */
+    feri_error_save(&e);
     feri_llama_close(m);
-    return st;
+    return feri_error_restore(&e, st);
   }
   *out = m;
   return FER_STATUS_OK;
@@ -288,8 +294,11 @@ fer_status feri_llama_open_with(const char *path, const feri_llama_options *o, f
   if (st != FER_STATUS_OK || !o || o->weights == FERI_WEIGHTS_MAPPED) return st;
   st = place_in_store(*out, path, o);
   if (st != FER_STATUS_OK) {
+    feri_error_stash e;
+    feri_error_save(&e);
     feri_llama_close(*out);
     *out = NULL;
+    feri_error_restore(&e, st);
   }
   return st;
 }
@@ -418,8 +427,10 @@ fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const
   fer_status st = feri_scratch_alloc(c, max_tokens < FERI_PREFILL_CHUNK ? max_tokens : FERI_PREFILL_CHUNK, &s->sc);
   if (st == FER_STATUS_OK) st = make_kv(s, c, kvo ? kvo : &defaults);
   if (st != FER_STATUS_OK) {
+    feri_error_stash e;
+    feri_error_save(&e);
     feri_llama_seq_free(s);
-    return st;
+    return feri_error_restore(&e, st);
   }
   *out = s;
   return FER_STATUS_OK;

@@ -1,5 +1,6 @@
 /* tiny.c: see tiny.h. Layout: GGUF v3, metadata, tensor infos, then the F32 data, each tensor at a
- * 32-byte aligned offset. Weights are uniform in [-0.5, 0.5) from a xorshift generator, norms 1. */
+ * 32-byte aligned offset. Weights are uniform in [-0.5, 0.5) from a xorshift generator, RMSNorm
+ * weights 1, qwen3's QK-norm weights uniform in [0.5, 1.5). */
 #include "model/tiny.h"
 
 #include <stdio.h>
@@ -68,51 +69,73 @@ typedef struct tensor_def {
   char name[48];
   uint32_t n_dims;
   uint64_t dims[2];
-  int norm;
+  int init; /* 0: uniform in [-0.5, 0.5); 1: all 1 (RMSNorm weights); 2: uniform in [0.5, 1.5) */
 } tensor_def;
 
-fer_status feri_tiny_llama_image(uint64_t seed, void **out, size_t *out_size) {
+static void add_tensor(tensor_def *t, uint32_t *nt, const char *name, uint64_t d0, uint64_t d1, int init) {
+  tensor_def *d = &t[(*nt)++];
+  snprintf(d->name, sizeof d->name, "%s", name);
+  d->n_dims = d1 == 1 ? 1 : 2;
+  d->dims[0] = d0, d->dims[1] = d1;
+  d->init = init;
+}
+
+fer_status feri_tiny_model_image(const char *arch, uint64_t seed, void **out, size_t *out_size) {
   *out = NULL;
   *out_size = 0;
-  tensor_def t[3 + 9 * LAYERS];
+  const int qwen2 = strcmp(arch, "qwen2") == 0, qwen3 = strcmp(arch, "qwen3") == 0;
+  if (!qwen2 && !qwen3 && strcmp(arch, "llama") != 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "tiny model: architecture '%s' (llama, qwen2 or qwen3)", arch);
+  /* qwen3 decouples the head size from the embedding (key_length): twice embd / heads here */
+  const uint64_t hd = (uint64_t)EMBD / HEADS * (qwen3 ? 2 : 1), qd = hd * HEADS, kvd = hd * HEADS_KV;
+  tensor_def t[3 + 14 * LAYERS];
   uint32_t nt = 0;
-  t[nt++] = (tensor_def){"token_embd.weight", 2, {EMBD, VOCAB}, 0};
-  t[nt++] = (tensor_def){"output_norm.weight", 1, {EMBD, 1}, 1};
+  add_tensor(t, &nt, "token_embd.weight", EMBD, VOCAB, 0);
+  add_tensor(t, &nt, "output_norm.weight", EMBD, 1, 1);
   for (int l = 0; l < LAYERS; l++) {
-    static const struct {
-      const char *n;
-      uint64_t d0, d1;
-      int norm;
-    } L[] = {{"attn_norm.weight", EMBD, 1, 1},
-             {"ffn_norm.weight", EMBD, 1, 1},
-             {"attn_q.weight", EMBD, EMBD, 0},
-             {"attn_k.weight", EMBD, EMBD / HEADS * HEADS_KV, 0},
-             {"attn_v.weight", EMBD, EMBD / HEADS * HEADS_KV, 0},
-             {"attn_output.weight", EMBD, EMBD, 0},
-             {"ffn_gate.weight", EMBD, FF, 0},
-             {"ffn_up.weight", EMBD, FF, 0},
-             {"ffn_down.weight", FF, EMBD, 0}};
-    for (int i = 0; i < 9; i++) {
-      tensor_def *d = &t[nt++];
-      snprintf(d->name, sizeof(d->name), "blk.%d.%s", l, L[i].n);
-      d->n_dims = L[i].d1 == 1 ? 1 : 2;
-      d->dims[0] = L[i].d0, d->dims[1] = L[i].d1;
-      d->norm = L[i].norm;
+    char n[48];
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d.%s", l, x), n)
+    add_tensor(t, &nt, NAME("attn_norm.weight"), EMBD, 1, 1);
+    add_tensor(t, &nt, NAME("ffn_norm.weight"), EMBD, 1, 1);
+    add_tensor(t, &nt, NAME("attn_q.weight"), EMBD, qd, 0);
+    add_tensor(t, &nt, NAME("attn_k.weight"), EMBD, kvd, 0);
+    add_tensor(t, &nt, NAME("attn_v.weight"), EMBD, kvd, 0);
+    add_tensor(t, &nt, NAME("attn_output.weight"), qd, EMBD, 0);
+    add_tensor(t, &nt, NAME("ffn_gate.weight"), EMBD, FF, 0);
+    add_tensor(t, &nt, NAME("ffn_up.weight"), EMBD, FF, 0);
+    add_tensor(t, &nt, NAME("ffn_down.weight"), FF, EMBD, 0);
+    if (qwen2) {
+      add_tensor(t, &nt, NAME("attn_q.bias"), qd, 1, 0);
+      add_tensor(t, &nt, NAME("attn_k.bias"), kvd, 1, 0);
+      add_tensor(t, &nt, NAME("attn_v.bias"), kvd, 1, 0);
     }
+    if (qwen3) {
+      add_tensor(t, &nt, NAME("attn_q_norm.weight"), hd, 1, 2);
+      add_tensor(t, &nt, NAME("attn_k_norm.weight"), hd, 1, 2);
+    }
+#undef NAME
   }
   wbuf b = {0};
   put(&b, "GGUF", 4);
   u32(&b, 3);
   u64(&b, nt);
-  u64(&b, 13);
-  kv_str(&b, "general.architecture", "llama");
-  kv_u32(&b, "llama.block_count", LAYERS);
-  kv_u32(&b, "llama.embedding_length", EMBD);
-  kv_u32(&b, "llama.feed_forward_length", FF);
-  kv_u32(&b, "llama.attention.head_count", HEADS);
-  kv_u32(&b, "llama.attention.head_count_kv", HEADS_KV);
-  kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  kv_f32(&b, "llama.rope.freq_base", 10000.0f);
+  u64(&b, qwen3 ? 16 : 14);
+  char k[64];
+#define KEY(x) (snprintf(k, sizeof k, "%s.%s", arch, x), k)
+  kv_str(&b, "general.architecture", arch);
+  kv_u32(&b, KEY("block_count"), LAYERS);
+  kv_u32(&b, KEY("context_length"), 2048);
+  kv_u32(&b, KEY("embedding_length"), EMBD);
+  kv_u32(&b, KEY("feed_forward_length"), FF);
+  kv_u32(&b, KEY("attention.head_count"), HEADS);
+  kv_u32(&b, KEY("attention.head_count_kv"), HEADS_KV);
+  kv_f32(&b, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+  kv_f32(&b, KEY("rope.freq_base"), 10000.0f);
+  if (qwen3) {
+    kv_u32(&b, KEY("attention.key_length"), (uint32_t)hd);
+    kv_u32(&b, KEY("attention.value_length"), (uint32_t)hd);
+  }
+#undef KEY
   kv_str(&b, "tokenizer.ggml.model", "gpt2");
   kv_str(&b, "tokenizer.ggml.pre", "smollm");
   str(&b, "tokenizer.ggml.tokens");
@@ -120,9 +143,9 @@ fer_status feri_tiny_llama_image(uint64_t seed, void **out, size_t *out_size) {
   u32(&b, 8);
   u64(&b, VOCAB);
   for (int x = 0; x < BYTES; x++) {
-    char s[3];
-    byte_text(x, s);
-    str(&b, s);
+    char txt[3];
+    byte_text(x, txt);
+    str(&b, txt);
   }
   static const char *merged[MERGES] = {"th", "he", "the", "Ġthe"};
   static const char *merges[MERGES] = {"t h", "h e", "th e", "Ġ the"};
@@ -148,9 +171,10 @@ fer_status feri_tiny_llama_image(uint64_t seed, void **out, size_t *out_size) {
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
   for (uint32_t i = 0; i < nt; i++) {
     uint64_t n = t[i].dims[0] * (t[i].n_dims == 2 ? t[i].dims[1] : 1);
-    for (uint64_t k = 0; k < n; k++) {
+    for (uint64_t e = 0; e < n; e++) {
       state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-      float v = t[i].norm ? 1.0f : (float)((state >> 40) & 0xFFFFFF) / 16777216.0f - 0.5f;
+      const float u = (float)((state >> 40) & 0xFFFFFF) / 16777216.0f;
+      const float v = t[i].init == 1 ? 1.0f : t[i].init == 2 ? u + 0.5f : u - 0.5f;
       put(&b, &v, 4);
     }
     while (b.n % 32) put(&b, "", 1);
@@ -162,4 +186,8 @@ fer_status feri_tiny_llama_image(uint64_t seed, void **out, size_t *out_size) {
   *out = b.p;
   *out_size = b.n;
   return FER_STATUS_OK;
+}
+
+fer_status feri_tiny_llama_image(uint64_t seed, void **out, size_t *out_size) {
+  return feri_tiny_model_image("llama", seed, out, out_size);
 }

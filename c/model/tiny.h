@@ -13,4 +13,8 @@
 /* Writes the GGUF image into a malloc'd buffer (*out, *out_size; free() it). */
 fer_status feri_tiny_llama_image(uint64_t seed, void **out, size_t *out_size);
 
+/* The same for architecture "llama", "qwen2" (adds q, k and v biases) or "qwen3" (per-head QK-norm
+ * weights, and a head size of twice embedding / heads given as key_length). */
+fer_status feri_tiny_model_image(const char *arch, uint64_t seed, void **out, size_t *out_size);
+
 #endif

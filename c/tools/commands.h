@@ -11,4 +11,7 @@ int feri_cmd_model_info(const char *path);
 /* `ferrite generate --model PATH --prompt TEXT ...`: generates text, streaming it. */
 int feri_cmd_generate(int argc, char **argv);
 
+/* `ferrite tiny-model --arch ARCH [--seed N] --out PATH`: the seeded tiny model as a GGUF file. */
+int feri_cmd_tiny_model(int argc, char **argv);
+
 #endif

@@ -1,4 +1,4 @@
-/* ferrite.c: the `ferrite` program: `ferrite info` and `ferrite generate`. */
+/* ferrite.c: the `ferrite` program: `ferrite info`, `ferrite generate` and `ferrite tiny-model`. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,12 +9,14 @@ static void usage(FILE *f) {
           "usage: ferrite info [--full]\n"
           "       ferrite info MODEL.gguf\n"
           "       ferrite generate (--model PATH | --tiny) --prompt TEXT [--chat] [--max-tokens N] [--temperature T]\n"
-          "                        [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N] [--budget BYTES[K|M|G]]\n");
+          "                        [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N] [--budget BYTES[K|M|G]]\n"
+          "       ferrite tiny-model --arch llama|qwen2|qwen3 [--seed N] --out PATH\n");
 }
 
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "info") == 0) return feri_cmd_info(argc - 1, argv + 1);
   if (argc >= 2 && strcmp(argv[1], "generate") == 0) return feri_cmd_generate(argc - 1, argv + 1);
+  if (argc >= 2 && strcmp(argv[1], "tiny-model") == 0) return feri_cmd_tiny_model(argc - 1, argv + 1);
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     usage(stdout);
     return 0;
