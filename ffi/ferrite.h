@@ -1462,6 +1462,235 @@ fer_status fer_detokenizer_flush(fer_detokenizer *d, char *out, size_t cap, size
 /** Frees a detokenizer; NULL is a no-op. */
 void fer_detokenizer_free(fer_detokenizer *d);
 
+/* ---------------------------------------------------------------------------------------------
+ * The engine: a model (GGUF: architectures llama, qwen2, qwen3), its tokenizer, a thread pool and a
+ * memory governor, configured once by an explicit fer_engine_config. Sequences (requests) are
+ * admitted by the governor by their projected KV commit; each is prefilled, then advanced one token
+ * at a time on its own (with a captured decode plan) or together with others in one batched step.
+ * No process-global state: engines in one process are independent. Thread-safety: one call at a
+ * time per engine (a second thread gets BUSY), except fer_engine_seq_cancel, which any thread may
+ * call at any time. Claims: C-ENG-001..C-ENG-012.
+ */
+typedef struct fer_engine fer_engine;
+typedef struct fer_engine_seq fer_engine_seq;
+
+/** How block-quantized projections multiply. Append-only. */
+enum fer_matmul_mode_code {
+  /** 8-bit activations and integer block dots (fer_matmul_quant_i8; llama.cpp's arithmetic). */
+  FER_MATMUL_I8 = 0,
+  /** The exact f32 product of the dequantized weights (fer_matmul_quant). */
+  FER_MATMUL_EXACT = 1,
+};
+typedef int32_t fer_matmul_mode;
+
+/** How a sequence's one-token decode steps run. Append-only. */
+enum fer_plan_policy_code {
+  /** Every step builds its kernel list anew. */
+  FER_PLAN_OFF = 0,
+  /** The step is captured once and replayed; any KV growth drops it (the original engine). */
+  FER_PLAN_UNCONDITIONAL = 1,
+  /** ... a KV growth keeps it when every buffer it binds kept its address and strides. */
+  FER_PLAN_ADDRESS_STABLE = 2,
+};
+typedef int32_t fer_plan_policy;
+
+/**
+ * Everything an engine is configured by. Start from fer_engine_config_init. At creation, when
+ * `environment` is not NULL, the FERRITE_* variables in it override the fields (read there and
+ * only there, never later): FERRITE_THREADS, FERRITE_MATMUL (i8|exact), FERRITE_KV_LAYOUT
+ * (head-major|seq-major|token-major), FERRITE_KV_POLICY (bucketed|fixed), FERRITE_KV_DTYPE
+ * (f32|f16|bf16), FERRITE_KV_MIN_BUCKET, FERRITE_PLAN (off|unconditional|address-stable),
+ * FERRITE_WEIGHT_BUDGET, FERRITE_KV_BUDGET (bytes, with an optional K, M or G suffix),
+ * FERRITE_MAX_SEQS, FERRITE_MAX_TOKENS. A recognised variable with a bad value is INVALID_ARG naming
+ * it; other FERRITE_ names are left alone (tools use them). fer_engine_get_config reads back what
+ * the engine runs with.
+ */
+typedef struct fer_engine_config {
+  /** sizeof(fer_engine_config) as the caller was compiled. */
+  uint32_t struct_size;
+  /** Threads of the engine's pool; 0 = one per CPU. */
+  uint32_t n_threads;
+  /** The GGUF file; or NULL with model_image set. */
+  const char *model_path;
+  /** A GGUF image in memory (borrowed: it must outlive the engine), used when model_path is NULL. */
+  const void *model_image;
+  uint64_t model_image_bytes;
+  fer_matmul_mode matmul;
+  fer_kv_layout kv_layout;
+  /** fer_kv_policy_code. */
+  int32_t kv_policy;
+  /** F32, F16 or BF16. */
+  fer_dtype kv_dtype;
+  /** Smallest capacity of the bucketed policy (>= 1). */
+  uint32_t kv_min_bucket;
+  fer_plan_policy plan;
+  /** 0: weights used in place from the mapped file; otherwise a weight store holding at most this
+   *  many bytes (all of them: fully resident; fewer: streamed). Files only. */
+  uint64_t weight_budget_bytes;
+  /** The governor's budget for KV: sequences are admitted while their projected commits fit. */
+  uint64_t kv_budget_bytes;
+  /** Sequences alive at once (also the largest batched step). */
+  uint32_t max_seqs;
+  /** Largest max_tokens a sequence may ask for; 0 = the model's trained context. */
+  uint32_t max_tokens;
+  /** NULL-terminated "NAME=value" strings to read FERRITE_* from (e.g. `environ`); NULL: none. */
+  const char *const *environment;
+} fer_engine_config;
+
+/** Defaults: threads 0, I8, seq-major, fixed, f32 KV, min bucket 8, address-stable plans, mapped
+ *  weights, KV budget 1 GiB, 16 sequences, max_tokens 0, no environment. */
+fer_status fer_engine_config_init(fer_engine_config *config);
+
+/**
+ * Creates an engine: reads the environment into a copy of config (see fer_engine_config), checks
+ * every field (INVALID_ARG naming the first bad one), opens the model and its tokenizer (CORRUPT or
+ * UNSUPPORTED naming what is wrong), and makes the pool and the governor.
+ */
+fer_status fer_engine_create(const fer_engine_config *config, fer_engine **out_engine);
+
+/** Frees the engine; BUSY (nothing freed) while sequences are alive. NULL is OK. */
+fer_status fer_engine_free(fer_engine *engine);
+
+/** The configuration the engine runs with (environment applied; model_path points to the
+ *  engine's own copy; environment NULL). */
+fer_status fer_engine_get_config(const fer_engine *engine, fer_engine_config *out_config);
+
+/** What the model is. */
+typedef struct fer_model_info {
+  /** "llama", "qwen2" or "qwen3" (NUL-terminated). */
+  char architecture[16];
+  uint32_t n_layer;
+  uint32_t n_embd;
+  uint32_t n_head;
+  uint32_t n_head_kv;
+  uint32_t head_dim;
+  uint32_t n_ff;
+  uint32_t n_vocab;
+  uint32_t n_ctx_train;
+  /** -1 when the model names none. */
+  int32_t bos_id;
+  int32_t eos_id;
+  /** The chat's end-of-turn id (<|im_end|>) when the model has one, else -1. */
+  int32_t eot_id;
+} fer_model_info;
+
+fer_status fer_engine_model_info(const fer_engine *engine, fer_model_info *out_info);
+
+/** The model's tokenizer (owned by the engine; valid while it lives). */
+fer_status fer_engine_tokenizer(const fer_engine *engine, const fer_tokenizer **out_tokenizer);
+
+/** One message of a conversation. */
+typedef struct fer_chat_message {
+  /** "system", "user" or "assistant" (any text is passed through). */
+  const char *role;
+  const char *content;
+} fer_chat_message;
+
+/** Flags of fer_engine_chat_render. */
+enum fer_chat_flag {
+  /** End with the opening of the assistant's turn. */
+  FER_CHAT_ADD_GENERATION_PROMPT = 1,
+};
+
+/**
+ * Renders a conversation with the model's chat template (tokenizer.chat_template). ChatML templates
+ * (SmolLM2's, Qwen's) are recognised by their markers, including a default system message the
+ * template writes literally when the conversation has none; any other template is UNSUPPORTED
+ * (there is no template interpreter), as is a model without one. Writes NUL-terminated text into
+ * out[0..cap) and its length to *out_len; BUFFER_TOO_SMALL with *out_len = the length needed.
+ */
+fer_status fer_engine_chat_render(const fer_engine *engine, const fer_chat_message *messages, size_t n_messages,
+                                  uint32_t flags, char *out, size_t cap, size_t *out_len);
+
+/**
+ * Admits a new, empty sequence of up to max_tokens positions: its projected KV commit (the
+ * granules its layout commits at max_tokens) is charged to the governor first. Refusal is
+ * BUDGET_EXCEEDED naming the projected, charged and budget bytes; more than max_seqs sequences is
+ * BUSY; max_tokens above the engine's max_tokens is INVALID_ARG. Nothing changes on failure.
+ */
+fer_status fer_engine_seq_create(fer_engine *engine, uint32_t max_tokens, fer_engine_seq **out_seq);
+
+/** Frees a sequence and releases its admission charge. NULL is OK. */
+fer_status fer_engine_seq_free(fer_engine_seq *seq);
+
+/**
+ * Runs n_ids tokens at the sequence's next positions (a prompt, in chunks) and writes the logits of
+ * the last into logits[0..n_vocab) (logits may be NULL when not wanted). All or nothing: on
+ * failure (BUFFER_TOO_SMALL past max_tokens, INVALID_ARG for an id outside the vocabulary,
+ * CANCELLED, ...) the sequence is as before the call.
+ */
+fer_status fer_engine_prefill(fer_engine_seq *seq, const int32_t *ids, size_t n_ids, float *logits,
+                              size_t logits_cap);
+
+/**
+ * One decode step: token ids[i] appended to sequence seqs[i] for i < n_seqs (distinct sequences
+ * of this engine, n_seqs <= max_seqs), all in one batched pass; logits row i (n_vocab floats at
+ * logits + i * n_vocab) is seqs[i]'s next-token logits, bit-identical to what a step of that
+ * sequence alone gives. With n_seqs == 1 the step runs the sequence's decode plan. All or nothing.
+ */
+fer_status fer_engine_decode(fer_engine *engine, fer_engine_seq *const *seqs, const int32_t *ids, size_t n_seqs,
+                             float *logits, size_t logits_cap);
+
+/** Rewinds the sequence to its first n_tokens: the next token goes to position n_tokens. Rewinding
+ *  to 0 resets it. INVALID_ARG beyond its length. */
+fer_status fer_engine_seq_rewind(fer_engine_seq *seq, uint32_t n_tokens);
+
+/**
+ * Asks the sequence's running (or next) prefill or decode to stop: it returns CANCELLED at its
+ * next chunk boundary with the sequence as before that call. Any thread, any time.
+ */
+fer_status fer_engine_seq_cancel(fer_engine_seq *seq);
+
+/** A sequence's state and counters. */
+typedef struct fer_engine_seq_stats {
+  uint32_t n_tokens;
+  uint32_t max_tokens;
+  /** The governor's charge for this sequence (its projected commit at max_tokens). */
+  uint64_t admitted_bytes;
+  /** KV bytes mapped now, capacity and growth (as fer_kv_seq_stats). */
+  uint64_t kv_committed_bytes;
+  uint64_t kv_capacity_tokens;
+  uint64_t kv_growth_events;
+  uint64_t kv_bytes_moved;
+  /** Decode plan counters. */
+  uint64_t plan_captures;
+  uint64_t plan_replays;
+  uint64_t plan_invalidations;
+  uint64_t plan_growth_keeps;
+  uint64_t plan_declines;
+  /** Why the last plan was dropped or a step ran without one (NUL-terminated). */
+  char plan_last_reason[160];
+} fer_engine_seq_stats;
+
+fer_status fer_engine_seq_get_stats(const fer_engine_seq *seq, fer_engine_seq_stats *out_stats);
+
+/** Engine-wide counters. */
+typedef struct fer_engine_stats {
+  uint32_t live_seqs;
+  /** The governor: budget, charged KV bytes and refusals. */
+  uint64_t kv_budget_bytes;
+  uint64_t kv_charged_bytes;
+  uint64_t admission_refusals;
+  /** Weight residency: 0 = mapped from the file, else the fer_weight_strategy_code of the store. */
+  int32_t weight_strategy;
+  int32_t reserved0;
+  uint64_t weight_page_ins;
+  uint64_t weight_evictions;
+  uint64_t weight_loaded_granules;
+} fer_engine_stats;
+
+fer_status fer_engine_get_stats(const fer_engine *engine, fer_engine_stats *out_stats);
+
+/**
+ * The seeded tiny model of an architecture ("llama", "qwen2", "qwen3") as a GGUF image: random F32
+ * weights, a 261-id byte-level tokenizer; for tests without downloads. *out_image is malloc'd:
+ * release it with fer_buffer_free.
+ */
+fer_status fer_tiny_model_image(const char *architecture, uint64_t seed, void **out_image, size_t *out_bytes);
+
+/** Frees a buffer the library allocated for the caller. NULL is OK. */
+void fer_buffer_free(void *buffer);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

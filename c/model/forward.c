@@ -487,6 +487,9 @@ fer_status feri_llama_forward_batch(feri_llama_batch *b, fer_threadpool *pool, f
     for (uint32_t j = 0; j < i; j++)
       if (seqs[j] == seqs[i]) return feri_fail(FER_STATUS_INVALID_ARG, "batch: sequence %u appears twice", i);
   }
+  for (uint32_t i = 0; i < n; i++)
+    if (atomic_exchange(&seqs[i]->cancel, 0))
+      return feri_fail(FER_STATUS_CANCELLED, "batch: sequence %u was cancelled; no sequence advanced", i);
   uint32_t grown = 0;
   fer_status st = FER_STATUS_OK;
   for (; grown < n && st == FER_STATUS_OK; grown++) st = extend_kv(seqs[grown], seqs[grown]->len + 1);

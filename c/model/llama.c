@@ -20,9 +20,18 @@
 
 const feri_llama_config *feri_llama_config_of(const feri_llama *m) { return &m->cfg; }
 uint32_t feri_llama_seq_len(const feri_llama_seq *s) { return s->len; }
+uint32_t feri_llama_seq_max_tokens(const feri_llama_seq *s) { return s->max_tokens; }
 const fer_kv_seq *feri_llama_seq_kv(const feri_llama_seq *s) { return s->kv; }
 void feri_llama_seq_plan_stats(const feri_llama_seq *s, feri_plan_stats *out) { *out = s->plan_stats; }
 void feri_llama_seq_cancel(feri_llama_seq *s) { atomic_store(&s->cancel, 1); }
+const struct feri_gguf *feri_llama_gguf(const feri_llama *m) { return m->g; }
+
+fer_status feri_llama_set_matmul(feri_llama *m, int32_t matmul) {
+  if (matmul != FERI_MATMUL_I8 && matmul != FERI_MATMUL_EXACT)
+    return feri_fail(FER_STATUS_INVALID_ARG, "model: matmul option %d is neither I8 (0) nor EXACT (1)", (int)matmul);
+  m->matmul_exact = matmul == FERI_MATMUL_EXACT;
+  return FER_STATUS_OK;
+}
 
 feri_llama_seq_options feri_llama_seq_defaults(void) {
   return (feri_llama_seq_options){.layout = FER_KV_LAYOUT_SEQ_MAJOR, .policy = FER_KV_POLICY_FIXED_MAX,

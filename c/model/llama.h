@@ -12,6 +12,8 @@
 
 #include "ferrite.h"
 
+struct feri_gguf;
+
 /* Architectures: llama pairs RoPE dimensions as GPT-J (adjacent), qwen2 and qwen3 as NeoX (halves);
  * qwen2 adds biases to q, k and v, qwen3 normalises each head of q and k (QK-norm). */
 enum { FERI_ARCH_LLAMA = 0, FERI_ARCH_QWEN2 = 1, FERI_ARCH_QWEN3 = 2 };
@@ -77,6 +79,10 @@ fer_status feri_llama_open_with(const char *path, const feri_llama_options *opts
 /* The weight store's counters; UNSUPPORTED when the weights are mapped. */
 fer_status feri_llama_weight_stats(const feri_llama *m, fer_weight_store_stats *out);
 void feri_llama_close(feri_llama *m);
+/* The model's GGUF (metadata: the tokenizer, the chat template); owned by the model. */
+const struct feri_gguf *feri_llama_gguf(const feri_llama *m);
+/* Chooses FERI_MATMUL_I8 or FERI_MATMUL_EXACT after opening (for models opened from an image). */
+fer_status feri_llama_set_matmul(feri_llama *m, int32_t matmul);
 const feri_llama_config *feri_llama_config_of(const feri_llama *m);
 
 /* Decode plans: a one-token step's kernel list captured once and replayed for later tokens. On KV
@@ -113,6 +119,7 @@ const fer_kv_seq *feri_llama_seq_kv(const feri_llama_seq *s);
 void feri_llama_seq_plan_stats(const feri_llama_seq *s, feri_plan_stats *out);
 void feri_llama_seq_free(feri_llama_seq *s);
 uint32_t feri_llama_seq_len(const feri_llama_seq *s);
+uint32_t feri_llama_seq_max_tokens(const feri_llama_seq *s);
 
 /* Runs ids[0..n) at the next positions of the sequence (prefill when n > 1, decode when 1) and
  * writes the logits of the last one into logits[0..n_vocab). BUFFER_TOO_SMALL past max_tokens. */

@@ -1658,3 +1658,275 @@ extern "C" {
     #[doc = " Frees a detokenizer; NULL is a no-op."]
     pub fn fer_detokenizer_free(d: *mut fer_detokenizer);
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_engine {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_engine_seq {
+    _unused: [u8; 0],
+}
+#[doc = " 8-bit activations and integer block dots (fer_matmul_quant_i8; llama.cpp's arithmetic)."]
+pub const FER_MATMUL_I8: fer_matmul_mode_code = 0;
+#[doc = " The exact f32 product of the dequantized weights (fer_matmul_quant)."]
+pub const FER_MATMUL_EXACT: fer_matmul_mode_code = 1;
+#[doc = " How block-quantized projections multiply. Append-only."]
+pub type fer_matmul_mode_code = ::std::os::raw::c_uint;
+pub type fer_matmul_mode = i32;
+#[doc = " Every step builds its kernel list anew."]
+pub const FER_PLAN_OFF: fer_plan_policy_code = 0;
+#[doc = " The step is captured once and replayed; any KV growth drops it (the original engine)."]
+pub const FER_PLAN_UNCONDITIONAL: fer_plan_policy_code = 1;
+#[doc = " ... a KV growth keeps it when every buffer it binds kept its address and strides."]
+pub const FER_PLAN_ADDRESS_STABLE: fer_plan_policy_code = 2;
+#[doc = " How a sequence's one-token decode steps run. Append-only."]
+pub type fer_plan_policy_code = ::std::os::raw::c_uint;
+pub type fer_plan_policy = i32;
+#[doc = " Everything an engine is configured by. Start from fer_engine_config_init. At creation, when"]
+#[doc = " `environment` is not NULL, the FERRITE_* variables in it override the fields (read there and"]
+#[doc = " only there, never later): FERRITE_THREADS, FERRITE_MATMUL (i8|exact), FERRITE_KV_LAYOUT"]
+#[doc = " (head-major|seq-major|token-major), FERRITE_KV_POLICY (bucketed|fixed), FERRITE_KV_DTYPE"]
+#[doc = " (f32|f16|bf16), FERRITE_KV_MIN_BUCKET, FERRITE_PLAN (off|unconditional|address-stable),"]
+#[doc = " FERRITE_WEIGHT_BUDGET, FERRITE_KV_BUDGET (bytes, with an optional K, M or G suffix),"]
+#[doc = " FERRITE_MAX_SEQS, FERRITE_MAX_TOKENS. A recognised variable with a bad value is INVALID_ARG naming"]
+#[doc = " it; other FERRITE_ names are left alone (tools use them). fer_engine_get_config reads back what"]
+#[doc = " the engine runs with."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_engine_config {
+    #[doc = " sizeof(fer_engine_config) as the caller was compiled."]
+    pub struct_size: u32,
+    #[doc = " Threads of the engine's pool; 0 = one per CPU."]
+    pub n_threads: u32,
+    #[doc = " The GGUF file; or NULL with model_image set."]
+    pub model_path: *const ::std::os::raw::c_char,
+    #[doc = " A GGUF image in memory (borrowed: it must outlive the engine), used when model_path is NULL."]
+    pub model_image: *const ::std::os::raw::c_void,
+    pub model_image_bytes: u64,
+    pub matmul: fer_matmul_mode,
+    pub kv_layout: fer_kv_layout,
+    #[doc = " fer_kv_policy_code."]
+    pub kv_policy: i32,
+    #[doc = " F32, F16 or BF16."]
+    pub kv_dtype: fer_dtype,
+    #[doc = " Smallest capacity of the bucketed policy (>= 1)."]
+    pub kv_min_bucket: u32,
+    pub plan: fer_plan_policy,
+    #[doc = " 0: weights used in place from the mapped file; otherwise a weight store holding at most this"]
+    #[doc = "  many bytes (all of them: fully resident; fewer: streamed). Files only."]
+    pub weight_budget_bytes: u64,
+    #[doc = " The governor's budget for KV: sequences are admitted while their projected commits fit."]
+    pub kv_budget_bytes: u64,
+    #[doc = " Sequences alive at once (also the largest batched step)."]
+    pub max_seqs: u32,
+    #[doc = " Largest max_tokens a sequence may ask for; 0 = the model's trained context."]
+    pub max_tokens: u32,
+    #[doc = " NULL-terminated \"NAME=value\" strings to read FERRITE_* from (e.g. `environ`); NULL: none."]
+    pub environment: *const *const ::std::os::raw::c_char,
+}
+extern "C" {
+    #[doc = " Defaults: threads 0, I8, seq-major, fixed, f32 KV, min bucket 8, address-stable plans, mapped"]
+    #[doc = "  weights, KV budget 1 GiB, 16 sequences, max_tokens 0, no environment."]
+    pub fn fer_engine_config_init(config: *mut fer_engine_config) -> fer_status;
+}
+extern "C" {
+    #[doc = " Creates an engine: reads the environment into a copy of config (see fer_engine_config), checks"]
+    #[doc = " every field (INVALID_ARG naming the first bad one), opens the model and its tokenizer (CORRUPT or"]
+    #[doc = " UNSUPPORTED naming what is wrong), and makes the pool and the governor."]
+    pub fn fer_engine_create(
+        config: *const fer_engine_config,
+        out_engine: *mut *mut fer_engine,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees the engine; BUSY (nothing freed) while sequences are alive. NULL is OK."]
+    pub fn fer_engine_free(engine: *mut fer_engine) -> fer_status;
+}
+extern "C" {
+    #[doc = " The configuration the engine runs with (environment applied; model_path points to the"]
+    #[doc = "  engine's own copy; environment NULL)."]
+    pub fn fer_engine_get_config(
+        engine: *const fer_engine,
+        out_config: *mut fer_engine_config,
+    ) -> fer_status;
+}
+#[doc = " What the model is."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_model_info {
+    #[doc = " \"llama\", \"qwen2\" or \"qwen3\" (NUL-terminated)."]
+    pub architecture: [::std::os::raw::c_char; 16usize],
+    pub n_layer: u32,
+    pub n_embd: u32,
+    pub n_head: u32,
+    pub n_head_kv: u32,
+    pub head_dim: u32,
+    pub n_ff: u32,
+    pub n_vocab: u32,
+    pub n_ctx_train: u32,
+    #[doc = " -1 when the model names none."]
+    pub bos_id: i32,
+    pub eos_id: i32,
+    #[doc = " The chat's end-of-turn id (<|im_end|>) when the model has one, else -1."]
+    pub eot_id: i32,
+}
+extern "C" {
+    pub fn fer_engine_model_info(
+        engine: *const fer_engine,
+        out_info: *mut fer_model_info,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " The model's tokenizer (owned by the engine; valid while it lives)."]
+    pub fn fer_engine_tokenizer(
+        engine: *const fer_engine,
+        out_tokenizer: *mut *const fer_tokenizer,
+    ) -> fer_status;
+}
+#[doc = " One message of a conversation."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_chat_message {
+    #[doc = " \"system\", \"user\" or \"assistant\" (any text is passed through)."]
+    pub role: *const ::std::os::raw::c_char,
+    pub content: *const ::std::os::raw::c_char,
+}
+#[doc = " End with the opening of the assistant's turn."]
+pub const FER_CHAT_ADD_GENERATION_PROMPT: fer_chat_flag = 1;
+#[doc = " Flags of fer_engine_chat_render."]
+pub type fer_chat_flag = ::std::os::raw::c_uint;
+extern "C" {
+    #[doc = " Renders a conversation with the model's chat template (tokenizer.chat_template). ChatML templates"]
+    #[doc = " (SmolLM2's, Qwen's) are recognised by their markers, including a default system message the"]
+    #[doc = " template writes literally when the conversation has none; any other template is UNSUPPORTED"]
+    #[doc = " (there is no template interpreter), as is a model without one. Writes NUL-terminated text into"]
+    #[doc = " out[0..cap) and its length to *out_len; BUFFER_TOO_SMALL with *out_len = the length needed."]
+    pub fn fer_engine_chat_render(
+        engine: *const fer_engine,
+        messages: *const fer_chat_message,
+        n_messages: usize,
+        flags: u32,
+        out: *mut ::std::os::raw::c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Admits a new, empty sequence of up to max_tokens positions: its projected KV commit (the"]
+    #[doc = " granules its layout commits at max_tokens) is charged to the governor first. Refusal is"]
+    #[doc = " BUDGET_EXCEEDED naming the projected, charged and budget bytes; more than max_seqs sequences is"]
+    #[doc = " BUSY; max_tokens above the engine's max_tokens is INVALID_ARG. Nothing changes on failure."]
+    pub fn fer_engine_seq_create(
+        engine: *mut fer_engine,
+        max_tokens: u32,
+        out_seq: *mut *mut fer_engine_seq,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees a sequence and releases its admission charge. NULL is OK."]
+    pub fn fer_engine_seq_free(seq: *mut fer_engine_seq) -> fer_status;
+}
+extern "C" {
+    #[doc = " Runs n_ids tokens at the sequence's next positions (a prompt, in chunks) and writes the logits of"]
+    #[doc = " the last into logits[0..n_vocab) (logits may be NULL when not wanted). All or nothing: on"]
+    #[doc = " failure (BUFFER_TOO_SMALL past max_tokens, INVALID_ARG for an id outside the vocabulary,"]
+    #[doc = " CANCELLED, ...) the sequence is as before the call."]
+    pub fn fer_engine_prefill(
+        seq: *mut fer_engine_seq,
+        ids: *const i32,
+        n_ids: usize,
+        logits: *mut f32,
+        logits_cap: usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " One decode step: token ids[i] appended to sequence seqs[i] for i < n_seqs (distinct sequences"]
+    #[doc = " of this engine, n_seqs <= max_seqs), all in one batched pass; logits row i (n_vocab floats at"]
+    #[doc = " logits + i * n_vocab) is seqs[i]'s next-token logits, bit-identical to what a step of that"]
+    #[doc = " sequence alone gives. With n_seqs == 1 the step runs the sequence's decode plan. All or nothing."]
+    pub fn fer_engine_decode(
+        engine: *mut fer_engine,
+        seqs: *const *mut fer_engine_seq,
+        ids: *const i32,
+        n_seqs: usize,
+        logits: *mut f32,
+        logits_cap: usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Rewinds the sequence to its first n_tokens: the next token goes to position n_tokens. Rewinding"]
+    #[doc = "  to 0 resets it. INVALID_ARG beyond its length."]
+    pub fn fer_engine_seq_rewind(seq: *mut fer_engine_seq, n_tokens: u32) -> fer_status;
+}
+extern "C" {
+    #[doc = " Asks the sequence's running (or next) prefill or decode to stop: it returns CANCELLED at its"]
+    #[doc = " next chunk boundary with the sequence as before that call. Any thread, any time."]
+    pub fn fer_engine_seq_cancel(seq: *mut fer_engine_seq) -> fer_status;
+}
+#[doc = " A sequence's state and counters."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_engine_seq_stats {
+    pub n_tokens: u32,
+    pub max_tokens: u32,
+    #[doc = " The governor's charge for this sequence (its projected commit at max_tokens)."]
+    pub admitted_bytes: u64,
+    #[doc = " KV bytes mapped now, capacity and growth (as fer_kv_seq_stats)."]
+    pub kv_committed_bytes: u64,
+    pub kv_capacity_tokens: u64,
+    pub kv_growth_events: u64,
+    pub kv_bytes_moved: u64,
+    #[doc = " Decode plan counters."]
+    pub plan_captures: u64,
+    pub plan_replays: u64,
+    pub plan_invalidations: u64,
+    pub plan_growth_keeps: u64,
+    pub plan_declines: u64,
+    #[doc = " Why the last plan was dropped or a step ran without one (NUL-terminated)."]
+    pub plan_last_reason: [::std::os::raw::c_char; 160usize],
+}
+extern "C" {
+    pub fn fer_engine_seq_get_stats(
+        seq: *const fer_engine_seq,
+        out_stats: *mut fer_engine_seq_stats,
+    ) -> fer_status;
+}
+#[doc = " Engine-wide counters."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_engine_stats {
+    pub live_seqs: u32,
+    #[doc = " The governor: budget, charged KV bytes and refusals."]
+    pub kv_budget_bytes: u64,
+    pub kv_charged_bytes: u64,
+    pub admission_refusals: u64,
+    #[doc = " Weight residency: 0 = mapped from the file, else the fer_weight_strategy_code of the store."]
+    pub weight_strategy: i32,
+    pub reserved0: i32,
+    pub weight_page_ins: u64,
+    pub weight_evictions: u64,
+    pub weight_loaded_granules: u64,
+}
+extern "C" {
+    pub fn fer_engine_get_stats(
+        engine: *const fer_engine,
+        out_stats: *mut fer_engine_stats,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " The seeded tiny model of an architecture (\"llama\", \"qwen2\", \"qwen3\") as a GGUF image: random F32"]
+    #[doc = " weights, a 261-id byte-level tokenizer; for tests without downloads. *out_image is malloc'd:"]
+    #[doc = " release it with fer_buffer_free."]
+    pub fn fer_tiny_model_image(
+        architecture: *const ::std::os::raw::c_char,
+        seed: u64,
+        out_image: *mut *mut ::std::os::raw::c_void,
+        out_bytes: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees a buffer the library allocated for the caller. NULL is OK."]
+    pub fn fer_buffer_free(buffer: *mut ::std::os::raw::c_void);
+}

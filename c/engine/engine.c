@@ -1,0 +1,343 @@
+/* engine.c: the public engine over c/model (contract in ffi/ferrite.h). An engine owns its model,
+ * tokenizer, thread pool, KV governor and a batch scratch; a sequence owns a model sequence and the
+ * governor charge it was admitted with. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "engine/chat.h"
+#include "engine/config.h"
+#include "gguf/gguf.h"
+#include "model/llama.h"
+#include "model/tiny.h"
+#include "tokenizer/tokenizer.h"
+
+struct fer_engine {
+  fer_engine_config cfg; /* effective; model_path points to path_copy */
+  char *path_copy;
+  feri_llama *model;
+  fer_tokenizer *tok;
+  fer_threadpool *pool;
+  fer_governor *gov;
+  feri_llama_batch *batch;
+  feri_llama_seq_options seq_opts;
+  feri_chat_format chat;
+  fer_status chat_status; /* why the chat format was not recognised */
+  char chat_error[256];
+  fer_model_info info;
+  float *scratch_logits; /* a prefill's logits when the caller wants none */
+  uint32_t live_seqs;
+  _Atomic int in_use;
+};
+
+struct fer_engine_seq {
+  fer_engine *e;
+  feri_llama_seq *s;
+  uint64_t admitted_bytes;
+};
+
+/* One call at a time per engine: the guard of every call that runs or changes state. */
+static fer_status enter(fer_engine *e, const char *fn) {
+  if (atomic_exchange(&e->in_use, 1)) return feri_fail(FER_STATUS_BUSY, "%s: another thread is inside this engine", fn);
+  return FER_STATUS_OK;
+}
+static fer_status leave(fer_engine *e, fer_status st) {
+  atomic_store(&e->in_use, 0);
+  return st;
+}
+
+static void engine_release(fer_engine *e) {
+  feri_llama_batch_free(e->batch);
+  fer_tokenizer_free(e->tok);
+  feri_llama_close(e->model);
+  fer_threadpool_free(e->pool);
+  fer_governor_free(e->gov);
+  free(e->scratch_logits);
+  free(e->path_copy);
+  free(e);
+}
+
+static void fill_info(fer_engine *e) {
+  const feri_llama_config *c = feri_llama_config_of(e->model);
+  static const char *const arch[] = {"llama", "qwen2", "qwen3"};
+  fer_model_info *i = &e->info;
+  snprintf(i->architecture, sizeof i->architecture, "%s", arch[c->arch]);
+  i->n_layer = c->n_layer, i->n_embd = c->n_embd, i->n_head = c->n_head, i->n_head_kv = c->n_head_kv;
+  i->head_dim = c->head_dim, i->n_ff = c->n_ff, i->n_vocab = c->n_vocab, i->n_ctx_train = c->n_ctx_train;
+  fer_tokenizer_info ti;
+  fer_tokenizer_get_info(e->tok, &ti);
+  i->bos_id = ti.bos_id, i->eos_id = ti.eos_id, i->eot_id = -1;
+  int32_t id;
+  if (fer_tokenizer_token_to_id(e->tok, "<|im_end|>", 10, &id) == FER_STATUS_OK) i->eot_id = id;
+}
+
+static fer_status open_parts(fer_engine *e) {
+  const fer_engine_config *c = &e->cfg;
+  fer_status st;
+  if (c->model_path) {
+    feri_llama_options mo = {.weights = c->weight_budget_bytes ? FERI_WEIGHTS_STORE : FERI_WEIGHTS_MAPPED,
+                             .matmul = c->matmul == FER_MATMUL_EXACT ? FERI_MATMUL_EXACT : FERI_MATMUL_I8,
+                             .eviction = FER_WEIGHTS_EVICT_STABLE_SUBSET,
+                             .budget_bytes = c->weight_budget_bytes};
+    st = feri_llama_open_with(c->model_path, &mo, &e->model);
+  } else {
+    st = feri_llama_open_image(c->model_image, (size_t)c->model_image_bytes, &e->model);
+    if (st == FER_STATUS_OK) st = feri_llama_set_matmul(e->model, c->matmul == FER_MATMUL_EXACT ? FERI_MATMUL_EXACT : FERI_MATMUL_I8);
+  }
+  if (st != FER_STATUS_OK) return st;
+  const feri_gguf *g = feri_llama_gguf(e->model);
+  if ((st = feri_tokenizer_from_gguf(g, &e->tok)) != FER_STATUS_OK) return st;
+  const feri_llama_config *mc = feri_llama_config_of(e->model);
+  if (e->cfg.max_tokens == 0) e->cfg.max_tokens = mc->n_ctx_train;
+  fer_threadpool_options po;
+  fer_threadpool_options_init(&po);
+  po.n_threads = c->n_threads;
+  if ((st = fer_threadpool_create(&po, &e->pool)) != FER_STATUS_OK) return st;
+  if ((st = fer_governor_create(c->kv_budget_bytes, &e->gov)) != FER_STATUS_OK) return st;
+  if ((st = feri_llama_batch_create(e->model, c->max_seqs, &e->batch)) != FER_STATUS_OK) return st;
+  e->scratch_logits = malloc(mc->n_vocab * sizeof(float));
+  if (!e->scratch_logits) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_engine_create: logits");
+  e->seq_opts = (feri_llama_seq_options){.layout = c->kv_layout, .policy = c->kv_policy, .dtype = c->kv_dtype,
+                                         .min_bucket = c->kv_min_bucket, .granule_bytes = 64 * 1024, .plan = c->plan};
+  /* the chat format is optional: a model without a ChatML template still runs */
+  const char *tmpl = NULL;
+  size_t tlen = 0;
+  if (feri_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &tlen) != FER_STATUS_OK) tmpl = NULL;
+  e->chat_status = feri_chat_format_parse(tmpl, tlen, &e->chat);
+  if (e->chat_status != FER_STATUS_OK) {
+    size_t len;
+    fer_last_error_message(e->chat_error, sizeof e->chat_error, &len);
+  }
+  fill_info(e);
+  return FER_STATUS_OK;
+}
+
+fer_status fer_engine_create(const fer_engine_config *config, fer_engine **out) {
+  static const char *const fn = "fer_engine_create";
+  feri_error_clear();
+  if (out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: out_engine is NULL", fn);
+  *out = NULL;
+  if (config == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: config is NULL", fn);
+  if (config->struct_size < sizeof *config)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: config->struct_size %u < %zu (call fer_engine_config_init)", fn,
+                     config->struct_size, sizeof *config);
+  fer_engine *e = calloc(1, sizeof *e);
+  if (!e) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: engine", fn);
+  atomic_init(&e->in_use, 0);
+  e->cfg = *config;
+  e->cfg.struct_size = sizeof e->cfg;
+  fer_status st = feri_engine_config_apply_env(&e->cfg, config->environment); /* the one place */
+  e->cfg.environment = NULL;
+  if (st == FER_STATUS_OK) st = feri_engine_config_check(&e->cfg);
+  if (st == FER_STATUS_OK && e->cfg.model_path) {
+    e->path_copy = strdup(e->cfg.model_path);
+    e->cfg.model_path = e->path_copy;
+    if (!e->path_copy) st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: path", fn);
+  }
+  if (st == FER_STATUS_OK) st = open_parts(e);
+  if (st != FER_STATUS_OK) {
+    feri_error_stash keep;
+    feri_error_save(&keep);
+    engine_release(e);
+    return feri_error_restore(&keep, st);
+  }
+  feri_error_clear(); /* a model without a ChatML template is not an error of creation */
+  *out = e;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_engine_free(fer_engine *e) {
+  feri_error_clear();
+  if (e == NULL) return FER_STATUS_OK;
+  if (e->live_seqs > 0)
+    return feri_fail(FER_STATUS_BUSY, "fer_engine_free: %u sequences are alive (free them first)", e->live_seqs);
+  engine_release(e);
+  return FER_STATUS_OK;
+}
+
+fer_status fer_engine_get_config(const fer_engine *e, fer_engine_config *out) {
+  feri_error_clear();
+  if (e == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_get_config: NULL argument");
+  *out = e->cfg;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_engine_model_info(const fer_engine *e, fer_model_info *out) {
+  feri_error_clear();
+  if (e == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_model_info: NULL argument");
+  *out = e->info;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_engine_tokenizer(const fer_engine *e, const fer_tokenizer **out) {
+  feri_error_clear();
+  if (e == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_tokenizer: NULL argument");
+  *out = e->tok;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_engine_chat_render(const fer_engine *e, const fer_chat_message *messages, size_t n, uint32_t flags,
+                                  char *out, size_t cap, size_t *out_len) {
+  static const char *const fn = "fer_engine_chat_render";
+  feri_error_clear();
+  if (e == NULL || out_len == NULL || (n > 0 && messages == NULL) || (cap > 0 && out == NULL))
+    return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
+  *out_len = 0;
+  if (e->chat_status != FER_STATUS_OK) return feri_fail(e->chat_status, "%s: %s", fn, e->chat_error);
+  return feri_chat_render(&e->chat, messages, n, flags, out, cap, out_len);
+}
+
+fer_status fer_engine_seq_create(fer_engine *e, uint32_t max_tokens, fer_engine_seq **out) {
+  static const char *const fn = "fer_engine_seq_create";
+  feri_error_clear();
+  if (e == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
+  *out = NULL;
+  if (max_tokens == 0 || max_tokens > e->cfg.max_tokens)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: max_tokens %u (1 .. the engine's %u)", fn, max_tokens, e->cfg.max_tokens);
+  fer_status st = enter(e, fn);
+  if (st != FER_STATUS_OK) return st;
+  if (e->live_seqs >= e->cfg.max_seqs)
+    return leave(e, feri_fail(FER_STATUS_BUSY, "%s: %u sequences are alive, the engine's max_seqs", fn, e->live_seqs));
+  fer_engine_seq *q = calloc(1, sizeof *q);
+  if (!q) return leave(e, feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: sequence", fn));
+  q->e = e;
+  fer_kv_geometry g;
+  uint64_t granule = 0;
+  st = feri_llama_kv_geometry(e->model, max_tokens, &e->seq_opts, &g, &granule);
+  if (st == FER_STATUS_OK) st = fer_governor_admit_sequence(e->gov, &g, max_tokens, granule, &q->admitted_bytes);
+  if (st == FER_STATUS_OK) {
+    st = feri_llama_seq_create(e->model, max_tokens, &e->seq_opts, &q->s);
+    if (st != FER_STATUS_OK) {
+      feri_error_stash keep;
+      feri_error_save(&keep);
+      fer_governor_release(e->gov, FER_MEM_ROLE_KV, q->admitted_bytes);
+      feri_error_restore(&keep, st);
+    }
+  }
+  if (st != FER_STATUS_OK) {
+    free(q);
+    return leave(e, st);
+  }
+  e->live_seqs++;
+  *out = q;
+  return leave(e, FER_STATUS_OK);
+}
+
+fer_status fer_engine_seq_free(fer_engine_seq *q) {
+  feri_error_clear();
+  if (q == NULL) return FER_STATUS_OK;
+  fer_engine *e = q->e;
+  fer_status st = enter(e, "fer_engine_seq_free");
+  if (st != FER_STATUS_OK) return st;
+  feri_llama_seq_free(q->s);
+  fer_governor_release(e->gov, FER_MEM_ROLE_KV, q->admitted_bytes);
+  e->live_seqs--;
+  free(q);
+  feri_error_clear();
+  return leave(e, FER_STATUS_OK);
+}
+
+fer_status fer_engine_prefill(fer_engine_seq *q, const int32_t *ids, size_t n, float *logits, size_t cap) {
+  static const char *const fn = "fer_engine_prefill";
+  feri_error_clear();
+  if (q == NULL || (n > 0 && ids == NULL)) return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
+  fer_engine *e = q->e;
+  if (n == 0 || n > UINT32_MAX) return feri_fail(FER_STATUS_INVALID_ARG, "%s: %zu ids", fn, n);
+  if (logits && cap < e->info.n_vocab)
+    return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: logits holds %zu floats, the vocabulary %u", fn, cap, e->info.n_vocab);
+  fer_status st = enter(e, fn);
+  if (st != FER_STATUS_OK) return st;
+  st = feri_llama_forward(q->s, e->pool, ids, (uint32_t)n, logits ? logits : e->scratch_logits);
+  return leave(e, st);
+}
+
+fer_status fer_engine_decode(fer_engine *e, fer_engine_seq *const *seqs, const int32_t *ids, size_t n, float *logits,
+                             size_t cap) {
+  static const char *const fn = "fer_engine_decode";
+  feri_error_clear();
+  if (e == NULL || seqs == NULL || ids == NULL || logits == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
+  if (n == 0 || n > e->cfg.max_seqs)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: %zu sequences (1 .. max_seqs %u)", fn, n, e->cfg.max_seqs);
+  if (cap / e->info.n_vocab < n)
+    return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: logits holds %zu floats, %zu rows of %u are needed", fn, cap, n,
+                     e->info.n_vocab);
+  feri_llama_seq *ms[4096];
+  for (size_t i = 0; i < n; i++) {
+    if (seqs[i] == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: sequence %zu is NULL", fn, i);
+    if (seqs[i]->e != e) return feri_fail(FER_STATUS_INVALID_ARG, "%s: sequence %zu belongs to another engine", fn, i);
+    ms[i] = seqs[i]->s;
+  }
+  fer_status st = enter(e, fn);
+  if (st != FER_STATUS_OK) return st;
+  /* one sequence: its own step, which replays its decode plan */
+  if (n == 1) st = feri_llama_forward(ms[0], e->pool, ids, 1, logits);
+  else st = feri_llama_forward_batch(e->batch, e->pool, ms, ids, (uint32_t)n, logits);
+  return leave(e, st);
+}
+
+fer_status fer_engine_seq_rewind(fer_engine_seq *q, uint32_t n_tokens) {
+  feri_error_clear();
+  if (q == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_seq_rewind: seq is NULL");
+  fer_status st = enter(q->e, "fer_engine_seq_rewind");
+  if (st != FER_STATUS_OK) return st;
+  return leave(q->e, feri_llama_seq_rewind(q->s, n_tokens));
+}
+
+fer_status fer_engine_seq_cancel(fer_engine_seq *q) {
+  feri_error_clear();
+  if (q == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_seq_cancel: seq is NULL");
+  feri_llama_seq_cancel(q->s); /* an atomic flag: no guard, any thread */
+  return FER_STATUS_OK;
+}
+
+fer_status fer_engine_seq_get_stats(const fer_engine_seq *q, fer_engine_seq_stats *out) {
+  feri_error_clear();
+  if (q == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_seq_get_stats: NULL argument");
+  memset(out, 0, sizeof *out);
+  out->n_tokens = feri_llama_seq_len(q->s);
+  out->max_tokens = feri_llama_seq_max_tokens(q->s);
+  out->admitted_bytes = q->admitted_bytes;
+  fer_kv_seq_stats k;
+  fer_kv_seq_get_stats(feri_llama_seq_kv(q->s), &k);
+  out->kv_committed_bytes = k.committed_bytes;
+  out->kv_capacity_tokens = k.capacity_tokens;
+  out->kv_growth_events = k.growth_events;
+  out->kv_bytes_moved = k.bytes_moved;
+  feri_plan_stats p;
+  feri_llama_seq_plan_stats(q->s, &p);
+  out->plan_captures = p.captures, out->plan_replays = p.replays, out->plan_invalidations = p.invalidations;
+  out->plan_growth_keeps = p.growth_keeps, out->plan_declines = p.declines;
+  snprintf(out->plan_last_reason, sizeof out->plan_last_reason, "%s", p.last_reason);
+  return FER_STATUS_OK;
+}
+
+fer_status fer_engine_get_stats(const fer_engine *e, fer_engine_stats *out) {
+  feri_error_clear();
+  if (e == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_get_stats: NULL argument");
+  memset(out, 0, sizeof *out);
+  out->live_seqs = e->live_seqs;
+  fer_governor_stats g;
+  fer_governor_get_stats(e->gov, &g);
+  out->kv_budget_bytes = g.budget_bytes;
+  out->kv_charged_bytes = g.charged_by_role[FER_MEM_ROLE_KV];
+  out->admission_refusals = g.refusals;
+  fer_weight_store_stats w;
+  if (feri_llama_weight_stats(e->model, &w) == FER_STATUS_OK) {
+    out->weight_strategy = w.strategy;
+    out->weight_page_ins = w.page_ins;
+    out->weight_evictions = w.evictions;
+    out->weight_loaded_granules = w.loaded_granules;
+  }
+  feri_error_clear(); /* mapped weights have no store: not an error here */
+  return FER_STATUS_OK;
+}
+
+fer_status fer_tiny_model_image(const char *arch, uint64_t seed, void **out, size_t *out_bytes) {
+  feri_error_clear();
+  if (arch == NULL || out == NULL || out_bytes == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_tiny_model_image: NULL argument");
+  return feri_tiny_model_image(arch, seed, out, out_bytes);
+}
+
+void fer_buffer_free(void *buffer) { free(buffer); }
