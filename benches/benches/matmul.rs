@@ -12,10 +12,12 @@
 //! - `gemv/{f32,f16,bf16}_{kn,nk}_threads=2/1x4096x14336` and `gemv_peer/openblas_sgemv_f32_
 //!   {kn,nk}_threads=2/...`: weights of 235 MB f32, far beyond the 32 MiB L3.
 //! - `block_quantized_matmul_cached_dense/mxfp4_{cached_dense_repeated_call,uncached_dequant_each_
-//!   call,preexpanded_dense_oncelock_like_proxy,fused}/{1x1024x1024,1x4096x14336}`: the original's
-//!   MXFP4 strategies (A.1: weight u8 [N, K/32, 17], scale 127, codes from `mxfp4_codes`) plus the
-//!   fused kernel, all on a 2-thread pool; `gguf_gemv/{q4_0,q4_1,q8_0,f32}_threads=2/{1x576x1536,
-//!   1x4096x4096}`: decode GEMVs over GGUF blocks (throughput = weight bytes);
+//!   call,preexpanded_dense_oncelock_like_proxy,fused,fused_i8}/{1x1024x1024,1x4096x14336}`: the
+//!   original's MXFP4 strategies (A.1: weight u8 [N, K/32, 17], scale 127, codes from
+//!   `mxfp4_codes`) plus the fused kernels (exact `fer_matmul_quant`; `fused_i8` is
+//!   `fer_matmul_quant_i8`, A rounded to 8 bits), all on a 2-thread pool;
+//!   `gguf_gemv/{q4_0,q4_1,q8_0,q4_0_i8,q4_1_i8,q8_0_i8,f32}_threads=2/{1x576x1536,1x4096x4096}`:
+//!   decode GEMVs over GGUF blocks, exact and with 8-bit activations (throughput = weight bytes);
 //!   `block_quantized_moe_cached_dense/mxfp4_{uncached_expert_dequant_each_call,cached_dense_
 //!   expert_repeated_call,fused}/rows=1,H=256,I=256,E=4,top_k=1` (calling thread, as the original).
 //! - `ceiling/fma_f32_threads={1,2}/..`: 12 independent FMA chains per thread (throughput =
@@ -290,6 +292,9 @@ fn bench_mxfp4(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("mxfp4_fused", &id), |bch| {
             bch.iter(|| ok(unsafe { sys::fer_matmul_quant(pool.ptr(), &ta, &w.q, &to, null, 0) }))
         });
+        g.bench_function(BenchmarkId::new("mxfp4_fused_i8", &id), |bch| {
+            bch.iter(|| ok(unsafe { sys::fer_matmul_quant_i8(pool.ptr(), &ta, &w.q, &to, null, 0) }))
+        });
         black_box(&w.bytes);
     }
     g.finish();
@@ -333,6 +338,10 @@ fn bench_gguf_gemv(c: &mut Criterion) {
             g.bench_function(BenchmarkId::new(format!("{name}_threads=2"), &id), |bch| {
                 // SAFETY: descriptors over buffers alive for the closure.
                 bch.iter(|| ok(unsafe { sys::fer_matmul_quant(pool.ptr(), &ta, &w.q, &to, null, 0) }))
+            });
+            g.bench_function(BenchmarkId::new(format!("{name}_i8_threads=2"), &id), |bch| {
+                // SAFETY: as above.
+                bch.iter(|| ok(unsafe { sys::fer_matmul_quant_i8(pool.ptr(), &ta, &w.q, &to, null, 0) }))
             });
         }
         let dense = Case::new(BenchDtype::F32, (1, k, n), true, 2);

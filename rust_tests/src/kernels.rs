@@ -281,6 +281,33 @@ pub fn matmul_quant(
     check(unsafe { sys::fer_matmul_quant(pool_ptr(pool), a.raw(), w.raw(), out.raw(), std::ptr::null_mut(), 0) })
 }
 
+/// Scratch bytes [`matmul_quant_i8`] needs for these arguments on this pool
+/// (`fer_matmul_quant_i8_workspace_bytes`).
+pub fn matmul_quant_i8_workspace_bytes(
+    pool: Option<&ThreadPool>,
+    a: &TensorRef<'_>,
+    w: &QMatrix<'_>,
+    out: &TensorMut<'_>,
+) -> Result<usize> {
+    let mut bytes = 0usize;
+    let pool_ptr = pool.map_or(std::ptr::null(), |p| p.as_const_ptr());
+    // SAFETY: as in `matmul_workspace_bytes`; w borrows its buffer.
+    check(unsafe { sys::fer_matmul_quant_i8_workspace_bytes(pool_ptr, a.raw(), w.raw(), out.raw(), &mut bytes) })?;
+    Ok(bytes)
+}
+
+/// out ~= a x w^T over block-quantized w with A rounded to 8 bits per block of 32
+/// (`fer_matmul_quant_i8`), scratch allocated by the call.
+pub fn matmul_quant_i8(
+    pool: Option<&mut ThreadPool>,
+    a: &TensorRef<'_>,
+    w: &QMatrix<'_>,
+    out: &mut TensorMut<'_>,
+) -> Result<()> {
+    // SAFETY: as in `matmul`.
+    check(unsafe { sys::fer_matmul_quant_i8(pool_ptr(pool), a.raw(), w.raw(), out.raw(), std::ptr::null_mut(), 0) })
+}
+
 /// An owned `fer_dense_cache`, optionally charging a governor that must outlive it.
 pub struct DenseCache<'g> {
     ptr: std::ptr::NonNull<sys::fer_dense_cache>,

@@ -25,7 +25,8 @@ pub use dtype::{dtype_size, Dtype, Element};
 pub use error::{check, last_error_message, status, status_str, Error, Result, Status};
 pub use kernels::{
     add, add_assign, argmax, attention, attention_params, dequantize, embedding, embedding_quant, gather, matmul, matmul_in, matmul_quant,
-    matmul_workspace_bytes, moe, moe_params, qmatrix_check, reduce_mean, rms_norm, rope, silu, softmax, swiglu,
+    matmul_quant_i8, matmul_quant_i8_workspace_bytes, matmul_workspace_bytes, moe, moe_params, qmatrix_check, reduce_mean,
+    rms_norm, rope, silu, softmax, swiglu,
     BLayout, DenseCache, QMatrix, RopePairing, Workspace,
 };
 pub use pool::{isa, PoolOptions, ThreadPool};

@@ -1,14 +1,18 @@
 //! Block-quantized weights: dequantization against the spec oracle (C-Q-001), the fused matmul
-//! against fer_matmul over the dequantized weight (C-Q-002), and the checks a loader relies on
-//! (C-Q-003).
+//! against fer_matmul over the dequantized weight (C-Q-002), the checks a loader relies on
+//! (C-Q-003), and the matmul with 8-bit activations (C-Q-008).
 //!
 //! All comparisons are bit for bit: dequantized values are exact in f32 except Q4_1's q d + m,
 //! which both sides round once after the product; the fused kernel promises fer_matmul's chain.
+//! The exception is fer_matmul_quant_i8 against its f64 references, under the tolerances stated
+//! in oracle::quant (against itself, across pools and M, it is again bit for bit).
 
 mod common;
 
 use common::*;
-use ferrite::oracle::quant::{dequant_block, QFormat};
+use ferrite::oracle::quant::{
+    dequant_block, dot_exact, dot_i8_integer, i8_tolerance, quantize_activations_i8, QFormat,
+};
 use ferrite::oracle::Float;
 use ferrite::{status, BLayout, QMatrix, TensorMut, TensorRef};
 use half::{bf16, f16};
@@ -360,4 +364,294 @@ fn c_q_006_embedding_from_blocks() {
         assert!(ferrite::last_error_message().contains("40"));
         assert!(out.iter().all(|x| x.to_bits() == sentinel::<f32>().to_bits()), "a refused lookup wrote");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fer_matmul_quant_i8: 8-bit activations (C-Q-008). The references live in oracle::quant: the
+// activations rounded from the definition, the exact product with the stated bound, and the
+// kernel's integer form in f64.
+
+/// Activations [m, k] for the i8 tests: Wide values (2^-8 .. 2^9) and, with `specials`, some
+/// blocks replaced by what the definition singles out: zeros; tiny blocks (amax about 2^-122 and
+/// below: counted as zero); blocks just above that cut (d subnormal); exact ties (amax 127 2^e and
+/// values (j + 1/2) 2^e, so x 127 / amax lands on halves); and, in about one row in eight, one
+/// infinity or NaN. With `a16` the values are rounded to bf16 first (A is then passed as bf16).
+fn i8_activations(seed: u64, m: usize, k: usize, specials: bool, a16: bool) -> Vec<f32> {
+    let mut x: Vec<f32> = gen_values(seed, m * k, Values::Wide);
+    if specials {
+        let mut r = Bits::new(seed ^ 0x18);
+        for row in x.chunks_mut(k) {
+            let poison = r.below(8) == 0;
+            for blk in row.chunks_mut(32) {
+                match r.below(12) {
+                    0 => blk.fill(0.0),
+                    1 => blk.iter_mut().for_each(|v| *v *= 2f32.powi(-131)),
+                    2 => blk.iter_mut().for_each(|v| *v *= 2f32.powi(-128)),
+                    3 | 4 => {
+                        let scale = 2f32.powi(r.below(9) as i32 - 4);
+                        for v in blk.iter_mut() {
+                            *v = (r.below(253) as f32 - 126.0 + 0.5) * scale;
+                        }
+                        blk[r.below(32) as usize] = if r.next() & 1 == 1 { 127.0 } else { -127.0 } * scale;
+                    }
+                    5 if poison => {
+                        blk[r.below(32) as usize] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][r.below(3) as usize];
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    if a16 {
+        x = x.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
+    }
+    x
+}
+
+/// Pools the i8 tests draw: NULL, or 1..=3 threads at PORTABLE or AVX2 (PORTABLE again where the
+/// CPU lacks the AVX2 level; on a CPU with AVX512-VNNI/VL the AVX2 level runs the VNNI form).
+fn i8_pool() -> impl Strategy<Value = PoolSpec> {
+    prop_oneof![
+        1 => Just(None),
+        4 => (1u32..=3, any::<bool>()).prop_map(|(n, avx2)| {
+            Some((n, if avx2 && ferrite::cpu_has_avx2_level() { ferrite::isa::AVX2 } else { ferrite::isa::PORTABLE }))
+        }),
+    ]
+}
+
+/// M in 1..=20, N in 1..=70 (mostly not a multiple of the kernel's 4 W rows), K = 32 .. 640.
+fn i8_dims() -> impl Strategy<Value = (usize, usize, usize)> {
+    (1usize..=20, 1usize..=70, 1usize..=20).prop_map(|(m, n, kb)| (m, n, kb * 32))
+}
+
+/// One drawn i8 case: the weight, A (f32 values, also as bf16 when `a16`) and the kernel's output.
+struct I8Case {
+    f: QFormat,
+    m: usize,
+    n: usize,
+    k: usize,
+    w: Weight,
+    x: Vec<f32>,
+    got: Vec<f32>,
+}
+
+impl I8Case {
+    #[allow(clippy::too_many_arguments)]
+    fn run(f: QFormat, (m, n, k): (usize, usize, usize), lead: usize, pad: usize, a16: bool, specials: bool,
+           seed: u64, pool: PoolSpec) -> Result<I8Case, TestCaseError> {
+        let w = make_weight(f, seed, n, k, lead, pad);
+        let x = i8_activations(seed ^ 1, m, k, specials, a16);
+        let x16: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+        let a = if a16 { TensorRef::new(&x16, &[m as i64, k as i64]).unwrap() } else { TensorRef::new(&x, &[m as i64, k as i64]).unwrap() };
+        let mut got = vec![sentinel::<f32>(); m * n];
+        let mut p = make_pool(pool);
+        ferrite::matmul_quant_i8(p.as_mut(), &a, &w.view(f, n, k), &mut TensorMut::new(&mut got, &[m as i64, n as i64]).unwrap())
+            .map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+        Ok(I8Case { f, m, n, k, w, x, got })
+    }
+
+    /// Row r of W: its blocks back to back.
+    fn w_row(&self, r: usize) -> &[u8] {
+        let at = self.w.lead + r * self.w.row_stride;
+        &self.w.buf[at..at + self.k / 32 * self.f.block_bytes()]
+    }
+
+    fn x_row(&self, i: usize) -> &[f32] {
+        &self.x[i * self.k..(i + 1) * self.k]
+    }
+}
+
+proptest! {
+    #![proptest_config(config(64, file!()))]
+
+    // EVIDENCE: C-Q-008 (the stated tolerance against the exact product; NaN for non-finite rows)
+    #[test]
+    fn c_q_008_i8_within_the_stated_tolerance_of_the_exact_product(
+        f in format(), dims in i8_dims(), lead in 0usize..3, pad in 0usize..4, a16 in any::<bool>(),
+        specials in any::<bool>(), seed in any::<u64>(), pool in i8_pool(),
+    ) {
+        let c = I8Case::run(f, dims, lead, pad, a16, specials, seed, pool)?;
+        for i in 0..c.m {
+            let x = c.x_row(i);
+            let finite = x.iter().all(|v| v.is_finite());
+            let xq = quantize_activations_i8(x);
+            for r in 0..c.n {
+                let got = c.got[i * c.n + r];
+                let at = format!("{:?} {}x{}x{} element ({i}, {r}): got {got}", f, c.m, c.k, c.n);
+                if !finite {
+                    prop_assert!(got.is_nan(), "{at}, want NaN (A's row is not finite)");
+                    continue;
+                }
+                if !got.is_finite() {
+                    prop_assert!(dot_i8_integer(f, c.w_row(r), &xq).may_overflow, "{at}, nothing near f32::MAX");
+                    continue;
+                }
+                let want = dot_exact(f, c.w_row(r), x);
+                let tol = i8_tolerance(f, c.w_row(r), x);
+                prop_assert!((got as f64 - want).abs() <= tol, "{at}, exact {want}, |diff| {} > tol {tol}", (got as f64 - want).abs());
+            }
+        }
+    }
+
+    // EVIDENCE: C-Q-008 (the kernel's own integer form, from the same rounded activations, in f64)
+    #[test]
+    fn c_q_008_i8_matches_the_integer_exact_reference(
+        f in format(), dims in i8_dims(), lead in 0usize..3, pad in 0usize..4, a16 in any::<bool>(),
+        specials in any::<bool>(), seed in any::<u64>(), pool in i8_pool(),
+    ) {
+        let c = I8Case::run(f, dims, lead, pad, a16, specials, seed, pool)?;
+        for i in 0..c.m {
+            let xq = quantize_activations_i8(c.x_row(i));
+            for r in 0..c.n {
+                let got = c.got[i * c.n + r];
+                let want = dot_i8_integer(f, c.w_row(r), &xq);
+                let at = format!("{:?} {}x{}x{} element ({i}, {r}): got {got}, reference {want:?}", f, c.m, c.k, c.n);
+                if want.value.is_nan() {
+                    prop_assert!(got.is_nan(), "{at}");
+                } else if !got.is_finite() {
+                    prop_assert!(want.may_overflow, "{at}");
+                } else {
+                    prop_assert!((got as f64 - want.value).abs() <= want.tolerance, "{at}, |diff| {}", (got as f64 - want.value).abs());
+                }
+            }
+        }
+    }
+}
+
+// EVIDENCE: C-Q-008 (bit-identical across ISA levels and thread counts 1, 2, 3, 7, and each row
+// alone (M = 1) against the rows together; two NaNs agree whatever their payloads)
+#[test]
+fn c_q_008_i8_bit_identical_across_isa_threads_and_m() {
+    let pools = std::cell::RefCell::new(determinism_pools());
+    let strategy = (format(), i8_dims(), any::<bool>(), any::<bool>(), any::<u64>());
+    run_prop(config(32, file!()), strategy, |(f, (m, n, k), a16, specials, seed)| {
+        let w = make_weight(f, seed, n, k, 1, 2);
+        let x = i8_activations(seed ^ 1, m, k, specials, a16);
+        let x16: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+        let view = |rows: std::ops::Range<usize>| {
+            let shape = [rows.len() as i64, k as i64];
+            if a16 { TensorRef::new(&x16[rows.start * k..rows.end * k], &shape).unwrap() } else { TensorRef::new(&x[rows.start * k..rows.end * k], &shape).unwrap() }
+        };
+        let run = |pool: Option<&mut ferrite::ThreadPool>, rows: std::ops::Range<usize>| {
+            let mut out = vec![sentinel::<f32>(); rows.len() * n];
+            ferrite::matmul_quant_i8(pool, &view(rows.clone()), &w.view(f, n, k),
+                                     &mut TensorMut::new(&mut out, &[rows.len() as i64, n as i64]).unwrap()).unwrap();
+            out
+        };
+        let reference = run(None, 0..m);
+        for (name, pool) in pools.borrow_mut().iter_mut() {
+            let mut pool = pool.as_mut();
+            let together = run(pool.as_deref_mut(), 0..m);
+            for e in 0..m * n {
+                prop_assert!(same_f32(together[e], reference[e]), "{name}: {f:?} {m}x{k}x{n} element {e}: {} vs NULL pool {}", together[e], reference[e]);
+            }
+            for i in 0..m {
+                let alone = run(pool.as_deref_mut(), i..i + 1);
+                for r in 0..n {
+                    prop_assert!(same_f32(alone[r], reference[i * n + r]), "{name}: {f:?} {m}x{k}x{n} row {i} alone, column {r}: {} vs {}", alone[r], reference[i * n + r]);
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
+// EVIDENCE: C-Q-008 ("arguments, errors and workspace as fer_matmul_quant": every refusal gives
+// fer_matmul_quant's status and writes nothing)
+#[test]
+fn c_q_008_i8_refuses_bad_input_as_fer_matmul_quant() {
+    use ferrite::sys;
+    let f = QFormat::Q4_0;
+    let w = make_weight(f, 5, 4, 64, 0, 0);
+    let a = vec![1f32; 2 * 64];
+    let a_i32 = vec![1i32; 2 * 64];
+    let mut out = [sentinel::<f32>(); 2 * 5];
+    let mut out_i32 = [0i32; 2 * 4];
+    let (a_ok, a_short, a_rank1, a_int) = (
+        TensorRef::new(&a, &[2, 64]).unwrap(),
+        TensorRef::new(&a[..64], &[2, 32]).unwrap(),
+        TensorRef::new(&a[..64], &[64]).unwrap(),
+        TensorRef::new(&a_i32, &[2, 64]).unwrap(),
+    );
+    // descriptors copied out of their views: they point into `out` and `out_i32`, which outlive
+    // every call below
+    let o_int = *TensorMut::new(&mut out_i32, &[2, 4]).unwrap().raw();
+    let mut out_view = |shape: &[i64]| *TensorMut::new(&mut out[..(shape[0] * shape[1]) as usize], shape).unwrap().raw();
+    let (o_ok, o_n3, o_m1, o_n5) = (out_view(&[2, 4]), out_view(&[2, 3]), out_view(&[1, 4]), out_view(&[2, 5]));
+    let q = |buf: &'_ [u8], dtype: i32, rows: i64, cols: i64, stride: i64| *QMatrix::new(buf, 0, dtype, rows, cols, stride).raw();
+    let rs = w.row_stride as i64;
+    let w_ok = *w.view(f, 4, 64).raw();
+    // (what, a, w, out): NULLs, shape mismatches, bad dtypes, bad weights (a truncated buffer
+    // among them, also with out matching its rows)
+    let cases: Vec<(&str, *const sys::fer_tensor, sys::fer_qmatrix, *const sys::fer_tensor)> = vec![
+        ("a NULL", std::ptr::null(), w_ok, &o_ok),
+        ("out NULL", a_ok.raw(), w_ok, std::ptr::null()),
+        ("K mismatch", a_short.raw(), w_ok, &o_ok),
+        ("N mismatch", a_ok.raw(), w_ok, &o_n3),
+        ("M mismatch", a_ok.raw(), w_ok, &o_m1),
+        ("a rank 1", a_rank1.raw(), w_ok, &o_ok),
+        ("a I32", a_int.raw(), w_ok, &o_ok),
+        ("out I32", a_ok.raw(), w_ok, &o_int),
+        ("truncated buffer", a_ok.raw(), q(&w.buf[..w.buf.len() - 1], f.dtype(), 4, 64, rs), &o_ok),
+        ("rows past the buffer", a_ok.raw(), q(&w.buf, f.dtype(), 5, 64, rs), &o_n5),
+        ("cols not a multiple of 32", a_ok.raw(), q(&w.buf, f.dtype(), 4, 48, rs), &o_ok),
+        ("short row stride", a_ok.raw(), q(&w.buf, f.dtype(), 4, 64, 10), &o_ok),
+        ("overflowing row stride", a_ok.raw(), q(&w.buf, f.dtype(), 4, 64, i64::MAX / 2), &o_ok),
+        ("w not block-quantized", a_ok.raw(), q(&w.buf, 1, 4, 64, rs), &o_ok),
+    ];
+    let (null, no_ws) = (std::ptr::null_mut(), std::ptr::null_mut());
+    for (what, a, wq, o) in &cases {
+        // SAFETY: every non-NULL descriptor points into a live buffer it lies inside; refusals
+        // write nothing, and out is checked below to still hold the sentinel.
+        let (exact, i8) = unsafe {
+            (sys::fer_matmul_quant(null, *a, wq, *o, no_ws, 0), sys::fer_matmul_quant_i8(null, *a, wq, *o, no_ws, 0))
+        };
+        assert_ne!(exact, status::OK, "{what}: fer_matmul_quant accepted it");
+        assert_eq!(i8, exact, "{what}: fer_matmul_quant_i8 {} vs fer_matmul_quant {}", ferrite::status_str(i8), ferrite::status_str(exact));
+        let mut bytes = 7usize;
+        // SAFETY: as above; bytes is a valid out-pointer.
+        let st = unsafe { sys::fer_matmul_quant_i8_workspace_bytes(std::ptr::null(), *a, wq, *o, &mut bytes) };
+        assert_eq!((st, bytes), (exact, 0), "{what}: the workspace query");
+    }
+    // SAFETY: NULL w and NULL out_bytes are refused before anything is read.
+    unsafe {
+        assert_eq!(sys::fer_matmul_quant_i8(null, a_ok.raw(), std::ptr::null(), &o_ok, no_ws, 0),
+                   sys::fer_matmul_quant(null, a_ok.raw(), std::ptr::null(), &o_ok, no_ws, 0));
+        assert_eq!(sys::fer_matmul_quant_i8_workspace_bytes(std::ptr::null(), a_ok.raw(), &w_ok, &o_ok, std::ptr::null_mut()),
+                   status::NULL_ARG);
+    }
+    // caller workspace: one byte short, and misaligned
+    let ws_need = |i8: bool| {
+        let mut b = 0usize;
+        // SAFETY: valid descriptors and out-pointer.
+        let st = unsafe {
+            if i8 { sys::fer_matmul_quant_i8_workspace_bytes(std::ptr::null(), a_ok.raw(), &w_ok, &o_ok, &mut b) }
+            else { sys::fer_matmul_quant_workspace_bytes(std::ptr::null(), a_ok.raw(), &w_ok, &o_ok, &mut b) }
+        };
+        assert_eq!(st, status::OK);
+        b
+    };
+    let (need_exact, need_i8) = (ws_need(false), ws_need(true));
+    assert!(need_i8 > 0);
+    let mut ws = ferrite::Workspace::new(need_i8.max(need_exact) + 64);
+    for (what, misalign, short) in [("one byte short", 0usize, true), ("misaligned", 8, false)] {
+        let len = |need: usize| if short { need.saturating_sub(1) } else { need };
+        let p = ws.ptr(misalign);
+        // SAFETY: p has at least need + 64 - misalign writable bytes.
+        let (exact, i8) = unsafe {
+            (sys::fer_matmul_quant(null, a_ok.raw(), &w_ok, &o_ok, p, len(need_exact)),
+             sys::fer_matmul_quant_i8(null, a_ok.raw(), &w_ok, &o_ok, p, len(need_i8)))
+        };
+        assert_ne!(i8, status::OK, "{what}");
+        if need_exact > 0 || !short {
+            assert_eq!(i8, exact, "workspace {what}");
+        } else {
+            assert_eq!(i8, status::BUFFER_TOO_SMALL, "workspace {what}");
+        }
+    }
+    assert!(out.iter().all(|v| v.to_bits() == sentinel::<f32>().to_bits()), "a refused call wrote");
+    // and the ones that must work do: exactly the workspace asked for, and NULL (allocated)
+    let p = ws.ptr(0);
+    // SAFETY: p has need_i8 + 64 writable bytes, 64-byte aligned.
+    assert_eq!(unsafe { sys::fer_matmul_quant_i8(null, a_ok.raw(), &w_ok, &o_ok, p, need_i8) }, status::OK);
 }
