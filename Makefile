@@ -22,7 +22,8 @@ run: build
 	./bazel-bin/c/tools/ferrite info
 	@if [ -f "$(MODEL)" ]; then \
 	  echo; echo "ferrite generate --chat on $(MODEL):"; \
-	  ./bazel-bin/c/tools/ferrite generate --model "$(MODEL)" --chat --prompt "What is the capital of France?" --max-tokens 64; \
+	  ./bazel-bin/c/tools/ferrite generate --model "$(MODEL)" --chat --system "You are a helpful assistant." \
+	    --prompt "What is the capital of France?" --max-tokens 64; \
 	else \
 	  echo; echo "make run: no model at $(MODEL) (scripts/fetch-test-data.sh fetches it);"; \
 	  echo "falling back to the seeded tiny model, whose random weights make noise, not text:"; \

@@ -8,8 +8,13 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: ferrite info [--full]\n"
           "       ferrite info MODEL.gguf\n"
-          "       ferrite generate (--model PATH | --tiny) --prompt TEXT [--chat] [--max-tokens N] [--temperature T]\n"
-          "                        [--top-k K] [--top-p P] [--min-p P] [--seed S] [--threads N] [--budget BYTES[K|M|G]]\n"
+          "       ferrite generate (--model PATH | --tiny [--arch llama|qwen2|qwen3]) --prompt TEXT\n"
+          "                        [--chat [--system TEXT]] [--max-tokens N] [--ignore-eos]\n"
+          "                        [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
+          "                        [--threads N] [--budget BYTES[K|M|G]] [--matmul i8|exact]\n"
+          "                        [--kv-layout head-major|seq-major|token-major] [--kv-dtype f32|f16|bf16]\n"
+          "                        [--plan off|unconditional|address-stable]\n"
+          "         (FERRITE_* variables configure the engine too, flags win: see fer_engine_config)\n"
           "       ferrite tiny-model --arch llama|qwen2|qwen3 [--seed N] --out PATH\n");
 }
 

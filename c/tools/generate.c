@@ -1,25 +1,26 @@
-/* generate.c: `ferrite generate`. Loads the model and its tokenizer from one GGUF file, encodes
- * the prompt (wrapped in the ChatML turn markers with --chat), prefills it in one pass, then
- * decodes token by token, sampling with fer_sampler (greedy unless a temperature is given) and
- * streaming the text through the detokenizer as whole characters. Ends with a summary line. */
+/* generate.c: `ferrite generate`, on the public engine ABI (fer_engine_*). Creates an engine from
+ * the options (and the FERRITE_* environment, read by the engine at creation), encodes the prompt
+ * (rendered with the model's chat template under --chat), prefills it, then decodes token by token,
+ * sampling with fer_sampler (greedy unless a temperature is given) and streaming whole characters
+ * through the detokenizer. Ends with a summary line: speeds, KV, weights, plan, peak RSS. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "ferrite.h"
-#include "gguf/gguf.h"
-#include "model/llama.h"
-#include "model/tiny.h"
-#include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 
+extern char **environ;
+
 typedef struct gen_args {
-  const char *model, *prompt;
-  int chat, tiny;
+  const char *model, *prompt, *arch, *system;
+  int chat, tiny, ignore_eos;
   long max_tokens, threads, top_k, seed;
   unsigned long long budget; /* 0: weights used from the mapped file */
   double temperature, top_p, min_p;
+  int32_t kv_layout, kv_dtype, plan, matmul; /* -1: the engine's default (or the environment's) */
 } gen_args;
 
 static double now_s(void) {
@@ -35,16 +36,41 @@ static void print_error(const char *what) {
   fprintf(stderr, "ferrite generate: %s: %s\n", what, msg);
 }
 
+typedef struct choice {
+  const char *name;
+  int32_t value;
+} choice;
+
+static const choice LAYOUTS[] = {{"head-major", FER_KV_LAYOUT_HEAD_MAJOR}, {"seq-major", FER_KV_LAYOUT_SEQ_MAJOR},
+                                 {"token-major", FER_KV_LAYOUT_TOKEN_MAJOR}, {NULL, 0}};
+static const choice DTYPES[] = {{"f32", FER_DTYPE_F32}, {"f16", FER_DTYPE_F16}, {"bf16", FER_DTYPE_BF16}, {NULL, 0}};
+static const choice PLANS[] = {{"off", FER_PLAN_OFF}, {"unconditional", FER_PLAN_UNCONDITIONAL},
+                               {"address-stable", FER_PLAN_ADDRESS_STABLE}, {NULL, 0}};
+static const choice MATMULS[] = {{"i8", FER_MATMUL_I8}, {"exact", FER_MATMUL_EXACT}, {NULL, 0}};
+
+static int pick(const choice *c, const char *k, const char *v, int32_t *out) {
+  for (; c->name; c++)
+    if (strcmp(c->name, v) == 0) {
+      *out = c->value;
+      return 1;
+    }
+  fprintf(stderr, "ferrite generate: %s %s is not one of the choices (see --help)\n", k, v);
+  return 0;
+}
+
+static const char *name_of(const choice *c, int32_t v) {
+  for (; c->name; c++)
+    if (c->value == v) return c->name;
+  return "?";
+}
+
 static int parse(int argc, char **argv, gen_args *a) {
-  *a = (gen_args){.max_tokens = 64, .temperature = 0, .top_p = 1, .min_p = 0, .seed = 0};
+  *a = (gen_args){.max_tokens = 64, .temperature = 0, .top_p = 1, .min_p = 0, .seed = 0, .arch = "llama",
+                  .kv_layout = -1, .kv_dtype = -1, .plan = -1, .matmul = -1};
   for (int i = 1; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(k, "--chat") == 0) {
-      a->chat = 1;
-      continue;
-    }
-    if (strcmp(k, "--tiny") == 0) {
-      a->tiny = 1;
+    if (strcmp(k, "--chat") == 0 || strcmp(k, "--tiny") == 0 || strcmp(k, "--ignore-eos") == 0) {
+      *(k[2] == 'c' ? &a->chat : k[2] == 't' ? &a->tiny : &a->ignore_eos) = 1;
       continue;
     }
     if (!v) {
@@ -55,10 +81,16 @@ static int parse(int argc, char **argv, gen_args *a) {
     char *end = NULL;
     if (strcmp(k, "--model") == 0) a->model = v;
     else if (strcmp(k, "--prompt") == 0) a->prompt = v;
+    else if (strcmp(k, "--arch") == 0) a->arch = v;
+    else if (strcmp(k, "--system") == 0) a->system = v;
     else if (strcmp(k, "--max-tokens") == 0) a->max_tokens = strtol(v, &end, 10);
     else if (strcmp(k, "--threads") == 0) a->threads = strtol(v, &end, 10);
     else if (strcmp(k, "--top-k") == 0) a->top_k = strtol(v, &end, 10);
     else if (strcmp(k, "--seed") == 0) a->seed = strtol(v, &end, 10);
+    else if (strcmp(k, "--kv-layout") == 0) { if (!pick(LAYOUTS, k, v, &a->kv_layout)) return 0; }
+    else if (strcmp(k, "--kv-dtype") == 0) { if (!pick(DTYPES, k, v, &a->kv_dtype)) return 0; }
+    else if (strcmp(k, "--plan") == 0) { if (!pick(PLANS, k, v, &a->plan)) return 0; }
+    else if (strcmp(k, "--matmul") == 0) { if (!pick(MATMULS, k, v, &a->matmul)) return 0; }
     else if (strcmp(k, "--budget") == 0) {
       a->budget = strtoull(v, &end, 10);
       if (end && (*end == 'K' || *end == 'M' || *end == 'G')) {
@@ -89,18 +121,29 @@ static int parse(int argc, char **argv, gen_args *a) {
   return 1;
 }
 
-/* The prompt's ids; with chat, inside "<|im_start|>user\n ... <|im_end|>\n<|im_start|>assistant\n"
- * (ChatML, SmolLM2's and Qwen's template). */
-static int32_t *encode_prompt(const fer_tokenizer *tok, const gen_args *a, size_t *n) {
-  const char *head = a->chat ? "<|im_start|>user\n" : "", *tail = a->chat ? "<|im_end|>\n<|im_start|>assistant\n" : "";
-  size_t len = strlen(head) + strlen(a->prompt) + strlen(tail);
-  char *text = malloc(len + 1);
-  if (!text) return NULL;
-  snprintf(text, len + 1, "%s%s%s", head, a->prompt, tail);
+/* The prompt's ids; with chat, the conversation [system: --system, if given; user: prompt] rendered
+ * by the model's template (which may add its own default system message when none is given). */
+static int32_t *encode_prompt(const fer_engine *e, const fer_tokenizer *tok, const gen_args *a, size_t *n) {
+  char *text = NULL;
+  size_t len = strlen(a->prompt);
+  if (a->chat) {
+    const fer_chat_message conv[2] = {{"system", a->system ? a->system : ""}, {"user", a->prompt}};
+    const fer_chat_message *m = a->system ? conv : conv + 1;
+    const size_t n_m = a->system ? 2 : 1;
+    size_t need = 0;
+    fer_engine_chat_render(e, m, n_m, FER_CHAT_ADD_GENERATION_PROMPT, NULL, 0, &need);
+    text = malloc(need + 1);
+    if (!text || fer_engine_chat_render(e, m, n_m, FER_CHAT_ADD_GENERATION_PROMPT, text, need + 1, &len) != FER_STATUS_OK) {
+      print_error("rendering the chat template");
+      free(text);
+      return NULL;
+    }
+  }
+  const char *src = text ? text : a->prompt;
   size_t need = 0;
-  fer_tokenizer_encode(tok, text, len, FER_ENCODE_ADD_SPECIAL, NULL, 0, &need);
+  fer_tokenizer_encode(tok, src, len, FER_ENCODE_ADD_SPECIAL, NULL, 0, &need);
   int32_t *ids = malloc((need ? need : 1) * sizeof(int32_t));
-  if (ids && fer_tokenizer_encode(tok, text, len, FER_ENCODE_ADD_SPECIAL, ids, need, n) != FER_STATUS_OK) {
+  if (ids && fer_tokenizer_encode(tok, src, len, FER_ENCODE_ADD_SPECIAL, ids, need, n) != FER_STATUS_OK) {
     print_error("encoding the prompt");
     free(ids);
     ids = NULL;
@@ -109,53 +152,103 @@ static int32_t *encode_prompt(const fer_tokenizer *tok, const gen_args *a, size_
   return ids;
 }
 
+static void print_summary(const fer_engine *e, const fer_engine_seq *seq, size_t n_prompt, double t_prefill, size_t n_gen,
+                          double t_decode) {
+  fer_engine_config cfg;
+  fer_engine_seq_stats ss;
+  fer_engine_stats es;
+  fer_engine_get_config(e, &cfg);
+  fer_engine_seq_get_stats(seq, &ss);
+  fer_engine_get_stats(e, &es);
+  char weights[160] = "used in place from the read-only mapping of the file";
+  if (es.weight_strategy != 0)
+    snprintf(weights, sizeof weights, "%s in a weight store (%llu granules loaded at open, %llu page-ins, %llu evictions)",
+             es.weight_strategy == FER_WEIGHTS_FULL_RESIDENT ? "fully resident" : "streamed",
+             (unsigned long long)es.weight_loaded_granules, (unsigned long long)es.weight_page_ins,
+             (unsigned long long)es.weight_evictions);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  fprintf(stderr,
+          "prefill %zu tokens at %.1f tok/s; decode %zu tokens at %.1f tok/s; matmul %s; KV (%s, %s): %u tokens, "
+          "%llu bytes committed (%llu granules of 64 KiB), %llu growths; weights %s; decode plan (%s): %llu captures, "
+          "%llu replays, %llu invalidations, %llu kept through growth; peak RSS %.1f MiB\n",
+          n_prompt, (double)n_prompt / (t_prefill > 0 ? t_prefill : 1e-9), n_gen > 0 ? n_gen - 1 : 0,
+          n_gen > 1 ? (double)(n_gen - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0, name_of(MATMULS, cfg.matmul),
+          name_of(DTYPES, cfg.kv_dtype), name_of(LAYOUTS, cfg.kv_layout), ss.n_tokens,
+          (unsigned long long)ss.kv_committed_bytes, (unsigned long long)(ss.kv_committed_bytes >> 16),
+          (unsigned long long)ss.kv_growth_events, weights, name_of(PLANS, cfg.plan), (unsigned long long)ss.plan_captures,
+          (unsigned long long)ss.plan_replays, (unsigned long long)ss.plan_invalidations,
+          (unsigned long long)ss.plan_growth_keeps, (double)ru.ru_maxrss / 1024.0);
+}
+
+/* The process environment without the FERRITE_* variables that a given flag sets (the engine
+ * reads the rest at creation). NULL-terminated; free() it. */
+static const char **environment_without_flags(const gen_args *a) {
+  size_t n = 0;
+  while (environ[n]) n++;
+  const char **env = malloc((n + 1) * sizeof *env);
+  if (!env) return NULL;
+  const struct { int given; const char *prefix; } covered[] = {
+      {a->kv_layout >= 0, "FERRITE_KV_LAYOUT="}, {a->kv_dtype >= 0, "FERRITE_KV_DTYPE="}, {a->plan >= 0, "FERRITE_PLAN="},
+      {a->matmul >= 0, "FERRITE_MATMUL="}, {a->threads > 0, "FERRITE_THREADS="}, {a->budget > 0, "FERRITE_WEIGHT_BUDGET="}};
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    int skip = 0;
+    for (size_t c = 0; c < sizeof covered / sizeof covered[0]; c++)
+      skip |= covered[c].given && strncmp(environ[i], covered[c].prefix, strlen(covered[c].prefix)) == 0;
+    if (!skip) env[k++] = environ[i];
+  }
+  env[k] = NULL;
+  return env;
+}
+
 int feri_cmd_generate(int argc, char **argv) {
   gen_args a;
   if (!parse(argc, argv, &a)) return 2;
   int rc = 1;
-  feri_llama *m = NULL;
-  feri_llama_seq *seq = NULL;
-  fer_tokenizer *tok = NULL;
+  fer_engine *e = NULL;
+  fer_engine_seq *seq = NULL;
+  const fer_tokenizer *tok = NULL;
   fer_detokenizer *detok = NULL;
-  fer_threadpool *pool = NULL;
   fer_sampler *sampler = NULL;
   int32_t *prompt = NULL, *generated = NULL;
   float *logits = NULL;
   void *tiny_image = NULL;
   size_t tiny_size = 0;
+  const char **env = NULL;
   double t0 = now_s();
+  fer_engine_config cfg;
+  fer_engine_config_init(&cfg);
+  cfg.n_threads = (uint32_t)a.threads;
+  cfg.max_seqs = 1;
   if (a.tiny) {
     /* the seeded tiny model: random weights, so the text is noise; it shows the pipeline runs */
-    fprintf(stderr, "using the seeded tiny model (random weights: the text is noise, not a real model)\n");
-    feri_gguf *g = NULL;
-    if (feri_tiny_llama_image(1, &tiny_image, &tiny_size) != FER_STATUS_OK ||
-        feri_llama_open_image(tiny_image, tiny_size, &m) != FER_STATUS_OK ||
-        feri_gguf_open(tiny_image, tiny_size, &g) != FER_STATUS_OK || feri_tokenizer_from_gguf(g, &tok) != FER_STATUS_OK) {
+    fprintf(stderr, "using the seeded tiny %s model (random weights: the text is noise, not a real model)\n", a.arch);
+    if (fer_tiny_model_image(a.arch, 1, &tiny_image, &tiny_size) != FER_STATUS_OK) {
       print_error("building the tiny model");
-      feri_gguf_close(g);
       goto out;
     }
-    feri_gguf_close(g);
+    cfg.model_image = tiny_image;
+    cfg.model_image_bytes = tiny_size;
   } else {
-    fprintf(stderr, "loading %s ...\n", a.model);
-    feri_llama_options mo = {.weights = a.budget ? FERI_WEIGHTS_STORE : FERI_WEIGHTS_MAPPED,
-                             .eviction = FER_WEIGHTS_EVICT_STABLE_SUBSET, .budget_bytes = a.budget};
-    if (feri_llama_open_with(a.model, &mo, &m) != FER_STATUS_OK) {
-      print_error("loading the model");
-      goto out;
-    }
-    if (fer_tokenizer_from_gguf_file(a.model, &tok) != FER_STATUS_OK) {
-      print_error("loading the tokenizer");
-      goto out;
-    }
+    fprintf(stderr, "loading %s%s ...\n", a.model, a.budget ? " into a weight store" : "");
+    cfg.model_path = a.model;
+    cfg.weight_budget_bytes = a.budget;
   }
-  fer_threadpool_options po;
-  fer_threadpool_options_init(&po);
-  po.n_threads = (uint32_t)a.threads;
-  if (fer_threadpool_create(&po, &pool) != FER_STATUS_OK) {
-    print_error("creating the thread pool");
+  /* flags given on the command line win over the environment: their variables are left out */
+  env = environment_without_flags(&a);
+  cfg.environment = env;
+  if (a.kv_layout >= 0) cfg.kv_layout = a.kv_layout;
+  if (a.kv_dtype >= 0) cfg.kv_dtype = a.kv_dtype;
+  if (a.plan >= 0) cfg.plan = a.plan;
+  if (a.matmul >= 0) cfg.matmul = a.matmul;
+  if (fer_engine_create(&cfg, &e) != FER_STATUS_OK) {
+    print_error("creating the engine");
     goto out;
   }
+  fer_model_info info;
+  fer_engine_model_info(e, &info);
+  fer_engine_tokenizer(e, &tok);
   fer_sampling_params sp;
   fer_sampling_params_init(&sp);
   sp.temperature = (float)a.temperature; /* 0 = greedy */
@@ -167,32 +260,26 @@ int feri_cmd_generate(int argc, char **argv) {
     print_error("sampling options");
     goto out;
   }
-  const feri_llama_config *c = feri_llama_config_of(m);
-  fer_tokenizer_info ti;
-  fer_tokenizer_get_info(tok, &ti);
-  int32_t im_end = -1;
-  fer_tokenizer_token_to_id(tok, "<|im_end|>", 10, &im_end);
   size_t n_prompt = 0;
-  prompt = encode_prompt(tok, &a, &n_prompt);
+  prompt = encode_prompt(e, tok, &a, &n_prompt);
   if (!prompt) goto out;
-  uint32_t max_tokens = (uint32_t)(n_prompt + (size_t)a.max_tokens);
-  logits = malloc(c->n_vocab * sizeof(float));
+  logits = malloc(info.n_vocab * sizeof(float));
   generated = malloc((size_t)a.max_tokens * sizeof(int32_t));
-  if (!logits || !generated || feri_llama_seq_create(m, max_tokens, NULL, &seq) != FER_STATUS_OK ||
+  if (!logits || !generated || fer_engine_seq_create(e, (uint32_t)(n_prompt + (size_t)a.max_tokens), &seq) != FER_STATUS_OK ||
       fer_detokenizer_create(tok, FER_DECODE_SKIP_SPECIAL | FER_DECODE_REPLACE_INVALID_UTF8, &detok) != FER_STATUS_OK) {
     print_error("preparing the sequence");
     goto out;
   }
   double t_loaded = now_s();
-  fprintf(stderr, "loaded in %.2f s: %u layers, %u heads (%u kv), vocab %u; prompt %zu tokens\n", t_loaded - t0,
-          c->n_layer, c->n_head, c->n_head_kv, c->n_vocab, n_prompt);
+  fprintf(stderr, "loaded in %.2f s: %s, %u layers, %u heads (%u kv), vocab %u; prompt %zu tokens\n", t_loaded - t0,
+          info.architecture, info.n_layer, info.n_head, info.n_head_kv, info.n_vocab, n_prompt);
   if (!a.chat) fputs(a.prompt, stdout);
   double t_prefill = 0, t_decode0 = 0;
   size_t n_gen = 0;
-  const int32_t *cur = prompt;
-  uint32_t n_cur = (uint32_t)n_prompt;
   while (n_gen < (size_t)a.max_tokens) {
-    if (feri_llama_forward(seq, pool, cur, n_cur, logits) != FER_STATUS_OK) {
+    fer_status st = n_gen == 0 ? fer_engine_prefill(seq, prompt, n_prompt, logits, info.n_vocab)
+                               : fer_engine_decode(e, &seq, &generated[n_gen - 1], 1, logits, info.n_vocab);
+    if (st != FER_STATUS_OK) {
       print_error("forward pass");
       goto out;
     }
@@ -202,54 +289,32 @@ int feri_cmd_generate(int argc, char **argv) {
     }
     fer_sampling_context ctx = {prompt, n_prompt, generated, n_gen};
     int32_t next = -1;
-    if (fer_sampler_sample(sampler, logits, c->n_vocab, &ctx, &next, NULL) != FER_STATUS_OK) {
+    if (fer_sampler_sample(sampler, logits, info.n_vocab, &ctx, &next, NULL) != FER_STATUS_OK) {
       print_error("sampling");
       goto out;
     }
     generated[n_gen++] = next;
-    if (next == ti.eos_id || next == im_end) break;
+    if (!a.ignore_eos && (next == info.eos_id || next == info.eot_id)) break;
     char piece[256];
     size_t len = 0;
     if (fer_detokenizer_push(detok, next, piece, sizeof piece, &len) == FER_STATUS_OK) fwrite(piece, 1, len, stdout);
     fflush(stdout);
-    cur = &generated[n_gen - 1];
-    n_cur = 1;
   }
   char rest[64];
   size_t len = 0;
   if (fer_detokenizer_flush(detok, rest, sizeof rest, &len) == FER_STATUS_OK) fwrite(rest, 1, len, stdout);
-  double t_decode = now_s() - t_decode0;
-  fer_kv_seq_stats kst;
-  fer_kv_seq_get_stats(feri_llama_seq_kv(seq), &kst);
-  feri_plan_stats ps;
-  feri_llama_seq_plan_stats(seq, &ps);
-  char weights[160] = "used in place from the read-only mapping of the file";
-  fer_weight_store_stats ws;
-  if (feri_llama_weight_stats(m, &ws) == FER_STATUS_OK) {
-    snprintf(weights, sizeof weights, "%s in a weight store (%llu granules loaded at open, %llu page-ins, %llu evictions)",
-             ws.strategy == FER_WEIGHTS_FULL_RESIDENT ? "fully resident" : "streamed", (unsigned long long)ws.loaded_granules,
-             (unsigned long long)ws.page_ins, (unsigned long long)ws.evictions);
-  }
+  const double t_decode = now_s() - t_decode0;
   printf("\n");
   fflush(stdout);
-  fprintf(stderr,
-          "prefill %zu tokens at %.1f tok/s; decode %zu tokens at %.1f tok/s; KV (f32, seq-major, fer_kv_cache): %llu "
-          "tokens live, %llu bytes committed, %llu growths; weights %s; decode plan (address-stable): %llu captures, "
-          "%llu replays, %llu invalidations, %llu kept through growth\n",
-          n_prompt, (double)n_prompt / (t_prefill > 0 ? t_prefill : 1e-9), n_gen > 0 ? n_gen - 1 : 0,
-          n_gen > 1 ? (double)(n_gen - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0, (unsigned long long)kst.live_tokens,
-          (unsigned long long)kst.committed_bytes, (unsigned long long)kst.growth_events, weights,
-          (unsigned long long)ps.captures, (unsigned long long)ps.replays, (unsigned long long)ps.invalidations,
-          (unsigned long long)ps.growth_keeps);
+  print_summary(e, seq, n_prompt, t_prefill, n_gen, t_decode);
   rc = 0;
 out:
   fer_detokenizer_free(detok);
-  fer_tokenizer_free(tok);
-  feri_llama_seq_free(seq);
-  feri_llama_close(m);
+  fer_engine_seq_free(seq);
+  fer_engine_free(e);
   fer_sampler_free(sampler);
-  fer_threadpool_free(pool);
   free(prompt), free(generated), free(logits);
-  free(tiny_image);
+  fer_buffer_free(tiny_image);
+  free(env);
   return rc;
 }
