@@ -14,4 +14,7 @@ int feri_cmd_generate(int argc, char **argv);
 /* `ferrite tiny-model --arch ARCH [--seed N] --out PATH`: the seeded tiny model as a GGUF file. */
 int feri_cmd_tiny_model(int argc, char **argv);
 
+/* `ferrite tokenize --model PATH (--text TEXT | --file PATH) [--count]`: a text's ids. */
+int feri_cmd_tokenize(int argc, char **argv);
+
 #endif
