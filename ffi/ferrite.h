@@ -384,7 +384,7 @@ fer_status fer_matmul_quant_i8_workspace_bytes(const fer_threadpool *pool, const
  * results are bit-identical across ISA levels, thread counts and M (a row's output does not
  * depend on the other rows). A block of A holding an infinite or NaN value makes every output NaN;
  * a block whose largest magnitude is below about 2^-121 counts as zero. Arguments, errors and
- * workspace as fer_matmul_quant. Claims: C-Q-008, C-Q-009.
+ * workspace as fer_matmul_quant. Claims: C-Q-008, C-Q-005.
  */
 fer_status fer_matmul_quant_i8(fer_threadpool *pool, const fer_tensor *a, const fer_qmatrix *w,
                                const fer_tensor *out, void *workspace, size_t workspace_bytes);
@@ -1469,7 +1469,7 @@ void fer_detokenizer_free(fer_detokenizer *d);
  * at a time on its own (with a captured decode plan) or together with others in one batched step.
  * No process-global state: engines in one process are independent. Thread-safety: one call at a
  * time per engine (a second thread gets BUSY), except fer_engine_seq_cancel, which any thread may
- * call at any time. Claims: C-ENG-001..C-ENG-012.
+ * call at any time. Claims: C-ENG-009..C-ENG-019.
  */
 typedef struct fer_engine fer_engine;
 typedef struct fer_engine_seq fer_engine_seq;

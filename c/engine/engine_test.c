@@ -1,7 +1,7 @@
 /* engine_test.c: the public engine on the seeded tiny models (no downloads): configuration and the
  * environment read at creation only (two engines, two settings, one process), admission by the
  * governor, the batched step against one-sequence steps, rewind, cancel, and bad input.
- * EVIDENCE: C-ENG-001 C-ENG-002 C-ENG-003 C-ENG-004 C-ENG-005 */
+ * EVIDENCE: C-ENG-013 C-ENG-014 C-ENG-015 C-ENG-016 C-ENG-017 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +64,7 @@ static void greedy(fer_engine *e, int n, int32_t *tokens, float *last_logits, fe
   free(lg);
 }
 
-/* C-ENG-001: two engines in one process with different settings each honour their own; the
+/* C-ENG-013: two engines in one process with different settings each honour their own; the
  * environment is read at creation from the array given, and the effective config reads back. */
 static void test_config_and_environment(const tiny *t) {
   fer_engine_config c;
@@ -113,7 +113,7 @@ static void test_config_and_environment(const tiny *t) {
   CHECK(last_error_has("FERRITE_WEIGHT_BUDGET"));
 }
 
-/* C-ENG-002: admission by projected KV commit; refusal names the numbers; charges come back. */
+/* C-ENG-014: admission by projected KV commit; refusal names the numbers; charges come back. */
 static void test_admission(const tiny *t) {
   fer_engine_config c;
   fer_engine_config_init(&c);
@@ -147,7 +147,7 @@ static void test_admission(const tiny *t) {
   CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
 }
 
-/* C-ENG-003: a batched step's rows equal one-sequence steps bit for bit; all or nothing. */
+/* C-ENG-015: a batched step's rows equal one-sequence steps bit for bit; all or nothing. */
 static void test_batched_decode(const tiny *t) {
   fer_engine *e = engine_on(t, NULL);
   if (!e) return;
@@ -190,7 +190,7 @@ static void test_batched_decode(const tiny *t) {
   fer_engine_free(e);
 }
 
-/* C-ENG-004: rewind equals recomputation; cancel leaves the sequence as it was. */
+/* C-ENG-016: rewind equals recomputation; cancel leaves the sequence as it was. */
 static void test_rewind_and_cancel(const tiny *t) {
   fer_engine *e = engine_on(t, NULL);
   if (!e) return;
@@ -231,7 +231,7 @@ static void test_rewind_and_cancel(const tiny *t) {
   fer_engine_free(e);
 }
 
-/* C-ENG-005: bad input gets a status, never a crash, and changes nothing. */
+/* C-ENG-017: bad input gets a status, never a crash, and changes nothing. */
 static void test_bad_input(const tiny *t) {
   fer_engine_config c;
   fer_engine_config_init(&c);

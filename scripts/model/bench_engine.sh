@@ -6,7 +6,7 @@
 # and decode tokens/s and the process's peak RSS. Needs the libllama that
 # scripts/tokenizer/make_goldens.py builds.
 # usage: scripts/model/bench_engine.sh [ROUNDS (3)] [THREADS (2)]
-# EVIDENCE: C-ENG-006 C-ENG-007
+# EVIDENCE: C-ENG-006 C-ENG-018 C-ENG-019
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${1:-3}

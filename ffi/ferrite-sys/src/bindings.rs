@@ -390,7 +390,7 @@ extern "C" {
     #[doc = " results are bit-identical across ISA levels, thread counts and M (a row's output does not"]
     #[doc = " depend on the other rows). A block of A holding an infinite or NaN value makes every output NaN;"]
     #[doc = " a block whose largest magnitude is below about 2^-121 counts as zero. Arguments, errors and"]
-    #[doc = " workspace as fer_matmul_quant. Claims: C-Q-008, C-Q-009."]
+    #[doc = " workspace as fer_matmul_quant. Claims: C-Q-008, C-Q-005."]
     pub fn fer_matmul_quant_i8(
         pool: *mut fer_threadpool,
         a: *const fer_tensor,
