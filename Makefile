@@ -57,7 +57,7 @@ cargo-test-fallback:
 
 # Every benchmark runs once (criterion --test): ids and inputs are valid; no timing.
 bench-smoke:
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer -- --test
+	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine -- --test
 
 # C tests and Rust tests against a library built with -fsanitize=address,undefined (gcc's runtimes).
 # rustc links with -nodefaultlibs, so the runtimes are named explicitly and preloaded into the test
@@ -83,12 +83,12 @@ check-header:
 # Full criterion run (several minutes), then the table recorded in docs/BENCHMARKS.md.
 bench: build
 	$(BAZEL) build //:libferrite_static
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer -- --noplot
+	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine -- --noplot
 	$(CARGO) run -q -p ferrite-benches --bin bench-table -- target/criterion
 
 bench-quick: build
 	$(BAZEL) build //:libferrite_static
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer -- --noplot --warm-up-time 1 --measurement-time 1 --sample-size 10
+	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine -- --noplot --warm-up-time 1 --measurement-time 1 --sample-size 10
 	$(CARGO) run -q -p ferrite-benches --bin bench-table -- target/criterion
 
 # The base (merge-base with main) against the working tree, interleaved, with measured noise and
