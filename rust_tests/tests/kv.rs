@@ -246,8 +246,9 @@ fn c_kv_004_paged_bad_input() {
     assert_eq!(p.seq_free(s).unwrap_err().code, status::INVALID_ARG);
 }
 
-/// Fills tokens [t0, t1) of every binding of `seq` through its views with a pattern of `seed`.
-fn fill(seq: &mem::KvSeq<'_>, layers: u32, t0: u64, t1: u64, seed: u64) {
+/// Calls `f(element pointer, layer, kv, head, token, element)` for every f16 element of tokens
+/// [t0, t1) of every binding of `seq`, through its views.
+fn walk(seq: &mem::KvSeq<'_>, layers: u32, t0: u64, t1: u64, mut f: impl FnMut(*mut u16, i64, i64, i64, i64, i64)) {
     for layer in 0..layers {
         for kv in 0..2 {
             let v = seq.view(layer, kv).unwrap();
@@ -255,14 +256,23 @@ fn fill(seq: &mem::KvSeq<'_>, layers: u32, t0: u64, t1: u64, seed: u64) {
                 for t in t0 as i64..t1 as i64 {
                     for e in 0..v.shape[2] {
                         let off = h * v.strides[0] + t * v.strides[1] + e * v.strides[2];
-                        let x = half::f16::from_f32(((seed as i64 * 131 + layer as i64 * 31 + kv as i64 * 7 + h * 5 + t * 3 + e) % 97) as f32 / 97.0 - 0.5);
-                        // SAFETY: the offset lies inside the view of live tokens (committed, writable).
-                        unsafe { std::ptr::write((v.data as *mut u8).offset(off as isize) as *mut u16, x.to_bits()) };
+                        // SAFETY: the offset lies inside the view of live tokens (committed memory).
+                        let p = unsafe { (v.data as *mut u8).offset(off as isize) as *mut u16 };
+                        f(p, layer as i64, kv as i64, h, t, e);
                     }
                 }
             }
         }
     }
+}
+
+/// Fills tokens [t0, t1) of every binding of `seq` through its views with a pattern of `seed`.
+fn fill(seq: &mem::KvSeq<'_>, layers: u32, t0: u64, t1: u64, seed: u64) {
+    walk(seq, layers, t0, t1, |p, layer, kv, h, t, e| {
+        let x = half::f16::from_f32(((seed as i64 * 131 + layer * 31 + kv * 7 + h * 5 + t * 3 + e) % 97) as f32 / 97.0 - 0.5);
+        // SAFETY: p points into the live, writable view (walk's contract).
+        unsafe { std::ptr::write(p, x.to_bits()) };
+    });
 }
 
 /// Attention of one decode query over layer 0 of `seq` (f32 out), through the views.
@@ -389,20 +399,8 @@ fn c_kv_005_fork_of_a_partial_window_copies_and_refuses_what_it_cannot_share() {
 /// The f16 bits of every (layer, kv, head, token, element) of tokens [t0, t1).
 fn values(seq: &mem::KvSeq<'_>, layers: u32, t0: u64, t1: u64) -> Vec<u16> {
     let mut out = Vec::new();
-    for layer in 0..layers {
-        for kv in 0..2 {
-            let v = seq.view(layer, kv).unwrap();
-            for h in 0..v.shape[0] {
-                for t in t0 as i64..t1 as i64 {
-                    for e in 0..v.shape[2] {
-                        let off = h * v.strides[0] + t * v.strides[1] + e * v.strides[2];
-                        // SAFETY: inside the view of live tokens.
-                        out.push(unsafe { std::ptr::read((v.data as *const u8).offset(off as isize) as *const u16) });
-                    }
-                }
-            }
-        }
-    }
+    // SAFETY: p points into the live view (walk's contract).
+    walk(seq, layers, t0, t1, |p, _, _, _, _, _| out.push(unsafe { std::ptr::read(p) }));
     out
 }
 
