@@ -1,11 +1,34 @@
 /* attention.c: fer_attention (contract in ffi/ferrite.h).
  *
- * A task is one kv head and a tile of queries: every q head of the head's group (grouped-query
- * attention) times ATT_BQ queries, so K and V of a tile are read once for the whole group. For
- * each query row the task keeps the running maximum m, the running sum l and the f32 output o,
- * and walks the visible keys in tiles of ATT_BK: scores, new maximum, o and l rescaled by
- * exp(m_old - m_new), probabilities, o += p v. The order of every operation depends only on the
- * query row, never on the layout, the other rows or the thread count. */
+ * The order of operations, which decides every output bit, so that every path below shares it:
+ * - Keys are cut into chunks of ATT_CHUNK (256) keys at multiples of 256, chunks into tiles of
+ *   ATT_BK (64). For each query row and each chunk holding a key the row sees, a partial softmax
+ *   state (m, l, o) is built from nothing by the online softmax over the chunk's visible keys,
+ *   tile by tile: scores, new maximum, o and l rescaled by exp(m_old - m_new), probabilities,
+ *   o += p v (the per-ISA loops of attention.h).
+ * - The row's result is the left fold of its chunk states in chunk order: chunk 0's state as it
+ *   is, then S = merge(S, chunk c) for c = 1, 2, ...: M = max(m_S, m_c), a = exp(m_S - M),
+ *   b = exp(m_c - M), l = fma(l_S, a, l_c * b), o = fma(o_S, a, o_c * b) (att_merge_row).
+ *   out = o * (1 / l).
+ * The chunks exist so that one query's keys can be split across threads: decode has one query
+ * row per q head and few kv heads (SmolLM2: 3), so heads alone cannot feed the threads. Which
+ * task computes a chunk, and whether the fold runs inside a task or after all of them, changes no
+ * operation, so results do not depend on the thread count, the task split, or on how many query
+ * rows share the call (decode equals prefill bit for bit).
+ *
+ * Two ways to cut the work into tasks, chosen by shape only for speed:
+ * - rows path (more than ATT_SPLIT_Q queries, prefill): a task is one kv head and a tile of
+ *   ATT_BQ queries times the head's group (K and V of a tile are read once for the group); it
+ *   walks its chunks in order and folds each into the running state as it ends.
+ * - split path (decode, up to ATT_SPLIT_Q queries): a task is a run of chunks times a block of
+ *   kv heads; it leaves each chunk state in its own workspace slot, and a second pass folds the
+ *   slots per kv head. Within a task the tiles are visited tile step by tile step (one tile of
+ *   every head of the block, att_step), and the K and V rows of the next step are prefetched
+ *   while this one is computed (inside the per-ISA loops, a few lines per key).
+ * Decode reads every K and V byte once and does little arithmetic per byte, so what decides its
+ * speed is keeping the memory system busy: prefetching a step ahead (tens of microseconds),
+ * spreading the prefetches through the arithmetic, and visiting seq-major and token-major
+ * caches position by position (att_step). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +43,21 @@
 
 static const char *const FN = "fer_attention";
 
-enum { ATT_BQ = 16, ATT_BK = 64, WS_ALIGN = 64 };
+enum {
+  ATT_BQ = 16,
+  ATT_BK = 64,
+  ATT_CHUNK = 4 * ATT_BK,
+  /* up to this many queries take the split path */
+  ATT_SPLIT_Q = 4,
+  /* split path: aim for this many tasks per pool slot (dynamic scheduling evens them out) */
+  ATT_TASKS_PER_SLOT = 4,
+  /* split path: a tile step of a head block (the prefetch distance) stays under this many bytes,
+   * so the step computed and the step prefetched fit in L2 together */
+  ATT_STEP_BYTES = 256 * 1024,
+  /* split path: at most this many kv heads per block (the per-task array of their rows) */
+  ATT_MAX_HBLOCK = 16,
+  WS_ALIGN = 64,
+};
 
 typedef struct att_plan {
   const fer_tensor *q, *k, *v, *out;
@@ -28,13 +65,28 @@ typedef struct att_plan {
   float scale;
   int causal;
   int64_t q_pos0;
-  int64_t q_tiles;
-  int64_t rows;             /* query rows per task: group x min(nq, ATT_BQ) */
-  size_t worker_bytes, total_bytes;
+  int split;
+  int64_t rows;             /* query rows of one kv head in a task: group x min(nq, ATT_BQ) */
+  int64_t q_tiles;          /* rows path */
+  int64_t n_chunks;         /* split path: chunks holding a key the last query sees */
+  int64_t hblock, n_hblocks, chunks_per_task, n_ctasks; /* split path */
+  int64_t n_tasks;
+  size_t state_floats;      /* one state of `rows` rows: o (rows x dv), m, l */
+  size_t slots_bytes, worker_bytes, total_bytes;
   uint32_t workers;
 } att_plan;
 
 static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Keys query position i (0-based in the call) sees: keys 0 .. att_visible - 1. */
+static int64_t att_visible(const att_plan *p, int64_t i) {
+  return p->causal ? min64(p->q_pos0 + i + 1, p->nk) : p->nk;
+}
+
+/* Whether one position's K rows of all heads lie closer together than one head's positions
+ * (seq-major, token-major). */
+static int att_by_pos(const att_plan *p) { return llabs(p->k->strides[1]) > llabs(p->k->strides[0]); }
 
 fer_status fer_attention_params_init(fer_attention_params *params) {
   feri_error_clear();
@@ -101,14 +153,45 @@ static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q
   p->q_pos0 = params->q_pos0;
   if (info[3].numel == 0) return FER_STATUS_OK;
   p->q_tiles = (p->nq + ATT_BQ - 1) / ATT_BQ;
-  p->rows = p->group * (p->nq < ATT_BQ ? p->nq : ATT_BQ);
-  /* per worker: q rows (d), outputs (dv), m and l per row, one tile of scores per row. K and V
-   * are read in their own dtype by every row: widening a tile to f32 once per task was measured
-   * 1.9x slower at decode (the f32 tile no longer fits L1) */
-  p->worker_bytes = round_up((size_t)p->rows * (size_t)(p->d + p->dv + 2 + ATT_BK) * sizeof(float), WS_ALIGN);
-  const int64_t tasks = p->hkv * p->q_tiles;
-  p->workers = tasks == 1 ? 1u : feri_threadpool_slots(pool);
-  p->total_bytes = p->worker_bytes * p->workers;
+  p->rows = p->group * min64(p->nq, ATT_BQ);
+  p->state_floats = (size_t)p->rows * (size_t)(p->dv + 2);
+  const uint32_t slots = feri_threadpool_slots(pool);
+  /* per worker, both paths: the q rows widened to f32, one tile of scores per row and the group's
+   * rescale factors. K and V are read in their own dtype: widening a tile to f32 once per task
+   * was measured 1.9x slower at decode (the f32 tile no longer fits L1) */
+  size_t worker_floats = (size_t)p->rows * (size_t)ATT_BK + (size_t)p->group;
+  p->split = p->nq <= ATT_SPLIT_Q;
+  if (p->split) {
+    const int64_t kmax = att_visible(p, p->nq - 1);
+    p->n_chunks = (kmax + ATT_CHUNK - 1) / ATT_CHUNK;
+    /* heads per block: all of them where one position's heads share bytes (and pages: two tasks
+     * over halves of the heads each read every page, 1.35x slower in f32 at 4k context), else a
+     * tile step under ATT_STEP_BYTES; then halved while there are too few tasks for the slots */
+    const int64_t row_bytes = p->d * (int64_t)feri_dtype_size(k->dtype) + p->dv * (int64_t)feri_dtype_size(v->dtype);
+    int64_t hb = att_by_pos(p) ? p->hkv : ATT_STEP_BYTES / (ATT_BK * (row_bytes > 0 ? row_bytes : 1));
+    hb = hb < 1 ? 1 : min64(min64(hb, p->hkv), ATT_MAX_HBLOCK);
+    const int64_t want = (int64_t)ATT_TASKS_PER_SLOT * slots;
+    while (hb > 1 && p->n_chunks * ((p->hkv + hb - 1) / hb) < want) hb = (hb + 1) / 2;
+    p->hblock = hb;
+    p->n_hblocks = (p->hkv + hb - 1) / hb;
+    const int64_t units = p->n_chunks * p->n_hblocks;
+    p->chunks_per_task = units >= want ? units / want : 1;
+    p->n_ctasks = (p->n_chunks + p->chunks_per_task - 1) / p->chunks_per_task;
+    p->n_tasks = p->n_ctasks * p->n_hblocks;
+    /* per head of a block: q rows, scores and rescale factors (the common ones above serve one) */
+    worker_floats += (size_t)p->hblock * (size_t)p->rows * (size_t)p->d +
+                     (size_t)(p->hblock - 1) * ((size_t)p->rows * ATT_BK + (size_t)p->group);
+    p->slots_bytes = round_up((size_t)(p->hkv * p->n_chunks) * p->state_floats * sizeof(float), WS_ALIGN);
+  } else {
+    /* the folded state and the state of the chunk being computed */
+    p->n_tasks = p->hkv * p->q_tiles;
+    worker_floats += (size_t)p->rows * (size_t)p->d + 2 * p->state_floats;
+  }
+  p->worker_bytes = round_up(worker_floats * sizeof(float), WS_ALIGN);
+  /* the fold of the split path runs as tasks too, one per kv head */
+  const int64_t tasks = p->split && p->hkv > p->n_tasks ? p->hkv : p->n_tasks;
+  p->workers = tasks <= 1 ? 1u : slots;
+  p->total_bytes = p->slots_bytes + p->worker_bytes * p->workers;
   return FER_STATUS_OK;
 }
 
@@ -118,76 +201,249 @@ typedef struct att_job {
   char *ws;
 } att_job;
 
-static void attention_task(void *ctx, int64_t task, uint32_t worker) {
-  const att_job *j = ctx;
-  const att_plan *p = j->p;
-  const int64_t h = task / p->q_tiles, i0 = task % p->q_tiles * ATT_BQ;
-  const int64_t nqt = p->nq - i0 < ATT_BQ ? p->nq - i0 : ATT_BQ;
-  const int64_t rows = p->group * nqt;
-  float *qf = (float *)(j->ws + (p->workers == 1 ? 0 : (size_t)worker * p->worker_bytes));
-  float *o = qf + p->rows * p->d, *m = o + p->rows * p->dv, *l = m + p->rows, *s = l + p->rows;
-  const fer_tensor *q = p->q, *out = p->out;
-  /* row r = (g, i): q head h * group + g, query i0 + i */
+/* The rows of one kv head in a task: row r = g * nqt + i is q head h * group + g at query
+ * position i0 + i (0-based in the call). */
+typedef struct att_rows {
+  int64_t h, i0, nqt;
+  const float *q;    /* row r at q + r * d */
+  float *o, *m, *l;  /* the state being built: o of row r at o + r * dv */
+  float *s, *corr;   /* scores (row r at s + r * ATT_BK); the group's rescale factors */
+} att_rows;
+
+static float *worker_scratch(const att_job *j, uint32_t worker) {
+  return (float *)(j->ws + j->p->slots_bytes + (j->p->workers == 1 ? 0 : (size_t)worker * j->p->worker_bytes));
+}
+
+static void load_q(const att_plan *p, int64_t h, int64_t i0, int64_t nqt, float *qf) {
+  const fer_tensor *q = p->q;
+  for (int64_t r = 0; r < p->group * nqt; r++) {
+    const char *qrow = (const char *)q->data + (h * p->group + r / nqt) * q->strides[0] + (i0 + r % nqt) * q->strides[1];
+    float *dst = qf + r * p->d;
+    if (q->dtype == FER_DTYPE_F32 && q->strides[2] == (int64_t)sizeof(float))
+      memcpy(dst, qrow, (size_t)p->d * sizeof(float));
+    else
+      for (int64_t e = 0; e < p->d; e++) dst[e] = feri_elem_load(qrow + e * q->strides[2], q->dtype);
+  }
+}
+
+static void state_clear(const att_plan *p, int64_t rows, float *o, float *m, float *l) {
+  memset(o, 0, (size_t)(rows * p->dv) * sizeof(float));
   for (int64_t r = 0; r < rows; r++) {
-    const int64_t hq = h * p->group + r / nqt, i = i0 + r % nqt;
-    const char *qrow = (const char *)q->data + hq * q->strides[0] + i * q->strides[1];
-    for (int64_t e = 0; e < p->d; e++) qf[r * p->d + e] = feri_elem_load(qrow + e * q->strides[2], q->dtype);
-    for (int64_t e = 0; e < p->dv; e++) o[r * p->dv + e] = 0.0f;
     m[r] = -INFINITY;
     l[r] = 0.0f;
   }
-  const int64_t es_k = (int64_t)feri_dtype_size(p->k->dtype), es_v = (int64_t)feri_dtype_size(p->v->dtype);
-  /* keys this tile can need: up to the last query's position */
-  const int64_t last_pos = p->q_pos0 + i0 + nqt - 1;
-  const int64_t kmax = p->causal ? (last_pos + 1 < p->nk ? last_pos + 1 : p->nk) : p->nk;
-  for (int64_t k0 = 0; k0 < kmax; k0 += ATT_BK) {
-    const int64_t kn = kmax - k0 < ATT_BK ? kmax - k0 : ATT_BK;
-    const feri_kv_rows kr = {(const char *)p->k->data + h * p->k->strides[0] + k0 * p->k->strides[1],
-                             p->k->dtype, p->k->strides[1], p->k->strides[2], es_k};
-    const feri_kv_rows vr = {(const char *)p->v->data + h * p->v->strides[0] + k0 * p->v->strides[1],
-                             p->v->dtype, p->v->strides[1], p->v->strides[2], es_v};
-    /* fetch the next tile while this one is computed: K and V tiles alternate, two short streams
-     * per task that the hardware prefetchers pick up late */
-    if (k0 + ATT_BK < kmax) {
-      const int64_t nn = kmax - k0 - ATT_BK < ATT_BK ? kmax - k0 - ATT_BK : ATT_BK;
-      for (int64_t t = 0; t < nn; t++) {
-        const char *kp = kr.base + (ATT_BK + t) * kr.row_stride, *vp = vr.base + (ATT_BK + t) * vr.row_stride;
-        for (int64_t b = 0; b < p->d * es_k; b += 64) __builtin_prefetch(kp + b * (kr.dim_stride / es_k));
-        for (int64_t b = 0; b < p->dv * es_v; b += 64) __builtin_prefetch(vp + b * (vr.dim_stride / es_v));
+}
+
+static feri_kv_rows kv_rows(const fer_tensor *t, int64_t h, int64_t k0) {
+  const feri_kv_rows r = {(const char *)t->data + h * t->strides[0] + k0 * t->strides[1], t->dtype,
+                          t->strides[1], t->strides[2], (int64_t)feri_dtype_size(t->dtype)};
+  return r;
+}
+
+/* Every 64-byte line of bytes [row, row + bytes), into L2 (prefetcht2, as the per-ISA loops). */
+static void prefetch_lines(const char *row, int64_t bytes) {
+  const char *end = row + bytes;
+  for (const char *a = (const char *)((uintptr_t)row & ~(uintptr_t)63); a < end; a += 64)
+    __builtin_prefetch(a, 0, 1);
+}
+
+/* Prefetch, in one go, the K and V rows of keys [k0, k0 + kn) of heads [h0, h0 + nh) in the
+ * order of their addresses (by position when att_by_pos, else by head): what a task needs first,
+ * before the loops' own prefetching has run ahead of it. */
+static void att_prefetch(const att_plan *p, int64_t h0, int64_t nh, int64_t k0, int64_t kn) {
+  const int by_pos = att_by_pos(p);
+  /* item t is (position, head) = (o, i) = (t / nh, t % nh) by position, (i, o) = (t % kn, t / kn)
+   * by head; rows of consecutive items i that touch (packed heads, or packed positions) are
+   * fetched as one run of lines */
+  const int64_t inner = by_pos ? nh : kn, t0 = 0, t1 = nh * kn;
+  const fer_tensor *kv[2] = {p->k, p->v};
+  const int64_t dims[2] = {p->d, p->dv};
+  for (int w = 0; w < 2; w++) {
+    const fer_tensor *x = kv[w];
+    const int64_t es = (int64_t)feri_dtype_size(x->dtype), bytes = dims[w] * es;
+    if (x->strides[2] != es) continue; /* rows whose elements are not packed: left to the hardware */
+    const int64_t s_in = by_pos ? x->strides[0] : x->strides[1], s_out = by_pos ? x->strides[1] : x->strides[0];
+    const char *base = (const char *)x->data + h0 * x->strides[0] + k0 * x->strides[1];
+    for (int64_t t = t0; t < t1;) {
+      const int64_t o = t / inner, i = t % inner, run = min64(inner - i, t1 - t);
+      const char *row = base + o * s_out + i * s_in;
+      if (s_in == bytes) {
+        prefetch_lines(row, run * bytes);
+      } else {
+        for (int64_t r = 0; r < run; r++) prefetch_lines(row + r * s_in, bytes);
       }
-    }
-    /* the group's q heads at one query position see the same keys: one batched call each */
-    for (int64_t i = 0; i < nqt; i++) {
-      int64_t n = kn;
-      if (p->causal) {
-        const int64_t lim = p->q_pos0 + i0 + i + 1 - k0;
-        n = lim < n ? lim : n;
-      }
-      if (n <= 0) continue;
-      /* rows of this query: r = g * nqt + i */
-      j->ops->scores(qf + i * p->d, nqt * p->d, p->group, p->d, &kr, n, p->scale, s + i * ATT_BK,
-                     nqt * ATT_BK);
-      for (int64_t g = 0; g < p->group; g++) {
-        const int64_t r = g * nqt + i;
-        float *sr = s + r * ATT_BK;
-        const float mx = j->ops->row_max(sr, n, m[r]);
-        const float corr = m[r] == -INFINITY ? 0.0f : feri_fexp(m[r] - mx);
-        const float sum = j->ops->exp_shift(sr, n, mx);
-        l[r] = fmaf(l[r], corr, sum);
-        float *orow = o + r * p->dv;
-        for (int64_t e = 0; e < p->dv; e++) orow[e] *= corr;
-        m[r] = mx;
-      }
-      j->ops->accumulate(o + i * p->dv, nqt * p->dv, p->group, p->dv, s + i * ATT_BK, nqt * ATT_BK,
-                         &vr, n);
+      t += run;
     }
   }
-  for (int64_t r = 0; r < rows; r++) {
-    const int64_t hq = h * p->group + r / nqt, i = i0 + r % nqt;
-    char *orow = (char *)out->data + hq * out->strides[0] + i * out->strides[1];
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    for (int64_t e = 0; e < p->dv; e++)
-      feri_elem_store(orow + e * out->strides[2], out->dtype, l[r] > 0.0f ? o[r * p->dv + e] * inv : 0.0f);
+}
+
+/* Keys [k0, k0 + kn) of one tile (inside one chunk) into the states of nh heads' rows a[0 .. nh).
+ * Scores and values go in halves of up to 32 keys: a score depends only on its key and the
+ * values' fma chains run over the keys in order either way (attention.h), so neither the halves
+ * nor the order of heads and halves change a bit. By position (seq-major, token-major caches:
+ * one position's rows of all heads are adjacent) the loops take a half of every head before the
+ * next half, so the 32 positions' bytes (in a token-major cache, 32 pages) serve all heads
+ * while they are in the caches and TLBs: 15% faster there than a whole tile per head at 4k
+ * context; by head otherwise.
+ * While the last query position's keys are scored and its values accumulated, the inner loops
+ * prefetch the same rows of the tile at key `next`, a few lines per key, spread through the
+ * arithmetic: issued as a burst per tile instead, the prefetches filled the miss queues and
+ * stalled the loops (35% of the time at 4k context). A next tile shorter than this one is
+ * prefetched here in one go. */
+static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0, int64_t kn, int64_t next,
+                     int64_t next_n) {
+  const att_plan *p = j->p;
+  const feri_attention_ops *ops = j->ops;
+  const int64_t nqt = a[0].nqt;
+  const int by_pos = att_by_pos(p);
+  if (next_n > 0 && next_n < kn) {
+    for (int64_t u = 0; u < nh; u++) att_prefetch(p, a[u].h, 1, next, next_n);
+    next_n = 0;
+  }
+  /* the group's q heads at one query position see the same keys: one batched call each */
+  for (int64_t i = 0; i < nqt; i++) {
+    const int64_t n = min64(kn, att_visible(p, a[0].i0 + i) - k0);
+    if (n <= 0) continue;
+    const int pf = i == nqt - 1 && next_n >= n;
+    const int64_t half = n > 32 ? 32 : n, halves = (n + half - 1) / half;
+    for (int64_t x = 0; x < nh * halves; x++) {
+      const att_rows *r = &a[by_pos ? x % nh : x / halves];
+      const int64_t k1 = (by_pos ? x / nh : x % halves) * half;
+      const feri_kv_rows kr = kv_rows(p->k, r->h, k0 + k1);
+      ops->scores(r->q + i * p->d, nqt * p->d, p->group, p->d, &kr, min64(n - k1, half), p->scale,
+                  r->s + i * ATT_BK + k1, nqt * ATT_BK, pf ? kv_rows(p->k, r->h, next + k1).base : NULL);
+    }
+    for (int64_t u = 0; u < nh; u++) {
+      const att_rows *r = &a[u];
+      for (int64_t g = 0; g < p->group; g++) {
+        const int64_t row = g * nqt + i;
+        float *sr = r->s + row * ATT_BK;
+        const float mx = ops->row_max(sr, n, r->m[row]);
+        r->corr[g] = r->m[row] == -INFINITY ? 0.0f : feri_fexp(r->m[row] - mx);
+        const float sum = ops->exp_shift(sr, n, mx);
+        r->l[row] = fmaf(r->l[row], r->corr[g], sum);
+        r->m[row] = mx;
+      }
+    }
+    /* o *= corr (with the first half), then o += p v */
+    for (int64_t x = 0; x < nh * halves; x++) {
+      const att_rows *r = &a[by_pos ? x % nh : x / halves];
+      const int64_t k1 = (by_pos ? x / nh : x % halves) * half;
+      const feri_kv_rows vr = kv_rows(p->v, r->h, k0 + k1);
+      ops->accumulate(r->o + i * p->dv, nqt * p->dv, p->group, p->dv, r->s + i * ATT_BK + k1, nqt * ATT_BK,
+                      &vr, min64(n - k1, half), k1 == 0 ? r->corr : NULL,
+                      pf ? kv_rows(p->v, r->h, next + k1).base : NULL);
+    }
+  }
+}
+
+/* S = merge(S, B) for one row (the formula at the top of this file). */
+static void att_merge_row(const feri_attention_ops *ops, int64_t dv, float *o, float *m, float *l,
+                          const float *ob, float mb, float lb) {
+  const float mx = isnan(*m) || isnan(mb) ? NAN : (*m > mb ? *m : mb);
+  const float a = feri_fexp(*m - mx), b = feri_fexp(mb - mx);
+  *l = fmaf(*l, a, lb * b);
+  ops->merge(o, ob, dv, a, b);
+  *m = mx;
+}
+
+/* out row (q head hq, query i) = o * (1 / l), or zeros when l is not positive (o is then not
+ * read: a row that saw no key may pass NULL). */
+static void store_row(const att_plan *p, int64_t hq, int64_t i, const float *o, float l) {
+  const fer_tensor *out = p->out;
+  char *orow = (char *)out->data + hq * out->strides[0] + i * out->strides[1];
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (int64_t e = 0; e < p->dv; e++)
+    feri_elem_store(orow + e * out->strides[2], out->dtype, l > 0.0f ? o[e] * inv : 0.0f);
+}
+
+/* Rows path: kv head h, queries [i0, i0 + nqt): chunks in order, folded as they end. */
+static void rows_task(void *ctx, int64_t task, uint32_t worker) {
+  const att_job *j = ctx;
+  const att_plan *p = j->p;
+  const int64_t h = task / p->q_tiles, i0 = task % p->q_tiles * ATT_BQ;
+  const int64_t nqt = min64(p->nq - i0, ATT_BQ), rows = p->group * nqt;
+  float *qf = worker_scratch(j, worker);
+  float *s = qf + p->rows * p->d, *corr = s + p->rows * ATT_BK;
+  float *fo = corr + p->group, *fm = fo + p->rows * p->dv, *fl = fm + p->rows;
+  float *co = fl + p->rows, *cm = co + p->rows * p->dv, *cl = cm + p->rows;
+  load_q(p, h, i0, nqt, qf);
+  state_clear(p, rows, fo, fm, fl);
+  /* keys this tile of queries can need: up to the last query's position */
+  const int64_t kmax = att_visible(p, i0 + nqt - 1);
+  if (kmax > 0) att_prefetch(p, h, 1, 0, min64(kmax, ATT_BK)); /* later tiles: att_step */
+  for (int64_t c0 = 0; c0 < kmax; c0 += ATT_CHUNK) {
+    /* chunk 0 is built in the folded state itself: the fold starts with it as it is */
+    att_rows a = {h, i0, nqt, qf, fo, fm, fl, s, corr};
+    if (c0 > 0) {
+      a.o = co, a.m = cm, a.l = cl;
+      state_clear(p, rows, co, cm, cl);
+    }
+    const int64_t cend = min64(c0 + ATT_CHUNK, kmax);
+    for (int64_t k0 = c0; k0 < cend; k0 += ATT_BK)
+      att_step(j, &a, 1, k0, min64(cend - k0, ATT_BK), k0 + ATT_BK, min64(kmax - k0 - ATT_BK, ATT_BK));
+    if (c0 == 0) continue;
+    for (int64_t r = 0; r < rows; r++)
+      if (att_visible(p, i0 + r % nqt) > c0)
+        att_merge_row(j->ops, p->dv, fo + r * p->dv, &fm[r], &fl[r], co + r * p->dv, cm[r], cl[r]);
+  }
+  for (int64_t r = 0; r < rows; r++) store_row(p, h * p->group + r / nqt, i0 + r % nqt, fo + r * p->dv, fl[r]);
+}
+
+/* Split path: the state of (kv head h, chunk c) lives in slot h * n_chunks + c. */
+static float *slot_of(const att_job *j, int64_t h, int64_t c) {
+  return (float *)j->ws + (size_t)(h * j->p->n_chunks + c) * j->p->state_floats;
+}
+
+static att_rows slot_rows(const att_job *j, int64_t h, int64_t c, const float *q, float *s, float *corr) {
+  const att_plan *p = j->p;
+  float *o = slot_of(j, h, c);
+  const att_rows a = {h, 0, p->nq, q, o, o + p->rows * p->dv, o + p->rows * p->dv + p->rows, s, corr};
+  return a;
+}
+
+/* Split path: chunks [c0, c1) of kv heads [h0, h0 + nh), tile step by tile step. */
+static void split_task(void *ctx, int64_t task, uint32_t worker) {
+  const att_job *j = ctx;
+  const att_plan *p = j->p;
+  const int64_t hb = task % p->n_hblocks, ct = task / p->n_hblocks;
+  const int64_t h0 = hb * p->hblock, nh = min64(p->hblock, p->hkv - h0);
+  const int64_t c0 = ct * p->chunks_per_task, c1 = min64(c0 + p->chunks_per_task, p->n_chunks);
+  const int64_t kmax = att_visible(p, p->nq - 1), kend = min64(c1 * ATT_CHUNK, kmax);
+  /* per head of the block: q rows, scores, rescale factors */
+  float *qf = worker_scratch(j, worker), *s = qf + p->hblock * p->rows * p->d, *corr = s + p->hblock * p->rows * ATT_BK;
+  att_rows a[ATT_MAX_HBLOCK];
+  for (int64_t u = 0; u < nh; u++) load_q(p, h0 + u, 0, p->nq, qf + u * p->rows * p->d);
+  att_prefetch(p, h0, nh, c0 * ATT_CHUNK, min64(kend - c0 * ATT_CHUNK, ATT_BK));
+  for (int64_t k0 = c0 * ATT_CHUNK; k0 < kend; k0 += ATT_BK) {
+    const int64_t c = k0 / ATT_CHUNK, kn = min64(kend - k0, ATT_BK), next = k0 + ATT_BK;
+    for (int64_t u = 0; u < nh; u++) {
+      a[u] = slot_rows(j, h0 + u, c, qf + u * p->rows * p->d, s + u * p->rows * ATT_BK, corr + u * p->group);
+      if (k0 % ATT_CHUNK == 0) state_clear(p, p->rows, a[u].o, a[u].m, a[u].l);
+    }
+    att_step(j, a, nh, k0, kn, next, min64(kend - next, ATT_BK));
+  }
+}
+
+/* Split path, second pass: kv head h's slots folded in chunk order, rows written out. */
+static void fold_task(void *ctx, int64_t h, uint32_t worker) {
+  const att_job *j = ctx;
+  const att_plan *p = j->p;
+  (void)worker;
+  for (int64_t r = 0; r < p->rows; r++) {
+    const int64_t i = r % p->nq, vis = att_visible(p, i);
+    /* a row that sees no key keeps l = 0 and gets zeros */
+    float *o = NULL, *m = NULL, l0 = 0.0f, *l = &l0;
+    for (int64_t c = 0; c < p->n_chunks && c * ATT_CHUNK < vis; c++) {
+      float *st = slot_of(j, h, c);
+      float *so = st + r * p->dv, *sm = st + p->rows * p->dv + r, *sl = sm + p->rows;
+      if (c == 0) {
+        o = so, m = sm, l = sl;
+        continue;
+      }
+      att_merge_row(j->ops, p->dv, o, m, l, so, *sm, *sl);
+    }
+    store_row(p, h * p->group + r / p->nq, i, o, *l);
   }
 }
 
@@ -217,7 +473,12 @@ fer_status fer_attention(fer_threadpool *pool, const fer_tensor *q, const fer_te
     return st;
   if (p.total_bytes == 0) return FER_STATUS_OK;
   att_job j = {&p, feri_attention_ops_for(feri_threadpool_effective_isa(pool)), ws};
-  st = feri_threadpool_run_workers(pool, p.hkv * p.q_tiles, attention_task, &j);
+  if (!p.split) {
+    st = feri_threadpool_run_workers(pool, p.n_tasks, rows_task, &j);
+  } else {
+    st = feri_threadpool_run_workers(pool, p.n_tasks, split_task, &j);
+    if (st == FER_STATUS_OK) st = feri_threadpool_run_workers(pool, p.hkv, fold_task, &j);
+  }
   free(owned);
   return st;
 }

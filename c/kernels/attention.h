@@ -1,7 +1,9 @@
 /* attention.h: the per-ISA inner loops of fer_attention. Every level performs the same IEEE
  * operations in the same order (claim C-ATT-003): dot products in eight lanes (element d of a row
  * goes to lane d mod 8 by fma, lanes combine as ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7))), the
- * exponential of fexp.h, and value rows accumulated by fma, key by key in order. */
+ * exponential of fexp.h, value rows accumulated by fma, key by key in order, and the merge of
+ * two partial softmax states by the formula of `merge` below. How attention.c strings these
+ * together (tiles, chunks, the merge order) is described at the top of attention.c. */
 #ifndef FERI_KERNELS_ATTENTION_H
 #define FERI_KERNELS_ATTENTION_H
 
@@ -19,18 +21,28 @@ typedef struct feri_kv_rows {
 typedef struct feri_attention_ops {
   /* For each of `rows` query rows r (q + r * q_stride, contiguous f32 of length d):
    * s[r * s_stride + j] = dot(q_r, row j of k) * scale for j < n. Rows of one call share the
-   * keys (the q heads of one GQA group), so each K row is loaded once for all of them. */
+   * keys (the q heads of one GQA group), so each K row is loaded once for all of them. A score
+   * depends only on its row and key: never on `rows`, n or where the key sits in the call.
+   * pf, when not NULL, is row 0 of n rows laid out as k's (a later tile): the call may prefetch
+   * them, spread through its loops. It changes no result. */
   void (*scores)(const float *q, int64_t q_stride, int64_t rows, int64_t d, const feri_kv_rows *k,
-                 int64_t n, float scale, float *s, int64_t s_stride);
+                 int64_t n, float scale, float *s, int64_t s_stride, const char *pf);
   /* s[j] = fexp(s[j] - m) for j < n; returns their sum in eight lanes (s[j] into lane j mod 8,
    * in order of j; lanes combined as the dot products' lanes). */
   float (*exp_shift)(float *s, int64_t n, float m);
   /* max(init, s[0 .. n-1]); NaN if any s[j] is NaN (max is exact in any order). */
   float (*row_max)(const float *s, int64_t n, float init);
-  /* For each of `rows` rows r: o_r[e] = fma(p_r[j], v[j][e], o_r[e]) for j = 0 .. n-1 in order,
-   * every e < dv (o_r = o + r * o_stride, p_r = p + r * p_stride); each V row loaded once. */
+  /* For each of `rows` rows r (o_r = o + r * o_stride, p_r = p + r * p_stride): first, when corr
+   * is not NULL, o_r[e] = o_r[e] * corr[r]; then o_r[e] = fma(p_r[j], v[j][e], o_r[e]) for
+   * j = 0 .. n-1 in order, every e < dv. Each V row is loaded once for all the rows; calling it
+   * on keys [0, a) and then [a, n) (corr on the first call only) gives the same bits. pf as for
+   * scores, rows laid out as v's. */
   void (*accumulate)(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,
-                     int64_t p_stride, const feri_kv_rows *v, int64_t n);
+                     int64_t p_stride, const feri_kv_rows *v, int64_t n, const float *corr,
+                     const char *pf);
+  /* o[e] = fma(o[e], a, ob[e] * b) for e < dv: one row's output in the merge of two partial
+   * softmax states (attention.c computes a and b). */
+  void (*merge)(float *o, const float *ob, int64_t dv, float a, float b);
 } feri_attention_ops;
 
 const feri_attention_ops *feri_attention_ops_for(fer_isa isa);
@@ -40,12 +52,15 @@ static inline float feri_att_lanes8(const float l[8]) {
   return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
 
-/* The scalar reference versions (any strides), also used for tails of the vector versions. */
+/* The scalar reference versions (any strides), also used for odd shapes by the vector levels. */
 float feri_att_dot(const float *q, int64_t d, const feri_kv_rows *k, int64_t j);
 void feri_att_scores_ref(const float *q, int64_t q_stride, int64_t rows, int64_t d,
-                         const feri_kv_rows *k, int64_t n, float scale, float *s, int64_t s_stride);
+                         const feri_kv_rows *k, int64_t n, float scale, float *s, int64_t s_stride,
+                         const char *pf);
 void feri_att_accumulate_ref(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,
-                             int64_t p_stride, const feri_kv_rows *v, int64_t n);
+                             int64_t p_stride, const feri_kv_rows *v, int64_t n, const float *corr,
+                             const char *pf);
+void feri_att_merge_ref(float *o, const float *ob, int64_t dv, float a, float b);
 
 extern const feri_attention_ops feri_attention_ops_portable;
 #if defined(__x86_64__)

@@ -16,7 +16,9 @@ float feri_att_dot(const float *q, int64_t d, const feri_kv_rows *k, int64_t j) 
 }
 
 void feri_att_scores_ref(const float *q, int64_t q_stride, int64_t rows, int64_t d,
-                         const feri_kv_rows *k, int64_t n, float scale, float *s, int64_t s_stride) {
+                         const feri_kv_rows *k, int64_t n, float scale, float *s, int64_t s_stride,
+                         const char *pf) {
+  (void)pf; /* the reference level leaves memory to the hardware */
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < n; j++) s[r * s_stride + j] = feri_att_dot(q + r * q_stride, d, k, j) * scale;
 }
@@ -40,11 +42,20 @@ static float row_max_portable(const float *s, int64_t n, float init) {
 }
 
 void feri_att_accumulate_ref(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,
-                             int64_t p_stride, const feri_kv_rows *v, int64_t n) {
-  for (int64_t r = 0; r < rows; r++)
+                             int64_t p_stride, const feri_kv_rows *v, int64_t n, const float *corr,
+                             const char *pf) {
+  (void)pf;
+  for (int64_t r = 0; r < rows; r++) {
+    if (corr != NULL)
+      for (int64_t e = 0; e < dv; e++) o[r * o_stride + e] *= corr[r];
     for (int64_t j = 0; j < n; j++)
       for (int64_t e = 0; e < dv; e++)
         o[r * o_stride + e] = fmaf(p[r * p_stride + j], kv_at(v, j, e), o[r * o_stride + e]);
+  }
+}
+
+void feri_att_merge_ref(float *o, const float *ob, int64_t dv, float a, float b) {
+  for (int64_t e = 0; e < dv; e++) o[e] = fmaf(o[e], a, ob[e] * b);
 }
 
 const feri_attention_ops feri_attention_ops_portable = {
@@ -52,6 +63,7 @@ const feri_attention_ops feri_attention_ops_portable = {
     .exp_shift = exp_shift_portable,
     .row_max = row_max_portable,
     .accumulate = feri_att_accumulate_ref,
+    .merge = feri_att_merge_ref,
 };
 
 const feri_attention_ops *feri_attention_ops_for(fer_isa isa) {

@@ -1,12 +1,18 @@
 /* attention_test.c: the shared exponential (claim C-ATT-004) against exp() in double over a
  * sweep of every 97th f32 bit pattern in [-110, 95] plus the special values, and the AVX2 and
  * portable levels of fer_attention's exp_shift (values and their sum) and row_max against each
- * other bit for bit. */
+ * other bit for bit. Then fer_attention over contexts of several 256-key chunks (the Rust
+ * property tests stay under one chunk): an f64 reference within a stated bound (C-ATT-001), the
+ * same bits in head-major, seq-major and token-major layouts (C-ATT-002), at both ISA levels, on
+ * 1 to 3 threads, and for each query alone, in pairs and in the batch (C-ATT-003), so the split
+ * decode path and the prefill path fold the same chunk states in the same order. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cpu.h"
+#include "core/dtype.h"
 #include "kernels/attention.h"
 #include "kernels/fexp.h"
 #include "testing/check.h"
@@ -72,8 +78,232 @@ static void test_levels_agree(void) {
   CHECK(mismatches == 0);
 }
 
+/* A reproducible value in [-1, 1). */
+static float unit_value(uint64_t *state) {
+  *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((double)(*state >> 11) / (double)(1ull << 52) - 1.0);
+}
+
+enum { LAYOUT_HEAD, LAYOUT_SEQ, LAYOUT_TOKEN, N_LAYOUTS };
+
+typedef struct att_case {
+  int64_t hkv, group, nq, nk, d, q_pos0;
+  int causal;
+  fer_dtype dtype;
+} att_case;
+
+/* K and V [hkv, nk, d] of logical values kl / vl (already representable in the dtype) placed in
+ * one buffer in a layout; token-major keeps 3 layers' K and V per token and uses layer 1. */
+static char *place_kv(const att_case *c, int layout, const float *kl, const float *vl, fer_tensor *k,
+                      fer_tensor *v) {
+  const int64_t es = (int64_t)feri_dtype_size(c->dtype), h = c->hkv, n = c->nk, d = c->d;
+  const int64_t layers = 3, total = layout == LAYOUT_TOKEN ? n * layers * 2 * h * d : 2 * h * n * d;
+  char *buf = malloc((size_t)(total * es) + 64);
+  if (buf == NULL) return NULL;
+  memset(buf, 0x7f, (size_t)(total * es) + 64); /* junk (NaN patterns) between the rows */
+  int64_t st[3], off_k, off_v;
+  if (layout == LAYOUT_HEAD) {
+    st[0] = n * d, st[1] = d, off_k = 0, off_v = h * n * d;
+  } else if (layout == LAYOUT_SEQ) {
+    st[0] = d, st[1] = h * d, off_k = 0, off_v = h * n * d;
+  } else {
+    st[0] = d, st[1] = layers * 2 * h * d, off_k = 2 * h * d, off_v = 3 * h * d;
+  }
+  fer_tensor *ts[2] = {k, v};
+  const float *src[2] = {kl, vl};
+  const int64_t offs[2] = {off_k, off_v};
+  for (int t = 0; t < 2; t++) {
+    memset(ts[t], 0, sizeof *ts[t]);
+    ts[t]->data = buf + offs[t] * es;
+    ts[t]->dtype = c->dtype;
+    ts[t]->rank = 3;
+    ts[t]->shape[0] = h, ts[t]->shape[1] = n, ts[t]->shape[2] = d;
+    for (int i = 0; i < 3; i++) ts[t]->strides[i] = (i < 2 ? st[i] : 1) * es;
+    for (int64_t a = 0; a < h; a++)
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t e = 0; e < d; e++)
+          feri_elem_store(buf + (offs[t] + a * st[0] + j * st[1] + e) * es, c->dtype, src[t][(a * n + j) * d + e]);
+  }
+  return buf;
+}
+
+static fer_tensor f32_tensor(float *data, int64_t a, int64_t b, int64_t c) {
+  fer_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.dtype = FER_DTYPE_F32;
+  t.rank = 3;
+  t.shape[0] = a, t.shape[1] = b, t.shape[2] = c;
+  t.strides[0] = b * c * 4, t.strides[1] = c * 4, t.strides[2] = 4;
+  return t;
+}
+
+/* fer_attention of queries [i0, i0 + nq) of q [hq, c->nq, d] into rows [i0, i0 + nq) of out. */
+static fer_status run_queries(const att_case *c, fer_threadpool *pool, const float *q, const fer_tensor *k,
+                              const fer_tensor *v, int64_t i0, int64_t nq, float *out) {
+  const int64_t hq = c->hkv * c->group, d = c->d;
+  float *qs = malloc((size_t)(hq * nq * d) * sizeof(float)), *os = malloc((size_t)(hq * nq * d) * sizeof(float));
+  fer_status st = FER_STATUS_OUT_OF_MEMORY;
+  if (qs != NULL && os != NULL) {
+    for (int64_t h = 0; h < hq; h++) memcpy(qs + h * nq * d, q + (h * c->nq + i0) * d, (size_t)(nq * d) * sizeof(float));
+    fer_tensor qt = f32_tensor(qs, hq, nq, d), ot = f32_tensor(os, hq, nq, d);
+    fer_attention_params params;
+    fer_attention_params_init(&params);
+    params.causal = c->causal;
+    params.q_pos0 = c->q_pos0 + i0;
+    st = fer_attention(pool, &qt, k, v, &params, &ot, NULL, 0);
+    for (int64_t h = 0; h < hq; h++) memcpy(out + (h * c->nq + i0) * d, os + h * nq * d, (size_t)(nq * d) * sizeof(float));
+  }
+  free(qs);
+  free(os);
+  return st;
+}
+
+/* The f64 softmax(q k^T / sqrt(d)) v of one output element's row, and the bound of
+ * rust_tests/tests/attention.rs: scores err by 2 scale (d/8 + 4) u sum|q||k|, the output by
+ * twice (2 ds + (2n + 18) u) times sum_j p_j |v_j|. */
+static void reference_row(const att_case *c, const float *q, const float *kl, const float *vl, int64_t hqi,
+                          int64_t i, double *want, double *tol) {
+  const int64_t d = c->d, kh = hqi / c->group;
+  const int64_t n = c->causal ? (c->q_pos0 + i + 1 < c->nk ? c->q_pos0 + i + 1 : c->nk) : c->nk;
+  const float *qr = q + (hqi * c->nq + i) * d;
+  const double scale = 1.0 / sqrt((double)d), u = ldexp(1.0, -24);
+  double mx = -INFINITY, qk = 0.0, sum = 0.0;
+  double *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+  for (int64_t j = 0; j < n; j++) {
+    double s = 0.0, a = 0.0;
+    for (int64_t e = 0; e < d; e++) {
+      s += (double)qr[e] * kl[(kh * c->nk + j) * d + e];
+      a += fabs((double)qr[e] * kl[(kh * c->nk + j) * d + e]);
+    }
+    p[j] = s * scale;
+    mx = p[j] > mx ? p[j] : mx;
+    qk = a > qk ? a : qk;
+  }
+  for (int64_t j = 0; j < n; j++) sum += (p[j] = exp(p[j] - mx));
+  const double rel = 2.0 * (2.0 * scale * ((double)d / 8.0 + 4.0) * u * qk) + (2.0 * (double)n + 18.0) * u;
+  for (int64_t e = 0; e < d; e++) {
+    double w = 0.0, mag = 0.0;
+    for (int64_t j = 0; j < n; j++) {
+      w += p[j] / sum * vl[(kh * c->nk + j) * d + e];
+      mag += p[j] / sum * fabs((double)vl[(kh * c->nk + j) * d + e]);
+    }
+    want[e] = n > 0 ? w : 0.0;
+    tol[e] = 2.0 * rel * mag + ldexp(1.0, -140);
+  }
+  free(p);
+}
+
+static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+static void test_long_context_case(const att_case *c, fer_threadpool *const *pools, int n_pools) {
+  const int64_t hq = c->hkv * c->group, d = c->d, n_out = hq * c->nq * d, n_kv = c->hkv * c->nk * d;
+  float *q = malloc((size_t)n_out * sizeof(float)), *kl = malloc((size_t)n_kv * sizeof(float));
+  float *vl = malloc((size_t)n_kv * sizeof(float)), *ref = malloc((size_t)n_out * sizeof(float));
+  float *got = malloc((size_t)n_out * sizeof(float));
+  double *want = malloc((size_t)d * sizeof(double)), *tol = malloc((size_t)d * sizeof(double));
+  CHECK(q != NULL && kl != NULL && vl != NULL && ref != NULL && got != NULL && want != NULL && tol != NULL);
+  if (q == NULL || kl == NULL || vl == NULL || ref == NULL || got == NULL || want == NULL || tol == NULL) goto done;
+  uint64_t seed = (uint64_t)(c->nk * 131 + c->d * 7 + c->group);
+  for (int64_t i = 0; i < n_out; i++) q[i] = unit_value(&seed);
+  /* K and V rounded to the dtype, so the reference sees what the kernel reads */
+  for (int64_t i = 0; i < n_kv; i++) {
+    char b[4];
+    feri_elem_store(b, c->dtype, unit_value(&seed));
+    kl[i] = feri_elem_load(b, c->dtype);
+    feri_elem_store(b, c->dtype, unit_value(&seed));
+    vl[i] = feri_elem_load(b, c->dtype);
+  }
+  fer_tensor k, v;
+  char *buf = place_kv(c, LAYOUT_HEAD, kl, vl, &k, &v);
+  CHECK(buf != NULL);
+  if (buf == NULL) goto done;
+  CHECK_STATUS(run_queries(c, NULL, q, &k, &v, 0, c->nq, ref), FER_STATUS_OK);
+  long bad = 0;
+  for (int64_t h = 0; h < hq; h++)
+    for (int64_t i = 0; i < c->nq; i++) {
+      reference_row(c, q, kl, vl, h, i, want, tol);
+      for (int64_t e = 0; e < d; e++)
+        if (!(fabs((double)ref[(h * c->nq + i) * d + e] - want[e]) <= tol[e])) bad++;
+    }
+  CHECK(bad == 0);
+  /* the same bits from every pool (ISA level, thread count) */
+  for (int pi = 0; pi < n_pools; pi++) {
+    memset(got, 0xff, (size_t)n_out * sizeof(float));
+    CHECK_STATUS(run_queries(c, pools[pi], q, &k, &v, 0, c->nq, got), FER_STATUS_OK);
+    CHECK(same_bits(got, ref, (size_t)n_out));
+  }
+  /* each query alone (decode), and in pairs (the split path with two queries) */
+  for (int pi = 0; pi < n_pools; pi += n_pools - 1 > 0 ? n_pools - 1 : 1) {
+    memset(got, 0xff, (size_t)n_out * sizeof(float));
+    for (int64_t i = 0; i < c->nq; i++) CHECK_STATUS(run_queries(c, pools[pi], q, &k, &v, i, 1, got), FER_STATUS_OK);
+    CHECK(same_bits(got, ref, (size_t)n_out));
+    memset(got, 0xff, (size_t)n_out * sizeof(float));
+    for (int64_t i = 0; i < c->nq; i += 2)
+      CHECK_STATUS(run_queries(c, pools[pi], q, &k, &v, i, c->nq - i < 2 ? 1 : 2, got), FER_STATUS_OK);
+    CHECK(same_bits(got, ref, (size_t)n_out));
+  }
+  free(buf);
+  /* the other layouts */
+  for (int layout = LAYOUT_SEQ; layout < N_LAYOUTS; layout++) {
+    buf = place_kv(c, layout, kl, vl, &k, &v);
+    CHECK(buf != NULL);
+    if (buf == NULL) break;
+    memset(got, 0xff, (size_t)n_out * sizeof(float));
+    CHECK_STATUS(run_queries(c, pools[n_pools - 1], q, &k, &v, 0, c->nq, got), FER_STATUS_OK);
+    CHECK(same_bits(got, ref, (size_t)n_out));
+    memset(got, 0xff, (size_t)n_out * sizeof(float));
+    CHECK_STATUS(run_queries(c, pools[n_pools - 1], q, &k, &v, c->nq - 1, 1, got + 0), FER_STATUS_OK);
+    const int64_t last = c->nq - 1;
+    int ok = 1;
+    for (int64_t h = 0; h < hq; h++)
+      ok &= same_bits(got + (h * c->nq + last) * d, ref + (h * c->nq + last) * d, (size_t)d);
+    CHECK(ok);
+    free(buf);
+  }
+  printf("attention hkv %lld x group %lld, %lld queries over %lld keys, d %lld, dtype %d, causal %d: "
+         "%ld outside the bound\n", (long long)c->hkv, (long long)c->group, (long long)c->nq,
+         (long long)c->nk, (long long)d, (int)c->dtype, c->causal, bad);
+done:
+  free(q), free(kl), free(vl), free(ref), free(got), free(want), free(tol);
+}
+
+static void test_long_contexts(void) {
+  /* pools: portable on 1 thread, then AVX2 (where the CPU has it) on 2 and 3 threads */
+  fer_threadpool *pools[3] = {NULL, NULL, NULL};
+  int n_pools = 0;
+  const struct { uint32_t threads; fer_isa isa; } want[3] = {{1, FER_ISA_PORTABLE}, {2, FER_ISA_AVX2}, {3, FER_ISA_AVX2}};
+  for (int i = 0; i < 3; i++) {
+    fer_isa isa;
+    if (feri_isa_resolve(want[i].isa, &isa) != FER_STATUS_OK) continue;
+    fer_threadpool_options o;
+    fer_threadpool_options_init(&o);
+    o.n_threads = want[i].threads;
+    o.isa = want[i].isa;
+    if (fer_threadpool_create(&o, &pools[n_pools]) == FER_STATUS_OK) n_pools++;
+  }
+  CHECK(n_pools >= 1);
+  if (n_pools < 3) printf("SKIPPED: attention_test AVX2 pools (not on this CPU); portable only\n");
+  const att_case cases[] = {
+      /* SmolLM2's grouping (9 q heads over 3), five chunks, a partial last tile */
+      {3, 3, 6, 1100, 64, 1094, 1, FER_DTYPE_F16},
+      {2, 4, 5, 700, 128, 695, 1, FER_DTYPE_BF16},
+      /* queries in the middle of the cache, non-causal, odd head_dim (scalar paths) */
+      {1, 4, 3, 530, 12, 300, 1, FER_DTYPE_F32},
+      {2, 1, 4, 600, 8, 0, 0, FER_DTYPE_F16},
+      /* more queries than the split path takes, crossing two query tiles */
+      {1, 2, 19, 520, 16, 501, 1, FER_DTYPE_F32},
+      /* a group of six (row blocks of four and two); rows 4 KiB apart in seq-major (the blocked
+       * value loop) */
+      {8, 6, 2, 300, 128, 298, 1, FER_DTYPE_F32},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_long_context_case(&cases[i], pools, n_pools);
+  for (int i = 0; i < n_pools; i++) fer_threadpool_free(pools[i]);
+}
+
 int main(void) {
   test_fexp_accuracy();
   test_levels_agree();
+  test_long_contexts();
   return feri_test_finish("attention_test");
 }
