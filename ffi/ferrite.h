@@ -429,11 +429,13 @@ fer_status fer_attention_workspace_bytes(const fer_threadpool *pool, const fer_t
 
 /**
  * Scaled dot-product attention, flash style: keys are visited in tiles of 64 with an online
- * softmax (running maximum and sum), never materialising a score matrix. q is [q_heads, n_q, D],
+ * softmax (running maximum and sum), never materialising a score matrix; each chunk of 256 keys
+ * keeps a state of its own and a row's result folds the chunk states in chunk order (so decode
+ * can split a long context across threads and still give the bits prefill gives). q is [q_heads, n_q, D],
  * k [kv_heads, n_kv, D], v [kv_heads, n_kv, Dv], out [q_heads, n_q, Dv]; q_heads a multiple of
  * kv_heads (grouped-query: q head h reads kv head h / (q_heads / kv_heads)); each tensor F32, F16
  * or BF16 independently, any strides. Each output row is computed in a fixed order that depends
- * only on its query, the keys and values and the tile size: bit-identical across layouts, thread
+ * only on its query, the keys and values and the tile and chunk sizes: bit-identical across layouts, thread
  * counts and ISA levels, and a query gives the same row whether it comes alone (decode) or with
  * others (prefill). Scores are dot products in eight lanes (element d in lane d mod 8, a fixed
  * tree), exponentials a fixed polynomial (within 2 ulp of exp). A query that sees no key gets

@@ -444,11 +444,13 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Scaled dot-product attention, flash style: keys are visited in tiles of 64 with an online"]
-    #[doc = " softmax (running maximum and sum), never materialising a score matrix. q is [q_heads, n_q, D],"]
+    #[doc = " softmax (running maximum and sum), never materialising a score matrix; each chunk of 256 keys"]
+    #[doc = " keeps a state of its own and a row's result folds the chunk states in chunk order (so decode"]
+    #[doc = " can split a long context across threads and still give the bits prefill gives). q is [q_heads, n_q, D],"]
     #[doc = " k [kv_heads, n_kv, D], v [kv_heads, n_kv, Dv], out [q_heads, n_q, Dv]; q_heads a multiple of"]
     #[doc = " kv_heads (grouped-query: q head h reads kv head h / (q_heads / kv_heads)); each tensor F32, F16"]
     #[doc = " or BF16 independently, any strides. Each output row is computed in a fixed order that depends"]
-    #[doc = " only on its query, the keys and values and the tile size: bit-identical across layouts, thread"]
+    #[doc = " only on its query, the keys and values and the tile and chunk sizes: bit-identical across layouts, thread"]
     #[doc = " counts and ISA levels, and a query gives the same row whether it comes alone (decode) or with"]
     #[doc = " others (prefill). Scores are dot products in eight lanes (element d in lane d mod 8, a fixed"]
     #[doc = " tree), exponentials a fixed polynomial (within 2 ulp of exp). A query that sees no key gets"]
