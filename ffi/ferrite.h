@@ -481,9 +481,10 @@ fer_status fer_rope(fer_threadpool *pool, const fer_tensor *x, const fer_tensor 
                     const fer_tensor *out);
 
 /**
- * SiLU: out = x * sigmoid(x), the sigmoid evaluated as 1 / (1 + expf(-x)) for x >= 0 and
- * e / (1 + e), e = expf(x), below; where the sigmoid is 0 (x = -inf or below about -104) the
- * result is -0. Claims: C-TK-003.
+ * SiLU: out = x * sigmoid(x), the sigmoid evaluated from t = exp(-|x|) (ferrite's exponential,
+ * within 2 ulp, the one attention uses) as 1 / (1 + t) for x >= 0 and t / (1 + t) below; where the
+ * sigmoid is 0 (x = -inf or below about -104) the result is -0. The same bits at every ISA level
+ * (the AVX2 level runs eight lanes). Claims: C-TK-003.
  */
 fer_status fer_silu(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *out);
 

@@ -3,32 +3,21 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "core/threadpool.h"
 #include "kernels/kernel_util.h"
+#include "kernels/rowops.h"
 #include "kernels/rows.h"
 
-/* x * sigmoid(x), with the sigmoid evaluated on the side where exp cannot overflow; the limit
- * at -inf (and wherever the sigmoid underflows) is -0. */
-static float silu(float x) {
-  float s;
-  if (x >= 0.0f) {
-    s = 1.0f / (1.0f + expf(-x));
-  } else {
-    const float e = expf(x);
-    s = e / (1.0f + e);
-  }
-  return s == 0.0f ? -0.0f : x * s;
-}
-
+/* SiLU and SwiGLU rows through the pool's table (ctx): feri_silu, vectorised where the ISA allows,
+ * the same bits at every level. */
 static void silu_row(const void *ctx, int64_t row, float *const *bufs, int64_t len) {
-  (void)ctx;
   (void)row;
-  for (int64_t i = 0; i < len; i++) bufs[0][i] = silu(bufs[1][i]);
+  ((const feri_rowops *)ctx)->silu_f32(bufs[1], NULL, bufs[0], (size_t)len);
 }
 
 static void swiglu_row(const void *ctx, int64_t row, float *const *bufs, int64_t len) {
-  (void)ctx;
   (void)row;
-  for (int64_t i = 0; i < len; i++) bufs[0][i] = silu(bufs[1][i]) * bufs[2][i];
+  ((const feri_rowops *)ctx)->silu_f32(bufs[1], bufs[2], bufs[0], (size_t)len);
 }
 
 static void softmax_row(const void *ctx, int64_t row, float *const *bufs, int64_t len) {
@@ -54,7 +43,7 @@ static void softmax_row(const void *ctx, int64_t row, float *const *bufs, int64_
 /* Shared entry: validates out and the inputs (same shape and float dtype), then runs fn. */
 static fer_status run_rowwise(fer_threadpool *pool, const char *fn_name, const fer_tensor *out,
                               const fer_tensor *in0, const char *name0, const fer_tensor *in1,
-                              const char *name1, feri_row_fn fn) {
+                              const char *name1, feri_row_fn fn, const void *ctx) {
   feri_error_clear();
   const int n = in1 ? 3 : 2;
   if (out == NULL || in0 == NULL || (n == 3 && in1 == NULL))
@@ -71,11 +60,12 @@ static fer_status run_rowwise(fer_threadpool *pool, const char *fn_name, const f
       return st;
   feri_rows r;
   if ((st = feri_rows_init(&r, fn_name, names, ts, info, n)) != FER_STATUS_OK) return st;
-  return feri_rows_run(pool, &r, ts, n, fn, NULL, fn_name);
+  return feri_rows_run(pool, &r, ts, n, fn, ctx, fn_name);
 }
 
 fer_status fer_silu(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *out) {
-  return run_rowwise(pool, "fer_silu", out, x, "x", NULL, NULL, silu_row);
+  return run_rowwise(pool, "fer_silu", out, x, "x", NULL, NULL, silu_row,
+                     feri_rowops_for(feri_threadpool_effective_isa(pool)));
 }
 
 fer_status fer_swiglu(fer_threadpool *pool, const fer_tensor *gate, const fer_tensor *up,
@@ -84,9 +74,10 @@ fer_status fer_swiglu(fer_threadpool *pool, const fer_tensor *gate, const fer_te
     feri_error_clear();
     return feri_fail(FER_STATUS_NULL_ARG, "fer_swiglu: up is NULL");
   }
-  return run_rowwise(pool, "fer_swiglu", out, gate, "gate", up, "up", swiglu_row);
+  return run_rowwise(pool, "fer_swiglu", out, gate, "gate", up, "up", swiglu_row,
+                     feri_rowops_for(feri_threadpool_effective_isa(pool)));
 }
 
 fer_status fer_softmax(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *out) {
-  return run_rowwise(pool, "fer_softmax", out, x, "x", NULL, NULL, softmax_row);
+  return run_rowwise(pool, "fer_softmax", out, x, "x", NULL, NULL, softmax_row, NULL);
 }

@@ -52,4 +52,13 @@ static inline float feri_fexp(float x) {
   return (e * feri_pow2i(n1)) * feri_pow2i(n2);
 }
 
+/* SiLU x * sigmoid(x) with the sigmoid from t = feri_fexp(-|x|) (one exponential, never
+ * overflowing): 1 / (1 + t) for x >= 0, t / (1 + t) below (NaN too); where the sigmoid is 0 the
+ * result is -0. The AVX2 table performs the same operations (fer_silu, fer_swiglu). */
+static inline float feri_silu(float x) {
+  const float t = feri_fexp(-fabsf(x));
+  const float s = x >= 0.0f ? 1.0f / (1.0f + t) : t / (1.0f + t);
+  return s == 0.0f ? -0.0f : x * s;
+}
+
 #endif

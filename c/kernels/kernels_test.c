@@ -1,11 +1,13 @@
 /* kernels_test.c: known answers for add, gather and reduce_mean, and bit-identical results across
- * ISA levels and thread counts on inputs that include NaN, infinities, subnormals and -0.
- * EVIDENCE: C-ADD-002, C-GATHER-002, C-MEAN-002 */
+ * ISA levels and thread counts on inputs that include NaN, infinities, subnormals and -0; SiLU and
+ * SwiGLU equal to the scalar definition (fexp.h's feri_silu) at every level.
+ * EVIDENCE: C-ADD-002, C-GATHER-002, C-MEAN-002, C-TK-003 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/dtype.h"
+#include "kernels/fexp.h"
 #include "testing/check.h"
 
 static fer_tensor tensor(void *data, fer_dtype dt, int rank, const int64_t *shape) {
@@ -178,8 +180,42 @@ static void identical_everywhere(void) {
   }
 }
 
+/* fer_silu / fer_swiglu give feri_silu's bits (times up) on every ISA level and thread count,
+ * over special values and the edges of the exponential, in rows whose lengths leave vector tails. */
+static void silu_everywhere(void) {
+  enum { R = 5, C = 203 };
+  static float x[R * C], up[R * C], want_s[R * C], want_g[R * C], got[R * C];
+  const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-45f, -1e-45f, 88.7f, 88.8f, -103.9f,
+                           -104.1f, -87.3f, -87.4f, 3.4e38f, -3.4e38f, 1.0f, -1.0f, 20.0f, -20.0f};
+  uint32_t st = 12345;
+  for (int i = 0; i < R * C; i++) {
+    st = st * 1664525u + 1013904223u;
+    x[i] = i < (int)(sizeof special / sizeof special[0]) ? special[i] : ((float)(st >> 8) / 16777216.0f - 0.5f) * 240.0f;
+    up[i] = (float)((st >> 4) % 1000) / 250.0f - 2.0f;
+    want_s[i] = feri_silu(x[i]);
+    want_g[i] = feri_silu(x[i]) * up[i];
+  }
+  CHECK(feri_silu(-INFINITY) == 0.0f && signbit(feri_silu(-INFINITY)) && isnan(feri_silu(NAN)) &&
+        feri_silu(INFINITY) == INFINITY && feri_silu(-0.0f) == 0.0f);
+  const int64_t shape[] = {R, C};
+  const struct { uint32_t n; fer_isa isa; } cfg[] = {{1, FER_ISA_PORTABLE}, {3, FER_ISA_PORTABLE}, {1, FER_ISA_AVX2}, {2, FER_ISA_AVX2}};
+  const uint64_t avx2 = FER_CPU_FEATURE_AVX2 | FER_CPU_FEATURE_FMA | FER_CPU_FEATURE_F16C;
+  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    if (cfg[c].isa == FER_ISA_AVX2 && (fer_cpu_features() & avx2) != avx2) continue;
+    fer_threadpool *p = pool(cfg[c].n, cfg[c].isa);
+    fer_tensor tx = tensor(x, FER_DTYPE_F32, 2, shape), tu = tensor(up, FER_DTYPE_F32, 2, shape),
+               to = tensor(got, FER_DTYPE_F32, 2, shape);
+    CHECK_STATUS(fer_silu(p, &tx, &to), FER_STATUS_OK);
+    CHECK(first_difference(FER_DTYPE_F32, (const unsigned char *)want_s, (const unsigned char *)got, R * C) == R * C);
+    CHECK_STATUS(fer_swiglu(p, &tx, &tu, &to), FER_STATUS_OK);
+    CHECK(first_difference(FER_DTYPE_F32, (const unsigned char *)want_g, (const unsigned char *)got, R * C) == R * C);
+    fer_threadpool_free(p);
+  }
+}
+
 int main(void) {
   known_answers();
+  silu_everywhere();
   identical_everywhere();
   return feri_test_finish("kernels_test");
 }

@@ -24,6 +24,8 @@ typedef struct feri_rowops {
   void (*sum_f32)(const float *x, size_t n, float partial[FERI_SUM_LANES]);
   void (*sum_f16)(const uint16_t *x, size_t n, float partial[FERI_SUM_LANES]);
   void (*sum_bf16)(const uint16_t *x, size_t n, float partial[FERI_SUM_LANES]);
+  /* out[i] = feri_silu(x[i]), times up[i] when up is not NULL (fexp.h), for i < n. */
+  void (*silu_f32)(const float *x, const float *up, float *out, size_t n);
 } feri_rowops;
 
 /* The table for an ISA level (FER_ISA_PORTABLE or FER_ISA_AVX2). */

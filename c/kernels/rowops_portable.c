@@ -1,5 +1,6 @@
 /* rowops_portable.c: the plain C inner loops, the reference every ISA level must equal. */
 #include "core/dtype.h"
+#include "kernels/fexp.h"
 #include "kernels/rowops.h"
 
 static void add_f32(const float *a, int sa, const float *b, int sb, float *out, size_t n) {
@@ -29,6 +30,10 @@ static void sum_bf16(const uint16_t *x, size_t n, float partial[FERI_SUM_LANES])
   for (size_t j = 0; j < n; j++) partial[j % FERI_SUM_LANES] += feri_bf16_to_f32(x[j]);
 }
 
+static void silu_f32(const float *x, const float *up, float *out, size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = up ? feri_silu(x[i]) * up[i] : feri_silu(x[i]);
+}
+
 float feri_sum_partials(const float partial[FERI_SUM_LANES]) {
   float lane[8];
   for (int l = 0; l < 8; l++)
@@ -45,6 +50,7 @@ const feri_rowops feri_rowops_portable = {
     .sum_f32 = sum_f32,
     .sum_f16 = sum_f16,
     .sum_bf16 = sum_bf16,
+    .silu_f32 = silu_f32,
 };
 
 const feri_rowops *feri_rowops_for(fer_isa isa) {

@@ -7,7 +7,7 @@
 //!   |got - want| <= 2 ((ceil(D/32) + 5) / 2 + 4) u |x r w| + h.
 //! - rope: cos and sin rounded to f32 (u each), two products and a sum (3 u):
 //!   |got - want| <= 8 u (|x0| + |x1|) + h.
-//! - silu: expf within 1 ulp plus an add, a divide and a product: 8 u |want| + h, plus
+//! - silu: ferrite's exponential (2 ulp) plus an add, a divide and a product: 8 u |want| + h, plus
 //!   4 (1 + |x|) 2^-149 where the sigmoid is subnormal.
 //! - softmax: x - max rounds with error u |x - max|, which expf turns into a relative error of
 //!   the same size; the sum adds (ceil(n/32) + 5) u and the divide u:

@@ -502,9 +502,10 @@ extern "C" {
     ) -> fer_status;
 }
 extern "C" {
-    #[doc = " SiLU: out = x * sigmoid(x), the sigmoid evaluated as 1 / (1 + expf(-x)) for x >= 0 and"]
-    #[doc = " e / (1 + e), e = expf(x), below; where the sigmoid is 0 (x = -inf or below about -104) the"]
-    #[doc = " result is -0. Claims: C-TK-003."]
+    #[doc = " SiLU: out = x * sigmoid(x), the sigmoid evaluated from t = exp(-|x|) (ferrite's exponential,"]
+    #[doc = " within 2 ulp, the one attention uses) as 1 / (1 + t) for x >= 0 and t / (1 + t) below; where the"]
+    #[doc = " sigmoid is 0 (x = -inf or below about -104) the result is -0. The same bits at every ISA level"]
+    #[doc = " (the AVX2 level runs eight lanes). Claims: C-TK-003."]
     pub fn fer_silu(
         pool: *mut fer_threadpool,
         x: *const fer_tensor,
