@@ -354,7 +354,7 @@ static void test_decode_plan(feri_llama *m, const golden *g) {
 /* Teacher-forced agreement with llama.cpp on 10 prompts x 64 tokens (testdata/model/
  * smollm2-agreement.txt, scripts/model/make_agreement_golden.sh): ferrite is fed llama.cpp's greedy
  * tokens and its argmax must equal llama.cpp's wherever llama.cpp's top-2 margin exceeds 0.5; over all
- * positions the agreement is printed (the issue asks 98%; measured 97.8%, below it). Configured as
+ * positions the agreement is printed (the issue asks 98%; measured 627 of 640, one short). Configured as
  * llama.cpp runs by default: 8-bit activations (the model's default) and an f16 KV cache. */
 static void test_agreement_with_llama_cpp(feri_llama *m) {
 #if defined(__SANITIZE_ADDRESS__)
@@ -414,7 +414,7 @@ static void test_agreement_with_llama_cpp(feri_llama *m) {
          prompts, total, agree, total ? 100.0 * agree / total : 0.0, confident, confident, confident_agree);
   CHECK(prompts == 10 && total == 640);
   CHECK(confident_agree == confident);
-  /* the issue's target is 98% of all positions; measured 97.8% (C-ENG-008, refuted): near-ties go
+  /* the issue's target is 98% of all positions; measured 97.97% (C-ENG-008, refuted): near-ties go
    * either way between two different f32 evaluation orders. Guard against a regression: */
   CHECK(agree * 1000 >= total * 975);
 }
