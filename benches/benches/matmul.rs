@@ -10,7 +10,11 @@
 //! - `matmul_peer/openblas_f32_threads={1,2,8}/{MxKxN}`.
 //! - `matmul_nk/{size}_{dtype}_threads=2/{MxKxN}`: B as [N, K] (weights as stored).
 //! - `gemv/{f32,f16,bf16}_{kn,nk}_threads=2/1x4096x14336` and `gemv_peer/openblas_sgemv_f32_
-//!   {kn,nk}_threads=2/...`: weights of 235 MB f32, far beyond the 32 MiB L3.
+//!   {kn,nk}_threads=2/...`: weights of 235 MB f32, far beyond the 32 MiB L3;
+//!   `gemv/read_probe_threads=2/268435456` is the read ceiling again inside the group, so that
+//!   `-- gemv` measures it in the same run; the same probe also runs once after each sample of
+//!   every GEMV (outside criterion's timing), and the groups end by printing each GEMV's GB/s as a
+//!   fraction of the probe's GB/s around its own samples (C-MM-008).
 //! - `block_quantized_matmul_cached_dense/mxfp4_{cached_dense_repeated_call,uncached_dequant_each_
 //!   call,preexpanded_dense_oncelock_like_proxy,fused,fused_i8}/{1x1024x1024,1x4096x14336}`: the
 //!   original's MXFP4 strategies (A.1: weight u8 [N, K/32, 17], scale 127, codes from
@@ -25,11 +29,13 @@
 //!   (throughput = bytes).
 //! EVIDENCE: C-MM-006, C-MM-007, C-MM-008, C-Q-005, C-POOL-002
 
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{black_box, criterion_group, criterion_main, Bencher, BenchmarkId, Criterion, Throughput};
 use ferrite_benches::{fma_chains, float_values, mxfp4_weight, read_sum, BenchDtype, Buffer, Pool};
 use ferrite_sys as sys;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::os::raw::c_int;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[link(name = "openblas")]
 extern "C" {
@@ -144,17 +150,99 @@ fn bench_openblas(c: &mut Criterion) {
 
 const GEMV: (i64, i64, i64) = (1, 4096, 14336);
 
+/// Time and bytes of every call criterion timed, per benchmark id (warm-up included), and of a read
+/// probe run after each of its samples, so that every GEMV is stated as a fraction of the read
+/// bandwidth measured while it ran: on a shared machine the probe moved from 24 to 35 GB/s within
+/// one run, so a probe measured once at the start of the group said little about later cases.
+#[derive(Default)]
+struct Recorded(RefCell<BTreeMap<String, [(Duration, u64); 2]>>);
+
+impl Recorded {
+    fn add(&self, id: &str, which: usize, took: Duration, calls: u64) {
+        let mut m = self.0.borrow_mut();
+        let e = &mut m.entry(id.to_string()).or_insert([(Duration::ZERO, 0); 2])[which];
+        e.0 += took;
+        e.1 += calls;
+    }
+
+    /// Times f for criterion and records it; then, outside criterion's time, one call of probe.
+    fn time(&self, id: &str, b: &mut Bencher, mut f: impl FnMut(), probe: Option<&dyn Fn()>) {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            let took = start.elapsed();
+            self.add(id, 0, took, iters);
+            if let Some(p) = probe {
+                let start = Instant::now();
+                p();
+                self.add(id, 1, start.elapsed(), 1);
+            }
+            took
+        })
+    }
+
+    /// Prints each GEMV's rate, the probe's rate around its samples and the fraction (C-MM-008).
+    fn report(&self, bytes: impl Fn(&str) -> u64, probe_bytes: u64) {
+        let gbs = |(t, n): (Duration, u64), b: u64| b as f64 * n as f64 / t.as_secs_f64() / 1e9;
+        let m = self.0.borrow();
+        if m.is_empty() {
+            return;
+        }
+        println!("GEMV {} on 2 threads, against the read probe run after each of its samples:", shape_id(GEMV));
+        for (id, [own, probe]) in m.iter() {
+            let rate = gbs(*own, bytes(id));
+            if probe.1 == 0 {
+                println!("  {id:<44} {rate:5.1} GB/s ({} calls)", own.1);
+                continue;
+            }
+            let ceiling = gbs(*probe, probe_bytes);
+            println!("  {id:<44} {rate:5.1} GB/s = {:3.0}% of the probe's {ceiling:4.1} GB/s ({} calls, {} probes)",
+                     100.0 * rate / ceiling, own.1, probe.1);
+        }
+    }
+}
+
 fn bench_gemv(c: &mut Criterion) {
     let (_, k, n) = GEMV;
+    let rec = Recorded::default();
+    const READ_BYTES: usize = 256 << 20;
+    let probe_data = float_values(READ_BYTES / 4);
+    // the read ceiling of bench_ceilings: eight streams per thread, 2 threads
+    let read_probe = || {
+        std::thread::scope(|s| {
+            for part in probe_data.chunks(probe_data.len() / 2) {
+                // SAFETY: AVX2 is checked before this closure is handed out.
+                s.spawn(move || black_box(unsafe { read_sum(part) }));
+            }
+        })
+    };
+    #[cfg(target_arch = "x86_64")]
+    let has_avx2 = std::is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    let has_avx2 = false;
+    let probe: Option<&dyn Fn()> = if has_avx2 { Some(&read_probe) } else { None };
+
     let mut g = c.benchmark_group("gemv");
     g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3)).sample_size(10);
+    if let Some(p) = probe {
+        g.throughput(Throughput::Bytes(READ_BYTES as u64));
+        g.bench_function(BenchmarkId::new("read_probe_threads=2", READ_BYTES), |bch| {
+            rec.time("gemv/read_probe_threads=2", bch, p, None)
+        });
+    }
+    let mut sizes = BTreeMap::new();
+    sizes.insert("gemv/read_probe_threads=2".to_string(), READ_BYTES as u64);
     for dtype in BenchDtype::ALL {
         for nk in [false, true] {
             let case = Case::new(dtype, GEMV, nk, 2);
             let bytes = (k * n) as u64 * if dtype == BenchDtype::F32 { 4 } else { 2 };
             g.throughput(Throughput::Bytes(bytes));
             let id = format!("{}_{}_threads=2", dtype.name(), if nk { "nk" } else { "kn" });
-            g.bench_function(BenchmarkId::new(id, shape_id(GEMV)), |bch| bch.iter(|| case.run()));
+            let key = format!("gemv/{id}");
+            sizes.insert(key.clone(), bytes);
+            g.bench_function(BenchmarkId::new(id, shape_id(GEMV)), |bch| rec.time(&key, bch, || case.run(), probe));
         }
     }
     g.finish();
@@ -164,13 +252,16 @@ fn bench_gemv(c: &mut Criterion) {
     let x = float_values(k as usize);
     let w = float_values((k * n) as usize);
     let mut y = vec![0f32; n as usize];
-    g.throughput(Throughput::Bytes((k * n) as u64 * 4));
+    let bytes = (k * n) as u64 * 4;
+    g.throughput(Throughput::Bytes(bytes));
     for nk in [false, true] {
         let id = format!("openblas_sgemv_f32_{}_threads=2", if nk { "nk" } else { "kn" });
+        let key = format!("gemv_peer/{id}");
+        sizes.insert(key.clone(), bytes);
         g.bench_function(BenchmarkId::new(id, shape_id(GEMV)), |bch| {
             // SAFETY: FFI into OpenBLAS; w is [k, n] (kn: y = w^T x) or [n, k] (nk: y = w x).
             unsafe { openblas_set_num_threads(2) };
-            bch.iter(|| unsafe {
+            let sgemv = || unsafe {
                 if nk {
                     cblas_sgemv(ROW_MAJOR, NO_TRANS, n as c_int, k as c_int, 1.0, w.as_ptr(), k as c_int,
                                 x.as_ptr(), 1, 0.0, y.as_mut_ptr(), 1);
@@ -179,10 +270,12 @@ fn bench_gemv(c: &mut Criterion) {
                                 x.as_ptr(), 1, 0.0, y.as_mut_ptr(), 1);
                 }
                 black_box(&mut y);
-            })
+            };
+            rec.time(&key, bch, sgemv, probe)
         });
     }
     g.finish();
+    rec.report(|id| sizes[id], READ_BYTES as u64);
 }
 
 fn bench_ceilings(c: &mut Criterion) {

@@ -72,6 +72,16 @@ static void plan_a_out(mm_plan *p, const fer_tensor *a, const feri_tensor_info *
   p->o_sn = out->strides[1];
 }
 
+/* Columns per task of a GEMV over B [K, N]: one band per thread, in multiples of 64 columns,
+ * within [KN_COLS, KN_COLS_MAX]. Wide bands make each row of B one long contiguous read; 512
+ * columns per task (1-2 KiB runs a whole row apart) left the prefetchers idle. The band width
+ * changes which thread computes a column, never its value. */
+static int64_t gemv_kn_cols(int64_t N, uint32_t slots) {
+  const int64_t per = (N + (int64_t)slots - 1) / (int64_t)slots;
+  const int64_t cols = (per + 63) / 64 * 64;
+  return cols < FERI_GEMV_KN_COLS ? FERI_GEMV_KN_COLS : cols > FERI_GEMV_KN_COLS_MAX ? FERI_GEMV_KN_COLS_MAX : cols;
+}
+
 static void plan_route(const fer_threadpool *pool, mm_plan *p) {
   if (p->M == 0 || p->N == 0) {
     p->route = ROUTE_EMPTY;
@@ -80,7 +90,7 @@ static void plan_route(const fer_threadpool *pool, mm_plan *p) {
   } else if (p->M == 1) {
     p->route = ROUTE_GEMV;
     p->gemv_nk = p->b.qbytes != 0 || (p->b.sn != p->b.es && p->b.sk == p->b.es);
-    p->gemv_chunk = p->gemv_nk ? FERI_GEMV_NK_ROWS : FERI_GEMV_KN_COLS;
+    p->gemv_chunk = p->gemv_nk ? FERI_GEMV_NK_ROWS : gemv_kn_cols(p->N, feri_threadpool_slots(pool));
     const int x_ready = p->a_dtype == FER_DTYPE_F32 && (p->a_sk == 4 || p->K == 1);
     p->x_bytes = x_ready ? 0 : round_up((size_t)p->K * sizeof(float), WS_ALIGN);
     p->total_bytes = p->x_bytes;
@@ -213,7 +223,7 @@ static void gemv_task(void *ctx, int64_t task, uint32_t worker) {
   const mm_plan *p = j->p;
   (void)worker;
   const int64_t n0 = task * p->gemv_chunk, nc = min64(p->gemv_chunk, p->N - n0);
-  float y[FERI_GEMV_KN_COLS > FERI_GEMV_NK_ROWS ? FERI_GEMV_KN_COLS : FERI_GEMV_NK_ROWS];
+  float y[FERI_GEMV_KN_COLS_MAX > FERI_GEMV_NK_ROWS ? FERI_GEMV_KN_COLS_MAX : FERI_GEMV_NK_ROWS];
   const int unit_kn = p->b.qbytes == 0 && p->b.sn == p->b.es;
   if (unit_kn) {
     j->ops->gemv_kn(j->x, p->K, &p->b, n0, nc, y);

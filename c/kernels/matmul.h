@@ -21,8 +21,12 @@ enum {
   FERI_MM_MC = 96,
   FERI_MM_KC = 256,
   FERI_MM_NC = 256,
-  FERI_GEMV_KN_COLS = 512, /* columns per GEMV task when B is [K, N] */
-  FERI_GEMV_NK_ROWS = 64,  /* rows of B per GEMV task when B is [N, K] */
+  /* columns per GEMV task when B is [K, N]: N split evenly over the pool's threads, at least
+   * KN_COLS, at most KN_COLS_MAX (the task's f32 partial sums live on its stack: 32 KiB), so
+   * that each row of B is read as one long run (see gemv_kn in matmul_avx2.c) */
+  FERI_GEMV_KN_COLS = 512,
+  FERI_GEMV_KN_COLS_MAX = 8192,
+  FERI_GEMV_NK_ROWS = 64, /* rows of B per GEMV task when B is [N, K] */
 };
 
 /* B seen as a logical [K, N] matrix: element (k, n) lives at data + k * sk + n * sn (bytes),

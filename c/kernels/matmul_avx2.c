@@ -131,26 +131,32 @@ FERI_AVX2 static void micro_avx2(int64_t kc, const float *a, int64_t lda, const 
 }
 
 /* GEMV over B [K, N] with unit stride along N: vectors across columns, k sequential. Each step
- * reads GEMV_KN_ROWS whole rows of the task's columns (contiguous runs of up to 2 KiB, which the
- * prefetchers stream), keeping the partial sums in y (L1) between steps. */
-enum { GEMV_KN_ROWS = 4 };
+ * reads GEMV_KN_ROWS rows of the task's columns and keeps the partial sums in y between steps.
+ * The driver gives each task a wide band of columns (one per thread, see gemv_kn_cols in
+ * matmul.c) so that each row is one long contiguous run the prefetchers follow: runs of 512
+ * columns (1-2 KiB, then a jump of a whole row) reached 46-61% of the read bandwidth at
+ * 1x4096x14336. A band's sums (28 KiB there) do not stay in L1 beside the streaming rows, so
+ * eight rows per step halve their trips to L2 against four: 16-bit bands went from 84-86% to
+ * 99-100% of the read probe (12 rows: the same; 16: 82-92%, the broadcasts no longer fit in
+ * registers). The dtype is a constant in each instantiation: no per-element branch. */
+enum { GEMV_KN_ROWS = 8 };
 
-FERI_AVX2 static void gemv_kn_avx2(const float *x, int64_t K, const feri_mm_b *b, int64_t n0,
-                                   int64_t nc, float *y) {
+FERI_AVX2 static FERI_INLINE void gemv_kn_body(const fer_dtype t, const float *x, int64_t K,
+                                               const feri_mm_b *b, int64_t n0, int64_t nc, float *y) {
   for (int64_t j = 0; j < nc; j++) y[j] = 0.0f;
   const int64_t nvec = nc & ~(int64_t)7;
   const int64_t es = b->es, sk = b->sk;
   int64_t k = 0;
   for (; k + GEMV_KN_ROWS <= K; k += GEMV_KN_ROWS) {
     const char *r0 = b->data + k * sk + n0 * es;
-    const __m256 x0 = _mm256_broadcast_ss(x + k), x1 = _mm256_broadcast_ss(x + k + 1),
-                 x2 = _mm256_broadcast_ss(x + k + 2), x3 = _mm256_broadcast_ss(x + k + 3);
+    __m256 xk[GEMV_KN_ROWS];
+#pragma GCC unroll 8
+    for (int i = 0; i < GEMV_KN_ROWS; i++) xk[i] = _mm256_broadcast_ss(x + k + i);
     for (int64_t v = 0; v < nvec; v += 8) {
       __m256 acc = _mm256_loadu_ps(y + v);
-      acc = _mm256_fmadd_ps(x0, feri_load8(r0 + v * es, b->dtype), acc);
-      acc = _mm256_fmadd_ps(x1, feri_load8(r0 + sk + v * es, b->dtype), acc);
-      acc = _mm256_fmadd_ps(x2, feri_load8(r0 + 2 * sk + v * es, b->dtype), acc);
-      acc = _mm256_fmadd_ps(x3, feri_load8(r0 + 3 * sk + v * es, b->dtype), acc);
+#pragma GCC unroll 8
+      for (int i = 0; i < GEMV_KN_ROWS; i++)
+        acc = _mm256_fmadd_ps(xk[i], feri_load8(r0 + i * sk + v * es, t), acc);
       _mm256_storeu_ps(y + v, acc);
     }
   }
@@ -158,25 +164,107 @@ FERI_AVX2 static void gemv_kn_avx2(const float *x, int64_t K, const feri_mm_b *b
     const char *r0 = b->data + k * sk + n0 * es;
     const __m256 x0 = _mm256_broadcast_ss(x + k);
     for (int64_t v = 0; v < nvec; v += 8)
-      _mm256_storeu_ps(y + v, _mm256_fmadd_ps(x0, feri_load8(r0 + v * es, b->dtype), _mm256_loadu_ps(y + v)));
+      _mm256_storeu_ps(y + v, _mm256_fmadd_ps(x0, feri_load8(r0 + v * es, t), _mm256_loadu_ps(y + v)));
   }
   for (int64_t j = nvec; j < nc; j++)
     for (int64_t kk = 0; kk < K; kk++) y[j] = fmaf(x[kk], feri_mm_b_at(b, kk, n0 + j), y[j]);
 }
 
-/* GEMV over B with unit stride along K (rows of an [N, K] weight): groups of eight rows, 8 x 8
- * blocks transposed in registers so each lane runs one row's chain with k sequential. One group
- * at a time: its chain (8 dependent FMAs per 8 steps, 2 elements a cycle) already outruns one
- * core's share of DRAM; two or four groups at once were measured slower (16 and 32 rows 16 KiB
- * apart alias in one L1 set and overrun the stream prefetcher). */
-FERI_AVX2 static FERI_INLINE void gemv_nk_group_step(const float *x, const char *rows, int64_t k,
-                                                     const feri_mm_b *b, __m256 *acc) {
-  __m256 r[8];
-  for (int i = 0; i < 8; i++) r[i] = feri_load8(rows + i * b->sn + k * b->es, b->dtype);
-  transpose8(r);
-  for (int i = 0; i < 8; i++) *acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + i), r[i], *acc);
+FERI_AVX2 static void gemv_kn_avx2(const float *x, int64_t K, const feri_mm_b *b, int64_t n0,
+                                   int64_t nc, float *y) {
+  switch (b->dtype) {
+    case FER_DTYPE_F32: gemv_kn_body(FER_DTYPE_F32, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_F16: gemv_kn_body(FER_DTYPE_F16, x, K, b, n0, nc, y); break;
+    default: gemv_kn_body(FER_DTYPE_BF16, x, K, b, n0, nc, y); break;
+  }
 }
 
+/* GEMV over B with unit stride along K (rows of an [N, K] weight). A lane holds one row, so eight
+ * rows form a group whose chain takes eight k steps per 8 x 8 tile: 8 dependent FMAs, 2 elements
+ * a cycle, which is below a core's share of DRAM for 2-byte weights. So groups run in pairs (two
+ * independent chains, 16 rows streaming), with the second group NK_LAG bytes behind the first:
+ * at the same k the two groups' lines all fall in one L1 set whenever the row stride is a
+ * multiple of 4 KiB, and 16 rows read in lockstep that way ran at 2/3 of the rate of 8 rows in a
+ * plain-load test (0.9 of it with the lag). Three or four groups read at a third to half of that
+ * rate, lag or not (more streams than the prefetchers follow), so it stays at two. Each chain
+ * still walks its own k from 0 upwards: the lag only changes when, never in what order. */
+enum { NK_LAG = 1024 };
+
+/* 16-bit rows: p[j] holds steps 2j and 2j + 1 of the eight rows, per 128-bit lane rows 0-3 (lane
+ * 0) or 4-7 (lane 1), step 2j in the low 64 bits and 2j + 1 in the high 64 bits. Rows i and i + 4
+ * share a register from the load on, so two rounds of unpacks do it: 12 shuffles for 64 values,
+ * where widening first and transposing f32 took 8 conversions and 24 shuffles. */
+FERI_AVX2 static FERI_INLINE void nk16_pairs(const char *rows, int64_t sn, int64_t k, __m256i p[4]) {
+  __m256i q[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++)
+    q[i] = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(rows + i * sn + 2 * k))),
+        _mm_loadu_si128((const __m128i *)(rows + (i + 4) * sn + 2 * k)), 1);
+  const __m256i a = _mm256_unpacklo_epi16(q[0], q[1]), b = _mm256_unpackhi_epi16(q[0], q[1]);
+  const __m256i c = _mm256_unpacklo_epi16(q[2], q[3]), d = _mm256_unpackhi_epi16(q[2], q[3]);
+  p[0] = _mm256_unpacklo_epi32(a, c);
+  p[1] = _mm256_unpackhi_epi32(a, c);
+  p[2] = _mm256_unpacklo_epi32(b, d);
+  p[3] = _mm256_unpackhi_epi32(b, d);
+}
+
+/* The tile of eight rows (rows + i * sn) at steps k .. k+7: f32 transposed in registers (f[s]
+ * lane i = row i at k + s), 16-bit as nk16_pairs leaves it. */
+FERI_AVX2 static FERI_INLINE void nk_tile_load(const fer_dtype t, const char *rows, int64_t sn,
+                                               int64_t k, __m256 f[8], __m256i p[4]) {
+  if (t == FER_DTYPE_F32) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) f[i] = _mm256_loadu_ps((const float *)(rows + i * sn) + k);
+    transpose8(f);
+  } else {
+    nk16_pairs(rows, sn, k, p);
+  }
+}
+
+/* Lane i = row i at step k + s, widened exactly: bf16 by moving each 16 bits up (an unpack with
+ * zero picks the step's 64 bits in both lanes and widens them at once), f16 by F16C after one
+ * permute brings the step's rows 0-3 and 4-7 into one 128-bit half. */
+FERI_AVX2 static FERI_INLINE __m256 nk_tile_step(const fer_dtype t, const __m256 f[8], const __m256i p[4],
+                                                 int s) {
+  if (t == FER_DTYPE_F32) return f[s];
+  const __m256i v = p[s / 2];
+  if (t == FER_DTYPE_BF16) {
+    const __m256i z = _mm256_setzero_si256();
+    return _mm256_castsi256_ps(s % 2 ? _mm256_unpackhi_epi16(z, v) : _mm256_unpacklo_epi16(z, v));
+  }
+  const __m256i w = _mm256_permute4x64_epi64(v, 0xd8); /* step 2j in lane 0, 2j + 1 in lane 1 */
+  return _mm256_cvtph_ps(s % 2 ? _mm256_extracti128_si256(w, 1) : _mm256_castsi256_si128(w));
+}
+
+/* Eight steps of one group. */
+FERI_AVX2 static FERI_INLINE __m256 nk_group_steps(const fer_dtype t, const float *x, const char *rows,
+                                                   int64_t sn, int64_t k, __m256 acc) {
+  __m256 f[8];
+  __m256i p[4];
+  nk_tile_load(t, rows, sn, k, f, p);
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; s++) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + s), nk_tile_step(t, f, p, s), acc);
+  return acc;
+}
+
+/* Eight steps of each group of a pair, group 0 at k0 and group 1 at k1; the FMAs alternate so
+ * that both chains are in flight. */
+FERI_AVX2 static FERI_INLINE void nk_pair_steps(const fer_dtype t, const float *x, const char *r0,
+                                                const char *r1, int64_t sn, int64_t k0, int64_t k1,
+                                                __m256 *a0, __m256 *a1) {
+  __m256 f0[8], f1[8];
+  __m256i p0[4], p1[4];
+  nk_tile_load(t, r0, sn, k0, f0, p0);
+  nk_tile_load(t, r1, sn, k1, f1, p1);
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; s++) {
+    *a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k0 + s), nk_tile_step(t, f0, p0, s), *a0);
+    *a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k1 + s), nk_tile_step(t, f1, p1, s), *a1);
+  }
+}
+
+/* The steps past the last full tile, per lane, then the stores. */
 FERI_AVX2 static void gemv_nk_finish(const float *x, int64_t K, int64_t K8, const feri_mm_b *b,
                                      int64_t n, __m256 acc, float *y) {
   float lane[8];
@@ -185,6 +273,76 @@ FERI_AVX2 static void gemv_nk_finish(const float *x, int64_t K, int64_t K8, cons
     for (int64_t k = K8; k < K; k++) lane[i] = fmaf(x[k], feri_mm_b_at(b, k, n + i), lane[i]);
     y[i] = lane[i];
   }
+}
+
+/* Each 64 bytes of progress, the pair prefetches the line NK_PREFETCH bytes ahead in its 16 rows
+ * into L2 (while that is still in the row): 16 rows are more than the hardware prefetchers keep
+ * far enough ahead of a loop this dense. Measured at 1x4096x14336 against the same rounds' read
+ * probe: bf16 76% -> 83%, f32 90% -> 93% (83% -> 95% in rounds where the probe ran at 50 GB/s),
+ * f16 +1-2 points; from L2 the prefetches cost f32 a fifth of its rate, which stays above what
+ * DRAM delivers. Prefetching into L1 (T0) was slower: a pair's lines at one offset share two L1
+ * sets. */
+enum { NK_PREFETCH = 2048 };
+
+/* Pairs of groups from n0 on (returns the rows done): the pair's first group ("lead") at step k,
+ * its second ("trail") lag steps behind. When the lead has finished its row, the next pair's lead
+ * starts at step 0 beside the trail's last lag steps, so only the first and last lag steps of a
+ * task run one chain alone; a pair that started and ended on its own ran one chain for 2 x 512 of
+ * 16-bit rows of 4096 steps (12% more time where the chains are the limit). */
+FERI_AVX2 static FERI_INLINE int64_t gemv_nk_pairs(const fer_dtype t, const float *x, int64_t K,
+                                                   const feri_mm_b *b, int64_t n0, int64_t nc,
+                                                   float *y) {
+  const int64_t sn = b->sn, K8 = K & ~(int64_t)7;
+  const int64_t pairs = nc / 16;
+  if (pairs == 0) return 0;
+  const int64_t es = t == FER_DTYPE_F32 ? 4 : 2, ahead = NK_PREFETCH / es, line = 64 / es;
+  /* a short K gets a short lag: solo steps run one chain at a time */
+  int64_t lag = NK_LAG / es;
+  if (lag > K8 / 4) lag = K8 / 4;
+  lag &= ~(int64_t)7;
+  const char *lead = b->data + n0 * sn;
+  __m256 a_lead = _mm256_setzero_ps(), a_trail = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k < lag; k += 8) a_lead = nk_group_steps(t, x, lead, sn, k, a_lead);
+  for (int64_t q = 0; q < pairs; q++) {
+    const char *trail = lead + 8 * sn;
+    for (k = lag; k < K8; k += 8) {
+      if ((k & (line - 1)) == 0 && k + ahead < K8) {
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+          _mm_prefetch(lead + i * sn + (k + ahead) * es, _MM_HINT_T1);
+          _mm_prefetch(trail + i * sn + (k - lag + ahead) * es, _MM_HINT_T1);
+        }
+      }
+      nk_pair_steps(t, x, lead, trail, sn, k, k - lag, &a_lead, &a_trail);
+    }
+    gemv_nk_finish(x, K, K8, b, n0 + 16 * q, a_lead, y + 16 * q);
+    /* the trail's last lag steps, beside the next pair's first */
+    if (q + 1 < pairs) {
+      lead = trail + 8 * sn;
+      a_lead = _mm256_setzero_ps();
+      for (k = 0; k < lag; k += 8)
+        nk_pair_steps(t, x, lead, trail, sn, k, K8 - lag + k, &a_lead, &a_trail);
+    } else {
+      for (k = K8 - lag; k < K8; k += 8) a_trail = nk_group_steps(t, x, trail, sn, k, a_trail);
+    }
+    gemv_nk_finish(x, K, K8, b, n0 + 16 * q + 8, a_trail, y + 16 * q + 8);
+    a_trail = _mm256_setzero_ps();
+  }
+  return 16 * pairs;
+}
+
+FERI_AVX2 static FERI_INLINE void gemv_nk_body(const fer_dtype t, const float *x, int64_t K,
+                                               const feri_mm_b *b, int64_t n0, int64_t nc, float *y) {
+  const int64_t K8 = K & ~(int64_t)7;
+  int64_t j = gemv_nk_pairs(t, x, K, b, n0, nc, y);
+  for (; j + 8 <= nc; j += 8) {
+    const char *rows = b->data + (n0 + j) * b->sn;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K8; k += 8) acc = nk_group_steps(t, x, rows, b->sn, k, acc);
+    gemv_nk_finish(x, K, K8, b, n0 + j, acc, y + j);
+  }
+  if (j < nc) feri_gemv_strided(x, K, b, n0 + j, nc - j, y + j);
 }
 
 /* Scale of a block, as feri_qblock_scale (F16C's conversion equals feri_f16_to_f32). */
@@ -344,15 +502,11 @@ FERI_AVX2 static void gemv_nk_avx2(const float *x, int64_t K, const feri_mm_b *b
     gemv_nk_quant_avx2(x, K, b, n0, nc, y);
     return;
   }
-  const int64_t K8 = K & ~(int64_t)7;
-  int64_t j = 0;
-  for (; j + 8 <= nc; j += 8) {
-    const char *rows = b->data + (n0 + j) * b->sn;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t k = 0; k < K8; k += 8) gemv_nk_group_step(x, rows, k, b, &acc);
-    gemv_nk_finish(x, K, K8, b, n0 + j, acc, y + j);
+  switch (b->dtype) {
+    case FER_DTYPE_F32: gemv_nk_body(FER_DTYPE_F32, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_F16: gemv_nk_body(FER_DTYPE_F16, x, K, b, n0, nc, y); break;
+    default: gemv_nk_body(FER_DTYPE_BF16, x, K, b, n0, nc, y); break;
   }
-  if (j < nc) feri_gemv_strided(x, K, b, n0 + j, nc - j, y + j);
 }
 
 FERI_AVX2 static void widen_avx2(const char *src, int64_t stride, fer_dtype dtype, int64_t n,
