@@ -202,6 +202,10 @@ fn c_gov_002_workspace_is_charged_to_use_and_zero_for_a_route_without_scratch() 
     // SAFETY: descriptors over live buffers, valid out-pointer.
     let st = unsafe { ferrite::sys::fer_attention_workspace_bytes(std::ptr::null(), qt.raw(), kt.raw(), kt.raw(), &p, ot.raw(), &mut need) };
     assert_eq!(st, status::OK);
-    // one worker: 2 q rows of the group x (64 q + 64 out + m + l + 64 scores) floats, 64-aligned
-    assert_eq!(need, (2 * (64 + 64 + 2 + 64) * 4usize).div_ceil(64) * 64);
+    // one worker on the decode (split) path: the chunk states of 2 kv heads x 1 chunk of 256 keys
+    // (the group's 2 rows x (64 out + m + l) floats each), then the worker's own floats: 2 rows of
+    // 64 scores, the group's 2 rescale factors and one head's 2 q rows of 64; each part 64-aligned
+    let states = (2 * 1 * 2 * (64 + 2) * 4usize).div_ceil(64) * 64;
+    let worker = ((2 * 64 + 2 + 2 * 64) * 4usize).div_ceil(64) * 64;
+    assert_eq!(need, states + worker);
 }
