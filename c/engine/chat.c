@@ -72,15 +72,18 @@ fer_status feri_chat_render(const feri_chat_format *f, const fer_chat_message *m
   for (size_t i = 0; i < n; i++)
     if (m[i].role == NULL || m[i].content == NULL)
       return feri_fail(FER_STATUS_NULL_ARG, "%s: message %zu has a NULL role or content", fn, i);
-  sink s = {out, cap, 0};
-  if (f->default_system[0] && (n == 0 || strcmp(m[0].role, "system") != 0)) put_turn(&s, "system", f->default_system);
-  for (size_t i = 0; i < n; i++) put_turn(&s, m[i].role, m[i].content);
-  if (flags & FER_CHAT_ADD_GENERATION_PROMPT) {
-    put(&s, START, sizeof START - 1);
-    put(&s, "assistant\n", 10);
+  /* measured first (nothing written), then written when it fits: a short buffer is left as it was */
+  for (int pass = 0; pass < 2; pass++) {
+    sink s = {pass ? out : NULL, pass ? cap : 0, 0};
+    if (f->default_system[0] && (n == 0 || strcmp(m[0].role, "system") != 0)) put_turn(&s, "system", f->default_system);
+    for (size_t i = 0; i < n; i++) put_turn(&s, m[i].role, m[i].content);
+    if (flags & FER_CHAT_ADD_GENERATION_PROMPT) {
+      put(&s, START, sizeof START - 1);
+      put(&s, "assistant\n", 10);
+    }
+    *out_len = s.len;
+    if (s.len >= cap) return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: %zu bytes needed, %zu given", fn, s.len + 1, cap);
+    if (pass) out[s.len] = '\0';
   }
-  *out_len = s.len;
-  if (s.len >= cap) return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: %zu bytes needed, %zu given", fn, s.len + 1, cap);
-  out[s.len] = '\0';
   return FER_STATUS_OK;
 }

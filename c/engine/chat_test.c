@@ -56,6 +56,10 @@ int main(void) {
   CHECK_STATUS(feri_chat_render(&f, &user, 1, FER_CHAT_ADD_GENERATION_PROMPT, small, sizeof small, &need),
                FER_STATUS_BUFFER_TOO_SMALL);
   CHECK(need == strlen(WANT_SMOLLM2));
+  memset(small, 'x', sizeof small);
+  CHECK_STATUS(feri_chat_render(&f, &user, 1, FER_CHAT_ADD_GENERATION_PROMPT, small, sizeof small, &need),
+               FER_STATUS_BUFFER_TOO_SMALL);
+  for (size_t i = 0; i < sizeof small; i++) CHECK(small[i] == 'x'); /* a short buffer is left as it was */
   char exact[sizeof WANT_SMOLLM2];
   CHECK_STATUS(feri_chat_render(&f, &user, 1, FER_CHAT_ADD_GENERATION_PROMPT, exact, sizeof exact, &need), FER_STATUS_OK);
   CHECK_STATUS(feri_chat_render(&f, &user, 1, 0x80, exact, sizeof exact, &need), FER_STATUS_INVALID_ARG);

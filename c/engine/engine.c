@@ -324,13 +324,12 @@ fer_status fer_engine_get_stats(const fer_engine *e, fer_engine_stats *out) {
   out->kv_charged_bytes = g.charged_by_role[FER_MEM_ROLE_KV];
   out->admission_refusals = g.refusals;
   fer_weight_store_stats w;
-  if (feri_llama_weight_stats(e->model, &w) == FER_STATUS_OK) {
+  if (feri_llama_has_store(e->model) && feri_llama_weight_stats(e->model, &w) == FER_STATUS_OK) {
     out->weight_strategy = w.strategy;
     out->weight_page_ins = w.page_ins;
     out->weight_evictions = w.evictions;
     out->weight_loaded_granules = w.loaded_granules;
   }
-  feri_error_clear(); /* mapped weights have no store: not an error here */
   return FER_STATUS_OK;
 }
 

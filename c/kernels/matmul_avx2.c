@@ -373,11 +373,10 @@ FERI_AVX2 static FERI_INLINE void transpose_bytes_8x16(const __m128i r[8], uint8
   }
 }
 
-/* Integer code values by nibble for the 4-bit formats: MXFP4 stores 2 x E2M1 (all integers; the
- * scale is halved to match, exactly), Q4_0 the nibble minus 8, Q4_1 the nibble. The -0 of E2M1
- * code 8 becomes +0: the chain starts at +0 and can never hold -0, so fma(x, -0, acc) and
+/* Integer code values by nibble for the 4-bit formats: MXFP4 stores 2 x E2M1 (feri_mxfp4_code2;
+ * the scale is halved to match, exactly), Q4_0 the nibble minus 8, Q4_1 the nibble. The -0 of
+ * E2M1 code 8 is +0 there: the chain starts at +0 and can never hold -0, so fma(x, -0, acc) and
  * fma(x, +0, acc) give the same bits (and the same NaN for infinite x). */
-static const int8_t LUT_MXFP4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 static const int8_t LUT_Q4_0[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
 static const int8_t LUT_Q4_1[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
@@ -417,8 +416,8 @@ FERI_AVX2 static FERI_INLINE void gemv_nk_quant_groups(const fer_dtype t, const 
                                                        int64_t K, const feri_mm_b *b,
                                                        const uint8_t *rows, float *y) {
   const int nibbles = t != FER_DTYPE_Q8_0;
-  const int code_off = t == FER_DTYPE_MXFP4 ? 1 : t == FER_DTYPE_Q4_0 ? 2 : t == FER_DTYPE_Q4_1 ? 4 : 2;
-  const __m128i lut = _mm_loadu_si128((const __m128i *)(t == FER_DTYPE_MXFP4 ? LUT_MXFP4
+  const int code_off = (int)feri_qblock_code_offset(t);
+  const __m128i lut = _mm_loadu_si128((const __m128i *)(t == FER_DTYPE_MXFP4 ? feri_mxfp4_code2
                                                         : t == FER_DTYPE_Q4_0  ? LUT_Q4_0
                                                                                : LUT_Q4_1));
   const __m128i low4 = _mm_set1_epi8(0x0F);

@@ -10,15 +10,7 @@
 const float feri_e2m1_values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-size_t feri_qblock_bytes(fer_dtype dtype) {
-  switch (dtype) {
-    case FER_DTYPE_MXFP4: return 17; /* scale byte + 16 bytes of codes */
-    case FER_DTYPE_Q4_0: return 18;  /* f16 d + 16 bytes of nibbles */
-    case FER_DTYPE_Q4_1: return 20;  /* f16 d, f16 m + 16 bytes of nibbles */
-    case FER_DTYPE_Q8_0: return 34;  /* f16 d + 32 int8 */
-    default: return 0;
-  }
-}
+const int8_t feri_mxfp4_code2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 static float f16_at(const uint8_t *p) {
   uint16_t h;

@@ -14,8 +14,27 @@
 
 enum { FERI_QBLOCK = 32 };
 
-/* Bytes of one block of `dtype`, 0 when it is not one of the four formats. */
-size_t feri_qblock_bytes(fer_dtype dtype);
+/* Bytes of one block of `dtype`, 0 when it is not one of the four formats. Inline: the kernels
+ * call it with a constant dtype, so it folds. */
+static inline size_t feri_qblock_bytes(fer_dtype dtype) {
+  switch (dtype) {
+    case FER_DTYPE_MXFP4: return 17; /* scale byte + 16 bytes of codes */
+    case FER_DTYPE_Q4_0: return 18;  /* f16 d + 16 bytes of nibbles */
+    case FER_DTYPE_Q4_1: return 20;  /* f16 d, f16 m + 16 bytes of nibbles */
+    case FER_DTYPE_Q8_0: return 34;  /* f16 d + 32 int8 */
+    default: return 0;
+  }
+}
+
+/* Where a block's codes start: after the scale (MXFP4: one byte; Q4_0, Q8_0: an f16) and Q4_1's
+ * minimum. */
+static inline size_t feri_qblock_code_offset(fer_dtype dtype) {
+  return dtype == FER_DTYPE_MXFP4 ? 1 : dtype == FER_DTYPE_Q4_1 ? 4 : 2;
+}
+
+/* MXFP4 codes as integers: twice the E2M1 value (a kernel halves the scale to match, exactly);
+ * the -0 of code 8 is +0 (a product with it is a zero either way). */
+extern const int8_t feri_mxfp4_code2[16];
 
 /* The 32 values of one block. */
 void feri_qblock_dequant(fer_dtype dtype, const uint8_t *block, float out[FERI_QBLOCK]);

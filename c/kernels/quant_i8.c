@@ -20,8 +20,6 @@
 
 static const char *const FN = "fer_matmul_quant_i8";
 
-const int8_t feri_mxfp4_code2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 /* ---- the portable table: the definition, written out ---------------------------------------- */
 
 static void quantize_portable(const float *x, int64_t nb, int8_t *q, float *d, float *s) {
@@ -58,7 +56,7 @@ static void block_codes(fer_dtype t, const uint8_t *blk, int8_t codes[32], float
     *dw = feri_qblock_scale(t, blk);
     return;
   }
-  const uint8_t *nib = blk + (t == FER_DTYPE_MXFP4 ? 1 : t == FER_DTYPE_Q4_0 ? 2 : 4);
+  const uint8_t *nib = blk + feri_qblock_code_offset(t);
   for (int i = 0; i < 16; i++) {
     codes[i] = (int8_t)(nib[i] & 0xF);
     codes[16 + i] = (int8_t)(nib[i] >> 4);

@@ -55,7 +55,4 @@ extern const feri_qi8_ops feri_qi8_ops_avx2;
 extern const feri_qi8_ops feri_qi8_ops_avx512vnni;
 #endif
 
-/* Weight code value by nibble for MXFP4 (twice E2M1), shared by every table. */
-extern const int8_t feri_mxfp4_code2[16];
-
 #endif

@@ -25,6 +25,7 @@ const fer_kv_seq *feri_llama_seq_kv(const feri_llama_seq *s) { return s->kv; }
 void feri_llama_seq_plan_stats(const feri_llama_seq *s, feri_plan_stats *out) { *out = s->plan_stats; }
 void feri_llama_seq_cancel(feri_llama_seq *s) { atomic_store(&s->cancel, 1); }
 const struct feri_gguf *feri_llama_gguf(const feri_llama *m) { return m->g; }
+bool feri_llama_has_store(const feri_llama *m) { return m->store != NULL; }
 
 fer_status feri_llama_set_matmul(feri_llama *m, int32_t matmul) {
   if (matmul != FERI_MATMUL_I8 && matmul != FERI_MATMUL_EXACT)

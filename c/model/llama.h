@@ -76,7 +76,8 @@ fer_status feri_llama_open(const char *path, feri_llama **out);
 fer_status feri_llama_open_image(const void *data, size_t size, feri_llama **out);
 /* feri_llama_open with weight options (NULL: mapped). */
 fer_status feri_llama_open_with(const char *path, const feri_llama_options *opts, feri_llama **out);
-/* The weight store's counters; UNSUPPORTED when the weights are mapped. */
+/* The weight store's counters; UNSUPPORTED when the weights are mapped (feri_llama_has_store). */
+bool feri_llama_has_store(const feri_llama *m);
 fer_status feri_llama_weight_stats(const feri_llama *m, fer_weight_store_stats *out);
 void feri_llama_close(feri_llama *m);
 /* The model's GGUF (metadata: the tokenizer, the chat template); owned by the model. */
