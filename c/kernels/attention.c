@@ -49,8 +49,13 @@ enum {
   ATT_CHUNK = 4 * ATT_BK,
   /* up to this many queries take the split path */
   ATT_SPLIT_Q = 4,
-  /* split path: aim for this many tasks per pool slot (dynamic scheduling evens them out) */
+  /* split path: aim for this many tasks per pool slot (dynamic scheduling evens them out); one
+   * where a task takes every head of its positions (seq-major, token-major) and the chunks divide
+   * evenly among the slots: each task starts by prefetching its first tile of all heads in one
+   * burst, and one long run of positions per thread measured 7-13% faster in seq-major at 4k
+   * context than four shorter ones */
   ATT_TASKS_PER_SLOT = 4,
+  ATT_TASKS_PER_SLOT_BY_POS = 1,
   /* split path: at most this many kv heads per block (the per-task array of their rows) */
   ATT_MAX_HBLOCK = 16,
   WS_ALIGN = 64,
@@ -167,7 +172,8 @@ static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q
      * head's K and V, each contiguous (head-major f16 at 4k context: 1.2-1.3x faster than eight
      * heads' rows interleaved, which split the prefetches over sixteen streams) */
     int64_t hb = att_by_pos(p) ? min64(p->hkv, ATT_MAX_HBLOCK) : 1;
-    const int64_t want = (int64_t)ATT_TASKS_PER_SLOT * slots;
+    const int even = att_by_pos(p) && p->n_chunks % (int64_t)slots == 0;
+    const int64_t want = (int64_t)(even ? ATT_TASKS_PER_SLOT_BY_POS : ATT_TASKS_PER_SLOT) * slots;
     while (hb > 1 && p->n_chunks * ((p->hkv + hb - 1) / hb) < want) hb = (hb + 1) / 2;
     p->hblock = hb;
     p->n_hblocks = (p->hkv + hb - 1) / hb;
