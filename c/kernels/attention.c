@@ -280,19 +280,48 @@ static void att_prefetch(const att_plan *p, int64_t h0, int64_t nh, int64_t k0, 
   }
 }
 
-/* A load of one byte of each K and V row of head h at keys [k0, k0 + kn), where every position
- * has a page of its own (a position stride of 4 KiB or more: token-major, seq-major with large
- * rows): the loads walk the pages' translations before the prefetches reach them. A prefetch
- * that misses the TLB does not make up for it on Zen 4: token-major at 4k context measured 8%
- * faster with these loads a tile ahead of the prefetches. */
+/* What the per-ISA call x of a tile step (att_step's order) prefetches of the next tile, at key
+ * `next`: call x covers keys [k1, k1 + cnt) of head h, the block being heads [h0, h0 + nh). By
+ * head, the same keys' rows of the next tile. By position with each position's rows of the block
+ * packed (seq-major, token-major), the calls instead take the next tile's rows in address order,
+ * position by position and head by head within one, call x the x-th run of cnt of them: one
+ * head's rows, 2 KiB or more apart, were fetched 1.1-1.2x slower at 4k context (f16,
+ * page-aligned seq-major) than the same bytes in address order. */
+static feri_att_pf att_pf_of(const att_plan *p, const fer_tensor *x, int64_t dim, int64_t h0, int64_t nh,
+                             int64_t call, int64_t h, int64_t next, int64_t k1, int64_t cnt) {
+  const int64_t es = (int64_t)feri_dtype_size(x->dtype), row = dim * es;
+  if (att_by_pos(p) && x->strides[2] == es && x->strides[0] == row) {
+    const int64_t u = call % nh, packed = x->strides[1] == nh * row;
+    const feri_att_pf f = {kv_rows(x, h0, next).base, nh * k1 + u * cnt, packed ? INT64_MAX : nh, row,
+                           packed ? 0 : x->strides[1]};
+    return f;
+  }
+  const feri_att_pf f = {kv_rows(x, h, next + k1).base, 0, INT64_MAX, x->strides[1], 0};
+  (void)call;
+  return f;
+}
+
+/* A load of one byte of every 4 KiB page that the K and V rows of head h at keys [k0, k0 + kn)
+ * start in, just before the loops prefetch those rows: the loads walk the pages' translations.
+ * On this VM (Zen 4 under nested paging) a prefetch that misses the TLB is dropped, so without
+ * them the first row of every page came from DRAM on demand: at 4k context with 4 KiB pages,
+ * f16 head-major measured 1.2x faster with them, seq-major 1.1x, token-major (a page per
+ * position) 1.05-1.1x. A token-major cache still walks one page per position and layer, which
+ * only larger pages remove (docs/BENCHMARKS.md). */
 static void att_touch_pages(const att_plan *p, int64_t h, int64_t k0, int64_t kn) {
   const fer_tensor *kv[2] = {p->k, p->v};
   const int64_t dims[2] = {p->d, p->dv};
   unsigned sum = 0;
   for (int w = 0; w < 2; w++) {
-    if (dims[w] == 0 || llabs(kv[w]->strides[1]) < 4096) continue;
+    if (dims[w] == 0) continue;
     const feri_kv_rows r = kv_rows(kv[w], h, k0);
-    for (int64_t t = 0; t < kn; t++) sum += *(const volatile unsigned char *)(r.base + t * r.row_stride);
+    uintptr_t last = UINTPTR_MAX;
+    for (int64_t t = 0; t < kn; t++) {
+      const char *row = r.base + t * r.row_stride;
+      if ((uintptr_t)row >> 12 == last) continue;
+      last = (uintptr_t)row >> 12;
+      sum += *(const volatile unsigned char *)row;
+    }
   }
   __asm__ volatile("" : : "r"(sum));
 }
@@ -330,8 +359,9 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
       const att_rows *r = &a[by_pos ? x % nh : x / halves];
       const int64_t k1 = (by_pos ? x / nh : x % halves) * half;
       const feri_kv_rows kr = kv_rows(p->k, r->h, k0 + k1);
+      const feri_att_pf f = att_pf_of(p, p->k, p->d, a[0].h, nh, x, r->h, next, k1, min64(n - k1, half));
       ops->scores(r->q + i * p->d, nqt * p->d, p->group, p->d, &kr, min64(n - k1, half), p->scale,
-                  r->s + i * ATT_BK + k1, nqt * ATT_BK, pf ? kv_rows(p->k, r->h, next + k1).base : NULL);
+                  r->s + i * ATT_BK + k1, nqt * ATT_BK, pf ? &f : NULL);
     }
     for (int64_t u = 0; u < nh; u++) {
       const att_rows *r = &a[u];
@@ -350,9 +380,9 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
       const att_rows *r = &a[by_pos ? x % nh : x / halves];
       const int64_t k1 = (by_pos ? x / nh : x % halves) * half;
       const feri_kv_rows vr = kv_rows(p->v, r->h, k0 + k1);
+      const feri_att_pf f = att_pf_of(p, p->v, p->dv, a[0].h, nh, x, r->h, next, k1, min64(n - k1, half));
       ops->accumulate(r->o + i * p->dv, nqt * p->dv, p->group, p->dv, r->s + i * ATT_BK + k1, nqt * ATT_BK,
-                      &vr, min64(n - k1, half), k1 == 0 ? r->corr : NULL,
-                      pf ? kv_rows(p->v, r->h, next + k1).base : NULL);
+                      &vr, min64(n - k1, half), k1 == 0 ? r->corr : NULL, pf ? &f : NULL);
     }
   }
 }
@@ -441,7 +471,7 @@ static void split_task(void *ctx, int64_t task, uint32_t worker) {
       a[u] = slot_rows(j, h0 + u, c, qf + u * p->rows * p->d, s + u * p->rows * ATT_BK, corr + u * p->group);
       if (k0 % ATT_CHUNK == 0) state_clear(p, p->rows, a[u].o, a[u].m, a[u].l);
     }
-    if (att_by_pos(p)) att_touch_pages(p, h0, next, min64(kend - next, ATT_BK));
+    att_touch_pages(p, h0, next, min64(kend - next, ATT_BK));
     att_step(j, a, nh, k0, kn, next, min64(kend - next, ATT_BK));
   }
 }

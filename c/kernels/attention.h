@@ -18,15 +18,48 @@ typedef struct feri_kv_rows {
   int64_t row_stride, dim_stride, es;
 } feri_kv_rows;
 
+/* The rows a per-ISA call may prefetch (a later tile's): row t = 0, 1, ... at
+ * base + (i / inner) * outer + (i % inner) * stride with i = first + t (bytes). One stride covers
+ * one head's rows (stride = the position stride, inner = INT64_MAX) and a packed run of rows in
+ * address order (stride = the row's bytes); inner and outer add a gap after every `inner` rows
+ * (a token-major cache: one position's heads, then the next position). */
+typedef struct feri_att_pf {
+  const char *base;
+  int64_t first, inner, stride, outer;
+} feri_att_pf;
+
+/* Walks the rows of a feri_att_pf in order without dividing per row. */
+typedef struct feri_att_pf_cursor {
+  const char *row;
+  int64_t i; /* (first + t) % inner */
+} feri_att_pf_cursor;
+
+static inline feri_att_pf_cursor feri_att_pf_at(const feri_att_pf *f, int64_t t) {
+  const int64_t i = f->first + t;
+  const feri_att_pf_cursor c = {f->base + i / f->inner * f->outer + i % f->inner * f->stride, i % f->inner};
+  return c;
+}
+
+/* The current row, then moves to the next. */
+static inline const char *feri_att_pf_next(const feri_att_pf *f, feri_att_pf_cursor *c) {
+  const char *row = c->row;
+  c->row += f->stride;
+  if (++c->i == f->inner) {
+    c->i = 0;
+    c->row += f->outer - f->inner * f->stride;
+  }
+  return row;
+}
+
 typedef struct feri_attention_ops {
   /* For each of `rows` query rows r (q + r * q_stride, contiguous f32 of length d):
    * s[r * s_stride + j] = dot(q_r, row j of k) * scale for j < n. Rows of one call share the
    * keys (the q heads of one GQA group), so each K row is loaded once for all of them. A score
    * depends only on its row and key: never on `rows`, n or where the key sits in the call.
-   * pf, when not NULL, is row 0 of n rows laid out as k's (a later tile): the call may prefetch
-   * them, spread through its loops. It changes no result. */
+   * pf, when not NULL, names n rows of d elements of k's dtype (feri_att_pf): the call may
+   * prefetch them, spread through its loops. It changes no result. */
   void (*scores)(const float *q, int64_t q_stride, int64_t rows, int64_t d, const feri_kv_rows *k,
-                 int64_t n, float scale, float *s, int64_t s_stride, const char *pf);
+                 int64_t n, float scale, float *s, int64_t s_stride, const feri_att_pf *pf);
   /* s[j] = fexp(s[j] - m) for j < n; returns their sum in eight lanes (s[j] into lane j mod 8,
    * in order of j; lanes combined as the dot products' lanes). */
   float (*exp_shift)(float *s, int64_t n, float m);
@@ -36,10 +69,10 @@ typedef struct feri_attention_ops {
    * is not NULL, o_r[e] = o_r[e] * corr[r]; then o_r[e] = fma(p_r[j], v[j][e], o_r[e]) for
    * j = 0 .. n-1 in order, every e < dv. Each V row is loaded once for all the rows; calling it
    * on keys [0, a) and then [a, n) (corr on the first call only) gives the same bits. pf as for
-   * scores, rows laid out as v's. */
+   * scores, rows of dv elements of v's dtype. */
   void (*accumulate)(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,
                      int64_t p_stride, const feri_kv_rows *v, int64_t n, const float *corr,
-                     const char *pf);
+                     const feri_att_pf *pf);
   /* o[e] = fma(o[e], a, ob[e] * b) for e < dv: one row's output in the merge of two partial
    * softmax states (attention.c computes a and b). */
   void (*merge)(float *o, const float *ob, int64_t dv, float a, float b);
@@ -56,10 +89,10 @@ static inline float feri_att_lanes8(const float l[8]) {
 float feri_att_dot(const float *q, int64_t d, const feri_kv_rows *k, int64_t j);
 void feri_att_scores_ref(const float *q, int64_t q_stride, int64_t rows, int64_t d,
                          const feri_kv_rows *k, int64_t n, float scale, float *s, int64_t s_stride,
-                         const char *pf);
+                         const feri_att_pf *pf);
 void feri_att_accumulate_ref(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,
                              int64_t p_stride, const feri_kv_rows *v, int64_t n, const float *corr,
-                             const char *pf);
+                             const feri_att_pf *pf);
 void feri_att_merge_ref(float *o, const float *ob, int64_t dv, float a, float b);
 
 extern const feri_attention_ops feri_attention_ops_portable;

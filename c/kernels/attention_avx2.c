@@ -59,7 +59,7 @@ FERI_AVX2 static FERI_INLINE void prefetch_span(const char *row, int64_t l0, int
 FERI_AVX2 static FERI_INLINE void scores8(const fer_dtype t, const int nr, const int nkb, const int qreg,
                                           const float *q, int64_t q_stride, int64_t d, const char *k0,
                                           int64_t rs, float scale, float *s, int64_t s_stride,
-                                          const char *pf) {
+                                          const char *const *pfr) {
   const int64_t es = t == FER_DTYPE_F32 ? 4 : 2, lines = (d * es + 63) / 64;
   __m256 x[4][4];
   for (int kb = 0; kb < 4; kb += nkb / 2) {
@@ -99,8 +99,8 @@ FERI_AVX2 static FERI_INLINE void scores8(const fer_dtype t, const int nr, const
     for (int r = 0; r < nr; r++)
 #pragma GCC unroll 4
       for (int u = 0; u < nkb / 2; u++) x[r][kb + u] = halves_sum(a[r][2 * u], a[r][2 * u + 1]);
-    if (pf != NULL)
-      for (int u = 2 * kb; u < 2 * kb + nkb; u++) prefetch_span(pf + u * rs, 0, lines, (d * es) % 64 != 0, d * es);
+    if (pfr != NULL)
+      for (int u = 2 * kb; u < 2 * kb + nkb; u++) prefetch_span(pfr[u], 0, lines, (d * es) % 64 != 0, d * es);
   }
   const __m256 sc = _mm256_set1_ps(scale);
 #pragma GCC unroll 4
@@ -111,14 +111,20 @@ FERI_AVX2 static FERI_INLINE void scores8(const fer_dtype t, const int nr, const
 FERI_AVX2 static FERI_INLINE void scores_rows(const fer_dtype t, const int nr, const float *q,
                                               int64_t q_stride, int64_t d, const feri_kv_rows *k,
                                               int64_t n, float scale, float *s, int64_t s_stride,
-                                              const char *pf) {
+                                              const feri_att_pf *pf) {
   const int nkb = nr == 1 ? 8 : nr == 4 ? 2 : 4, qreg = nr != 3;
+  feri_att_pf_cursor cur = {NULL, 0};
+  if (pf != NULL) cur = feri_att_pf_at(pf, 0);
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
+  for (; j + 8 <= n; j += 8) {
+    const char *pfr[8];
+    if (pf != NULL)
+      for (int u = 0; u < 8; u++) pfr[u] = feri_att_pf_next(pf, &cur);
     scores8(t, nr, nkb, qreg, q, q_stride, d, k->base + j * k->row_stride, k->row_stride, scale, s + j,
-            s_stride, pf != NULL ? pf + j * k->row_stride : NULL);
+            s_stride, pf != NULL ? pfr : NULL);
+  }
   if (pf != NULL)
-    for (int64_t u = j; u < n; u++) prefetch_span(pf + u * k->row_stride, 0, (d * k->es + 63) / 64, 1, d * k->es);
+    for (int64_t u = j; u < n; u++) prefetch_span(feri_att_pf_next(pf, &cur), 0, (d * k->es + 63) / 64, 1, d * k->es);
   for (; j < n; j++) {
     const char *row = k->base + j * k->row_stride;
     for (int r = 0; r < nr; r++) {
@@ -132,7 +138,7 @@ FERI_AVX2 static FERI_INLINE void scores_rows(const fer_dtype t, const int nr, c
 
 FERI_AVX2 static FERI_INLINE void scores_dt(const fer_dtype t, const float *q, int64_t q_stride,
                                             int64_t rows, int64_t d, const feri_kv_rows *k, int64_t n,
-                                            float scale, float *s, int64_t s_stride, const char *pf) {
+                                            float scale, float *s, int64_t s_stride, const feri_att_pf *pf) {
   int64_t r = 0;
   /* the first block of rows prefetches */
 #define ATT_SC(nr) \
@@ -149,7 +155,7 @@ FERI_AVX2 static FERI_INLINE void scores_dt(const fer_dtype t, const float *q, i
 
 FERI_AVX2 static void scores_avx2(const float *q, int64_t q_stride, int64_t rows, int64_t d,
                                   const feri_kv_rows *k, int64_t n, float scale, float *s,
-                                  int64_t s_stride, const char *pf) {
+                                  int64_t s_stride, const feri_att_pf *pf) {
   if (k->dim_stride != k->es || d % 8 != 0) {
     feri_att_scores_ref(q, q_stride, rows, d, k, n, scale, s, s_stride, pf);
     return;
@@ -206,8 +212,8 @@ FERI_AVX2 static float row_max_avx2(const float *s, int64_t n, float init) {
 FERI_AVX2 static FERI_INLINE void accumulate_pass(const fer_dtype t, const int nr, const int w, const int vout,
                                                   float *o, int64_t o_stride, int64_t e0, const float *p,
                                                   int64_t p_stride, const feri_kv_rows *v, int64_t n,
-                                                  const float *corr, const char *pf, int64_t l0, int64_t l1,
-                                                  int last, int64_t bytes) {
+                                                  const float *corr, const char *const *pfr, int64_t l0,
+                                                  int64_t l1, int last, int64_t bytes) {
   const int64_t es = t == FER_DTYPE_F32 ? 4 : 2;
   __m256 c[4][8];
 #pragma GCC unroll 4
@@ -221,7 +227,7 @@ FERI_AVX2 static FERI_INLINE void accumulate_pass(const fer_dtype t, const int n
   }
   const char *row = v->base + e0 * es;
   for (int64_t j = 0; j < n; j++, row += v->row_stride) {
-    if (pf != NULL) prefetch_span(pf + j * v->row_stride, l0, l1, last, bytes);
+    if (pfr != NULL) prefetch_span(pfr[j], l0, l1, last, bytes);
     if (vout) {
       __m256 pj[4];
 #pragma GCC unroll 4
@@ -264,21 +270,31 @@ FERI_AVX2 static FERI_INLINE void accumulate_pass(const fer_dtype t, const int n
  * accumulators cost up to 8% where the rows do not collide). */
 enum { ATT_ACC_KB = 8 };
 
+/* Keys per block whose prefetch rows are listed at once (a longer call takes several blocks; the
+ * accumulators' fma chains still run over the keys in order). */
+enum { ATT_PF_ROWS = 32 };
+
 FERI_AVX2 static FERI_INLINE void accumulate_rows(const fer_dtype t, const int nr, float *o,
                                                   int64_t o_stride, int64_t dv, const float *p,
                                                   int64_t p_stride, const feri_kv_rows *v, int64_t n,
-                                                  const float *corr, const char *pf) {
+                                                  const float *corr, const feri_att_pf *pf) {
   const int w = nr == 1 ? 8 : nr == 4 ? 2 : 4, vout = nr == 3;
   const int64_t bytes = dv * v->es, lines = (bytes + 63) / 64;
   const int64_t wide = dv / (8 * w), two = w > 2 ? dv % (8 * w) / 16 : 0;
   const int64_t passes = wide + two + (dv - wide * 8 * w - two * 16) / 8;
-  const int64_t kb = v->row_stride % 4096 == 0 ? ATT_ACC_KB : n;
+  const int64_t kb0 = v->row_stride % 4096 == 0 ? ATT_ACC_KB : n;
+  const int64_t kb = pf != NULL && kb0 > ATT_PF_ROWS ? ATT_PF_ROWS : kb0;
+  feri_att_pf_cursor cur = {NULL, 0};
+  if (pf != NULL) cur = feri_att_pf_at(pf, 0);
   for (int64_t j0 = 0; j0 < n; j0 += kb) {
     const int64_t nb = n - j0 < kb ? n - j0 : kb;
     feri_kv_rows vb = *v;
     vb.base += j0 * v->row_stride;
     const float *pb = p + j0, *cb = j0 == 0 ? corr : NULL;
-    const char *pfb = pf != NULL ? pf + j0 * v->row_stride : NULL;
+    const char *pfr[ATT_PF_ROWS];
+    if (pf != NULL)
+      for (int64_t u = 0; u < nb; u++) pfr[u] = feri_att_pf_next(pf, &cur);
+    const char *const *pfb = pf != NULL ? pfr : NULL;
     int64_t e0 = 0, i = 0;
 #define ATT_PASS(ww, vo) \
   accumulate_pass(t, nr, ww, vo, o, o_stride, e0, pb, p_stride, &vb, nb, cb, pfb, lines * i / passes, \
@@ -294,7 +310,7 @@ FERI_AVX2 static FERI_INLINE void accumulate_rows(const fer_dtype t, const int n
 FERI_AVX2 static FERI_INLINE void accumulate_dt(const fer_dtype t, float *o, int64_t o_stride,
                                                 int64_t rows, int64_t dv, const float *p,
                                                 int64_t p_stride, const feri_kv_rows *v, int64_t n,
-                                                const float *corr, const char *pf) {
+                                                const float *corr, const feri_att_pf *pf) {
   int64_t r = 0;
   /* the first block of rows prefetches */
 #define ATT_ACC(nr) \
@@ -312,7 +328,7 @@ FERI_AVX2 static FERI_INLINE void accumulate_dt(const fer_dtype t, float *o, int
 
 FERI_AVX2 static void accumulate_avx2(float *o, int64_t o_stride, int64_t rows, int64_t dv,
                                       const float *p, int64_t p_stride, const feri_kv_rows *v,
-                                      int64_t n, const float *corr, const char *pf) {
+                                      int64_t n, const float *corr, const feri_att_pf *pf) {
   if (v->dim_stride != v->es || dv % 8 != 0) {
     feri_att_accumulate_ref(o, o_stride, rows, dv, p, p_stride, v, n, corr, pf);
     return;

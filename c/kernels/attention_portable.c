@@ -17,7 +17,7 @@ float feri_att_dot(const float *q, int64_t d, const feri_kv_rows *k, int64_t j) 
 
 void feri_att_scores_ref(const float *q, int64_t q_stride, int64_t rows, int64_t d,
                          const feri_kv_rows *k, int64_t n, float scale, float *s, int64_t s_stride,
-                         const char *pf) {
+                         const feri_att_pf *pf) {
   (void)pf; /* the reference level leaves memory to the hardware */
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < n; j++) s[r * s_stride + j] = feri_att_dot(q + r * q_stride, d, k, j) * scale;
@@ -43,7 +43,7 @@ static float row_max_portable(const float *s, int64_t n, float init) {
 
 void feri_att_accumulate_ref(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,
                              int64_t p_stride, const feri_kv_rows *v, int64_t n, const float *corr,
-                             const char *pf) {
+                             const feri_att_pf *pf) {
   (void)pf;
   for (int64_t r = 0; r < rows; r++) {
     if (corr != NULL)
