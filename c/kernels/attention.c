@@ -280,24 +280,24 @@ static void att_prefetch(const att_plan *p, int64_t h0, int64_t nh, int64_t k0, 
   }
 }
 
-/* What the per-ISA call x of a tile step (att_step's order) prefetches of the next tile, at key
- * `next`: call x covers keys [k1, k1 + cnt) of head h, the block being heads [h0, h0 + nh). By
- * head, the same keys' rows of the next tile. By position with each position's rows of the block
- * packed (seq-major, token-major), the calls instead take the next tile's rows in address order,
- * position by position and head by head within one, call x the x-th run of cnt of them: one
- * head's rows, 2 KiB or more apart, were fetched 1.1-1.2x slower at 4k context (f16,
+/* What a per-ISA call of a tile step prefetches of the next tile, at key `next`, while it
+ * computes keys [k1, k1 + ...) of head h0 + u of the block [h0, h0 + nh), n keys per head in this
+ * tile (att_step's order: head by head, keys in order). By head (head-major), the same keys'
+ * rows of the next tile. By position with each position's rows of the block packed (seq-major,
+ * token-major), the next tile's rows of the whole block in address order instead, position by
+ * position and head by head within one, the calls taking them in runs in the order the calls
+ * come: one head's rows, 2 KiB or more apart, were fetched 1.1-1.2x slower at 4k context (f16,
  * page-aligned seq-major) than the same bytes in address order. */
-static feri_att_pf att_pf_of(const att_plan *p, const fer_tensor *x, int64_t dim, int64_t h0, int64_t nh,
-                             int64_t call, int64_t h, int64_t next, int64_t k1, int64_t cnt) {
+static feri_att_pf att_pf_of(const att_plan *p, const fer_tensor *x, int64_t dim, int64_t h0, int64_t nh, int64_t u,
+                             int64_t next, int64_t n, int64_t k1) {
   const int64_t es = (int64_t)feri_dtype_size(x->dtype), row = dim * es;
   if (att_by_pos(p) && x->strides[2] == es && x->strides[0] == row) {
-    const int64_t u = call % nh, packed = x->strides[1] == nh * row;
-    const feri_att_pf f = {kv_rows(x, h0, next).base, nh * k1 + u * cnt, packed ? INT64_MAX : nh, row,
+    const int64_t packed = x->strides[1] == nh * row;
+    const feri_att_pf f = {kv_rows(x, h0, next).base, u * n + k1, packed ? INT64_MAX : nh, row,
                            packed ? 0 : x->strides[1]};
     return f;
   }
-  const feri_att_pf f = {kv_rows(x, h, next + k1).base, 0, INT64_MAX, x->strides[1], 0};
-  (void)call;
+  const feri_att_pf f = {kv_rows(x, h0 + u, next + k1).base, 0, INT64_MAX, x->strides[1], 0};
   return f;
 }
 
@@ -326,17 +326,17 @@ static void att_touch_pages(const att_plan *p, int64_t h, int64_t k0, int64_t kn
   __asm__ volatile("" : : "r"(sum));
 }
 
-/* Keys [k0, k0 + kn) of one tile (inside one chunk) into the states of nh heads' rows a[0 .. nh).
- * Scores and values go in halves of up to 32 keys: a score depends only on its key and the
- * values' fma chains run over the keys in order either way (attention.h), so neither the halves
- * nor the order of heads and halves change a bit. By position (seq-major, token-major caches:
- * one position's rows of all heads are adjacent) the loops take a half of every head before the
- * next half, so the 32 positions' bytes (in a token-major cache, 32 pages) serve all heads
- * while they are in the caches and TLBs: 15% faster there than a whole tile per head at 4k
- * context; by head otherwise.
+/* Keys [k0, k0 + kn) of one tile (inside one chunk) into the states of nh heads' rows a[0 .. nh),
+ * head by head. Scores and values go in halves of up to 32 keys: a score depends only on its key
+ * and the values' fma chains run over the keys in order either way (attention.h), so neither the
+ * halves nor the order of heads and halves change a bit. (Taking a half of every head before the
+ * next half, so that one position's rows serve all heads together, was 15% faster in seq-major
+ * and token-major caches while their prefetches went head by head; with the prefetches in
+ * address order (att_pf_of) and the pages touched ahead (att_touch_pages), head by head is 8%
+ * faster in f16 seq-major and equal elsewhere.)
  * While the last query position's keys are scored and its values accumulated, the inner loops
- * prefetch the same rows of the tile at key `next`, a few lines per key, spread through the
- * arithmetic: issued as a burst per tile instead, the prefetches filled the miss queues and
+ * prefetch the rows of the tile at key `next` (att_pf_of), a few lines per key, spread through
+ * the arithmetic: issued as a burst per tile instead, the prefetches filled the miss queues and
  * stalled the loops (35% of the time at 4k context). A next tile shorter than this one is
  * prefetched here in one go. */
 static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0, int64_t kn, int64_t next,
@@ -344,7 +344,6 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
   const att_plan *p = j->p;
   const feri_attention_ops *ops = j->ops;
   const int64_t nqt = a[0].nqt;
-  const int by_pos = att_by_pos(p);
   if (next_n > 0 && next_n < kn) {
     for (int64_t u = 0; u < nh; u++) att_prefetch(p, a[u].h, 1, next, next_n);
     next_n = 0;
@@ -356,10 +355,10 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
     const int pf = i == nqt - 1 && next_n >= n;
     const int64_t half = n > 32 ? 32 : n, halves = (n + half - 1) / half;
     for (int64_t x = 0; x < nh * halves; x++) {
-      const att_rows *r = &a[by_pos ? x % nh : x / halves];
-      const int64_t k1 = (by_pos ? x / nh : x % halves) * half;
+      const int64_t u = x / halves, k1 = x % halves * half;
+      const att_rows *r = &a[u];
       const feri_kv_rows kr = kv_rows(p->k, r->h, k0 + k1);
-      const feri_att_pf f = att_pf_of(p, p->k, p->d, a[0].h, nh, x, r->h, next, k1, min64(n - k1, half));
+      const feri_att_pf f = att_pf_of(p, p->k, p->d, a[0].h, nh, u, next, n, k1);
       ops->scores(r->q + i * p->d, nqt * p->d, p->group, p->d, &kr, min64(n - k1, half), p->scale,
                   r->s + i * ATT_BK + k1, nqt * ATT_BK, pf ? &f : NULL);
     }
@@ -377,10 +376,10 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
     }
     /* o *= corr (with the first half), then o += p v */
     for (int64_t x = 0; x < nh * halves; x++) {
-      const att_rows *r = &a[by_pos ? x % nh : x / halves];
-      const int64_t k1 = (by_pos ? x / nh : x % halves) * half;
+      const int64_t u = x / halves, k1 = x % halves * half;
+      const att_rows *r = &a[u];
       const feri_kv_rows vr = kv_rows(p->v, r->h, k0 + k1);
-      const feri_att_pf f = att_pf_of(p, p->v, p->dv, a[0].h, nh, x, r->h, next, k1, min64(n - k1, half));
+      const feri_att_pf f = att_pf_of(p, p->v, p->dv, a[0].h, nh, u, next, n, k1);
       ops->accumulate(r->o + i * p->dv, nqt * p->dv, p->group, p->dv, r->s + i * ATT_BK + k1, nqt * ATT_BK,
                       &vr, min64(n - k1, half), k1 == 0 ? r->corr : NULL, pf ? &f : NULL);
     }
