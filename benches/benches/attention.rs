@@ -35,8 +35,9 @@ const D: i64 = 128;
 const CTX: i64 = 4096;
 /// Bytes of the probe's buffer, read by two threads.
 const READ_BYTES: usize = 256 << 20;
-/// Rounds of the layout check (each: probe, every layout, probe).
-const CHECK_ROUNDS: usize = 3;
+/// Rounds of the layout check (each: probe, one pass over the cache's layers in every layout,
+/// probe).
+const CHECK_ROUNDS: usize = 7;
 /// The transparent huge page size and the advice that asks for it (Linux).
 const HUGE_PAGE: usize = 2 << 20;
 const MADV_HUGEPAGE: i32 = 14;
@@ -204,7 +205,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// The C-ATT-006 check on `cache`: CHECK_ROUNDS rounds of (probe, two passes over the cache's
+/// The C-ATT-006 check on `cache`: CHECK_ROUNDS rounds of (probe, one pass over the cache's
 /// layers in each layout, probe); per layout the median round's rate against the highest probe
 /// of the check, and the slowest layout's median time against the fastest's.
 fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_tensor, out: &sys::fer_tensor,
@@ -215,7 +216,7 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
         "4 KiB pages".to_string()
     };
     let bytes = (2 * HKV * CTX * D * cache.e) as f64;
-    let reps = 2 * cache.layers;
+    let reps = cache.layers;
     let mut secs: Vec<Vec<f64>> = vec![Vec::new(); LAYOUTS.len()];
     let mut probes = Vec::new();
     for _ in 0..CHECK_ROUNDS {
