@@ -301,29 +301,34 @@ static feri_att_pf att_pf_of(const att_plan *p, const fer_tensor *x, int64_t dim
   return f;
 }
 
-/* A load of one byte of every 4 KiB page that the K and V rows of head h at keys [k0, k0 + kn)
- * start in, just before the loops prefetch those rows: the loads walk the pages' translations.
- * On this VM (Zen 4 under nested paging) a prefetch that misses the TLB is dropped, so without
- * them the first row of every page came from DRAM on demand: at 4k context with 4 KiB pages,
- * f16 head-major measured 1.2x faster with them, seq-major 1.1x, token-major (a page per
- * position) 1.05-1.1x. A token-major cache still walks one page per position and layer, which
- * only larger pages remove (docs/BENCHMARKS.md). */
-static void att_touch_pages(const att_plan *p, int64_t h, int64_t k0, int64_t kn) {
-  const fer_tensor *kv[2] = {p->k, p->v};
-  const int64_t dims[2] = {p->d, p->dv};
+/* A load of one byte of every 4 KiB page that the first cnt rows of f start in: the loads walk
+ * the pages' translations. On this VM (Zen 4 under nested paging) a prefetch that misses the TLB
+ * is dropped, so without them the first row of every page came from DRAM on demand. att_step
+ * touches the rows of each call's prefetch one call ahead, so the walks overlap the arithmetic
+ * and are done when the prefetches come: at 4k context with 4 KiB pages, f16 head-major 1.2x
+ * faster than without, seq-major 1.1x; token-major (a page per position) 1.05-1.1x. */
+static void att_touch(const feri_att_pf *f, int64_t cnt) {
+  feri_att_pf_cursor c = feri_att_pf_at(f, 0);
+  uintptr_t last = UINTPTR_MAX;
   unsigned sum = 0;
-  for (int w = 0; w < 2; w++) {
-    if (dims[w] == 0) continue;
-    const feri_kv_rows r = kv_rows(kv[w], h, k0);
-    uintptr_t last = UINTPTR_MAX;
-    for (int64_t t = 0; t < kn; t++) {
-      const char *row = r.base + t * r.row_stride;
-      if ((uintptr_t)row >> 12 == last) continue;
-      last = (uintptr_t)row >> 12;
-      sum += *(const volatile unsigned char *)row;
-    }
+  for (int64_t t = 0; t < cnt; t++) {
+    const char *row = feri_att_pf_next(f, &c);
+    if ((uintptr_t)row >> 12 == last) continue;
+    last = (uintptr_t)row >> 12;
+    sum += *(const volatile unsigned char *)row;
   }
   __asm__ volatile("" : : "r"(sum));
+}
+
+/* Before call x of a loop of att_step: the pages of call x + 1's prefetch rows (and, before
+ * call 0, of call 0's own). */
+static void att_touch_ahead(const att_plan *p, const fer_tensor *t, int64_t dim, int64_t h0, int64_t nh, int64_t x,
+                            int64_t halves, int64_t half, int64_t next, int64_t n) {
+  for (int64_t y = x == 0 ? 0 : x + 1; y <= x + 1 && y < nh * halves; y++) {
+    const int64_t k1 = y % halves * half;
+    const feri_att_pf f = att_pf_of(p, t, dim, h0, nh, y / halves, next, n, k1);
+    att_touch(&f, min64(n - k1, half));
+  }
 }
 
 /* Keys [k0, k0 + kn) of one tile (inside one chunk) into the states of nh heads' rows a[0 .. nh),
@@ -359,6 +364,7 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
       const att_rows *r = &a[u];
       const feri_kv_rows kr = kv_rows(p->k, r->h, k0 + k1);
       const feri_att_pf f = att_pf_of(p, p->k, p->d, a[0].h, nh, u, next, n, k1);
+      if (pf) att_touch_ahead(p, p->k, p->d, a[0].h, nh, x, halves, half, next, n);
       ops->scores(r->q + i * p->d, nqt * p->d, p->group, p->d, &kr, min64(n - k1, half), p->scale,
                   r->s + i * ATT_BK + k1, nqt * ATT_BK, pf ? &f : NULL);
     }
@@ -380,6 +386,7 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
       const att_rows *r = &a[u];
       const feri_kv_rows vr = kv_rows(p->v, r->h, k0 + k1);
       const feri_att_pf f = att_pf_of(p, p->v, p->dv, a[0].h, nh, u, next, n, k1);
+      if (pf) att_touch_ahead(p, p->v, p->dv, a[0].h, nh, x, halves, half, next, n);
       ops->accumulate(r->o + i * p->dv, nqt * p->dv, p->group, p->dv, r->s + i * ATT_BK + k1, nqt * ATT_BK,
                       &vr, min64(n - k1, half), k1 == 0 ? r->corr : NULL, pf ? &f : NULL);
     }
@@ -470,7 +477,6 @@ static void split_task(void *ctx, int64_t task, uint32_t worker) {
       a[u] = slot_rows(j, h0 + u, c, qf + u * p->rows * p->d, s + u * p->rows * ATT_BK, corr + u * p->group);
       if (k0 % ATT_CHUNK == 0) state_clear(p, p->rows, a[u].o, a[u].m, a[u].l);
     }
-    att_touch_pages(p, h0, next, min64(kend - next, ATT_BK));
     att_step(j, a, nh, k0, kn, next, min64(kend - next, ATT_BK));
   }
 }
