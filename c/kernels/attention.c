@@ -21,14 +21,15 @@
  *   ATT_BQ queries times the head's group (K and V of a tile are read once for the group); it
  *   walks its chunks in order and folds each into the running state as it ends.
  * - split path (decode, up to ATT_SPLIT_Q queries): a task is a run of chunks times a block of
- *   kv heads; it leaves each chunk state in its own workspace slot, and a second pass folds the
- *   slots per kv head. Within a task the tiles are visited tile step by tile step (one tile of
- *   every head of the block, att_step), and the K and V rows of the next step are prefetched
- *   while this one is computed (inside the per-ISA loops, a few lines per key).
+ *   kv heads (one head where a head's rows are contiguous, every head where a position holds its
+ *   heads' rows together); it leaves each chunk state in its own workspace slot, and a second
+ *   pass folds the slots per kv head. Within a task the tiles are visited tile step by tile step
+ *   (one tile of every head of the block, att_step), and the K and V rows of the next step are
+ *   prefetched while this one is computed (inside the per-ISA loops, a few lines per key).
  * Decode reads every K and V byte once and does little arithmetic per byte, so what decides its
  * speed is keeping the memory system busy: prefetching a step ahead (tens of microseconds),
- * spreading the prefetches through the arithmetic, and visiting seq-major and token-major
- * caches position by position (att_step). */
+ * spreading the prefetches through the arithmetic, in address order (att_pf_of), with the pages'
+ * translations walked a call before their prefetches (att_touch). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,7 +338,7 @@ static void att_touch_ahead(const att_plan *p, const fer_tensor *t, int64_t dim,
  * halves nor the order of heads and halves change a bit. (Taking a half of every head before the
  * next half, so that one position's rows serve all heads together, was 15% faster in seq-major
  * and token-major caches while their prefetches went head by head; with the prefetches in
- * address order (att_pf_of) and the pages touched ahead (att_touch_pages), head by head is 8%
+ * address order (att_pf_of) and the pages touched ahead (att_touch), head by head is 8%
  * faster in f16 seq-major and equal elsewhere.)
  * While the last query position's keys are scored and its values accumulated, the inner loops
  * prefetch the rows of the tile at key `next` (att_pf_of), a few lines per key, spread through
