@@ -36,6 +36,7 @@ fn link_prebuilt(dir: PathBuf) {
         );
     }
     println!("cargo:rerun-if-changed={}", archive.display());
+    warn_if_older_than_sources(&archive);
     println!("cargo:rustc-link-search=native={}", dir.display());
     println!("cargo:rustc-link-lib=static=ferrite");
 
@@ -45,6 +46,54 @@ fn link_prebuilt(dir: PathBuf) {
     link_system_libraries();
     for lib in ["stdc++", "dl", "rt", "pthread", "m"] {
         println!("cargo:rustc-link-lib=dylib={}", lib);
+    }
+}
+
+/// A warning when a C source or header changed after the archive was written: cargo links
+/// whatever archive is there, so a benchmark run after `bazel test` (which does not rebuild
+/// //:libferrite_static) measures the old code without a word. (Bazel leaves the archive as it is
+/// when a change leaves every object the same, e.g. a comment: then the warning is a false alarm.)
+fn warn_if_older_than_sources(archive: &Path) {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let root = match manifest.join("../..").canonicalize() {
+        Ok(r) => r,
+        Err(_) => return,
+    };
+    let c_dir = root.join("c");
+    println!("cargo:rerun-if-changed={}", c_dir.display());
+    let built = match fs::metadata(archive).and_then(|m| m.modified()) {
+        Ok(t) => t,
+        Err(_) => return,
+    };
+    let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
+    let mut stack = vec![c_dir, root.join("ffi")];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if !["c", "h", "inc", "cu"].contains(&ext) {
+                continue;
+            }
+            if let Ok(t) = entry.metadata().and_then(|m| m.modified()) {
+                if newest.as_ref().map_or(true, |(n, _)| t > *n) {
+                    newest = Some((t, path));
+                }
+            }
+        }
+    }
+    if let Some((t, path)) = newest {
+        if t > built {
+            println!(
+                "cargo:warning={} is older than {}: if that change altered code, run `bazel build \
+                 //:libferrite_static` first (cargo links the archive as it is)",
+                archive.display(),
+                path.strip_prefix(&root).unwrap_or(&path).display()
+            );
+        }
     }
 }
 
