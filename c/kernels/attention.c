@@ -281,6 +281,8 @@ static void att_prefetch(const att_plan *p, int64_t h0, int64_t nh, int64_t k0, 
   }
 }
 
+static const feri_att_pf att_pf_none = {NULL, 0, 1, 0, 0};
+
 /* What a per-ISA call of a tile step prefetches of the next tile, at key `next`, while it
  * computes keys [k1, k1 + ...) of head h0 + u of the block [h0, h0 + nh), n keys per head in this
  * tile (att_step's order: head by head, keys in order). By head (head-major), the same keys'
@@ -321,15 +323,14 @@ static void att_touch(const feri_att_pf *f, int64_t cnt) {
   __asm__ volatile("" : : "r"(sum));
 }
 
-/* Before call x of a loop of att_step: the pages of call x + 1's prefetch rows (and, before
- * call 0, of call 0's own). */
-static void att_touch_ahead(const att_plan *p, const fer_tensor *t, int64_t dim, int64_t h0, int64_t nh, int64_t x,
-                            int64_t halves, int64_t half, int64_t next, int64_t n) {
-  for (int64_t y = x == 0 ? 0 : x + 1; y <= x + 1 && y < nh * halves; y++) {
-    const int64_t k1 = y % halves * half;
-    const feri_att_pf f = att_pf_of(p, t, dim, h0, nh, y / halves, next, n, k1);
-    att_touch(&f, min64(n - k1, half));
-  }
+/* The prefetch rows of call x of a loop of att_step (att_pf_of), their pages touched first: the
+ * loop asks for call x + 1's while it makes call x, so the walks are one call ahead. */
+static feri_att_pf att_pf_touched(const att_plan *p, const fer_tensor *t, int64_t dim, int64_t h0, int64_t nh,
+                                  int64_t x, int64_t halves, int64_t half, int64_t next, int64_t n) {
+  const int64_t k1 = x % halves * half;
+  const feri_att_pf f = att_pf_of(p, t, dim, h0, nh, x / halves, next, n, k1);
+  att_touch(&f, min64(n - k1, half));
+  return f;
 }
 
 /* Keys [k0, k0 + kn) of one tile (inside one chunk) into the states of nh heads' rows a[0 .. nh),
@@ -359,13 +360,15 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
     const int64_t n = min64(kn, att_visible(p, a[0].i0 + i) - k0);
     if (n <= 0) continue;
     const int pf = i == nqt - 1 && next_n >= n;
-    const int64_t half = n > 32 ? 32 : n, halves = (n + half - 1) / half;
-    for (int64_t x = 0; x < nh * halves; x++) {
+    const int64_t half = n > 32 ? 32 : n, halves = (n + half - 1) / half, calls = nh * halves;
+    /* fn: the prefetch of the next call, its pages touched a call ahead */
+    feri_att_pf fn = pf ? att_pf_touched(p, p->k, p->d, a[0].h, nh, 0, halves, half, next, n) : att_pf_none;
+    for (int64_t x = 0; x < calls; x++) {
       const int64_t u = x / halves, k1 = x % halves * half;
       const att_rows *r = &a[u];
       const feri_kv_rows kr = kv_rows(p->k, r->h, k0 + k1);
-      const feri_att_pf f = att_pf_of(p, p->k, p->d, a[0].h, nh, u, next, n, k1);
-      if (pf) att_touch_ahead(p, p->k, p->d, a[0].h, nh, x, halves, half, next, n);
+      const feri_att_pf f = fn;
+      if (pf && x + 1 < calls) fn = att_pf_touched(p, p->k, p->d, a[0].h, nh, x + 1, halves, half, next, n);
       ops->scores(r->q + i * p->d, nqt * p->d, p->group, p->d, &kr, min64(n - k1, half), p->scale,
                   r->s + i * ATT_BK + k1, nqt * ATT_BK, pf ? &f : NULL);
     }
@@ -382,12 +385,13 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
       }
     }
     /* o *= corr (with the first half), then o += p v */
-    for (int64_t x = 0; x < nh * halves; x++) {
+    fn = pf ? att_pf_touched(p, p->v, p->dv, a[0].h, nh, 0, halves, half, next, n) : att_pf_none;
+    for (int64_t x = 0; x < calls; x++) {
       const int64_t u = x / halves, k1 = x % halves * half;
       const att_rows *r = &a[u];
       const feri_kv_rows vr = kv_rows(p->v, r->h, k0 + k1);
-      const feri_att_pf f = att_pf_of(p, p->v, p->dv, a[0].h, nh, u, next, n, k1);
-      if (pf) att_touch_ahead(p, p->v, p->dv, a[0].h, nh, x, halves, half, next, n);
+      const feri_att_pf f = fn;
+      if (pf && x + 1 < calls) fn = att_pf_touched(p, p->v, p->dv, a[0].h, nh, x + 1, halves, half, next, n);
       ops->accumulate(r->o + i * p->dv, nqt * p->dv, p->group, p->dv, r->s + i * ATT_BK + k1, nqt * ATT_BK,
                       &vr, min64(n - k1, half), k1 == 0 ? r->corr : NULL, pf ? &f : NULL);
     }

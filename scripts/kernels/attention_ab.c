@@ -125,6 +125,12 @@ typedef fer_status (*oinit_fn)(fer_threadpool_options *);
 typedef fer_status (*create_fn)(const fer_threadpool_options *, fer_threadpool **);
 int main(int argc, char **argv) {
   /* ab THREADS DTYPE ROUNDS HQ HKV D LAYERS CTX lib1.so lib2.so ... */
+  if (argc < 10) {
+    fprintf(stderr,
+            "usage: %s THREADS DTYPE(16|32|bf) ROUNDS HQ HKV D LAYERS CTX lib1.so [lib2.so ...]\n",
+            argv[0]);
+    return 2;
+  }
   NT = atoi(argv[1]);
   int dtf = atoi(argv[2]);
   int rounds = atoi(argv[3]);
@@ -133,6 +139,12 @@ int main(int argc, char **argv) {
   D = atoll(argv[6]);
   LAYERS = atoll(argv[7]);
   CTX = atoll(argv[8]);
+  if (NT < 1 || NT > 8 || rounds < 1 || HQ < 1 || HKV < 1 || HQ % HKV != 0 || D < 1 || LAYERS < 1 ||
+      CTX < 1) {
+    fprintf(stderr,
+            "attention_ab: THREADS 1..8, ROUNDS >= 1, HQ a multiple of HKV, D, LAYERS, CTX >= 1\n");
+    return 2;
+  }
   int nl = argc - 9;
   if (nl > 4) nl = 4;
   att_fn att[4];
@@ -155,7 +167,6 @@ int main(int argc, char **argv) {
   int64_t es = dtf == 32 ? 4 : 2;
   fer_dtype dt = dtf == 32 ? FER_DTYPE_F32 : dtf == 16 ? FER_DTYPE_F16 : FER_DTYPE_BF16;
   size_t nel = (size_t)(LAYERS * 2 * HKV * CTX * D) + (size_t)CTX * 1024;
-  char *cache = malloc(nel * es + 8192) + (getenv("OFF") ? atoi(getenv("OFF")) : 16);
   if (getenv("PREHUGE")) { /* as the benchmark does: a huge-page cache first, freed */
     const size_t hb = (nel * es + (2 << 20)) / (2 << 20) * (2 << 20);
     char *h = aligned_alloc(2 << 20, hb);
@@ -165,10 +176,22 @@ int main(int argc, char **argv) {
       free(h);
     }
   }
-  if (getenv("A2M")) cache = aligned_alloc(2 << 20, (nel * es + (2 << 20)) / (2 << 20) * (2 << 20));
-  if (getenv("HUGE")) {
+  const long off = getenv("OFF") ? atol(getenv("OFF")) : 16;
+  if (off < 0 || off > 4096) {
+    fprintf(stderr, "attention_ab: OFF must be 0..4096\n");
+    return 2;
+  }
+  char *cache;
+  if (getenv("A2M") || getenv("HUGE")) {
     cache = aligned_alloc(2 << 20, (nel * es + (2 << 20)) / (2 << 20) * (2 << 20));
-    madvise(cache, nel * es, MADV_HUGEPAGE);
+    if (cache != NULL && getenv("HUGE")) madvise(cache, nel * es, MADV_HUGEPAGE);
+  } else {
+    char *raw = malloc(nel * es + 8192);
+    cache = raw != NULL ? raw + off : NULL;
+  }
+  if (cache == NULL) {
+    fprintf(stderr, "attention_ab: cannot allocate %zu bytes of cache\n", (size_t)(nel * es));
+    return 1;
   }
   uint32_t s = 1;
   int bd = getenv("BDATA") != NULL;
@@ -260,7 +283,8 @@ int main(int argc, char **argv) {
     for (int l = 0; l < 3; l++) {
       qsort(times[i][l], (size_t)rounds, sizeof(double), cmp_double);
       const double med = times[i][l][rounds / 2];
-      printf("  L%d %.3f ms %5.1f GB/s %3.0f%%", l, med * 1e3, bytes / med / 1e9, 100 * bytes / med / 1e9 / pmax);
+      printf("  L%d %.3f ms %5.1f GB/s %3.0f%%", l, med * 1e3, bytes / med / 1e9,
+             100 * bytes / med / 1e9 / pmax);
     }
     printf("\n");
   }
