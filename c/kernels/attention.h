@@ -98,6 +98,8 @@ void feri_att_merge_ref(float *o, const float *ob, int64_t dv, float a, float b)
 extern const feri_attention_ops feri_attention_ops_portable;
 #if defined(__x86_64__)
 extern const feri_attention_ops feri_attention_ops_avx2;
+/* the AVX2 level's table with AVX-512F scores and accumulate for 16-bit K and V (the same bits) */
+extern const feri_attention_ops feri_attention_ops_avx512;
 #endif
 
 #endif

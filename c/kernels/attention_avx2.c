@@ -8,6 +8,7 @@
 
 #include "kernels/avx2_util.h"
 #include "kernels/attention.h"
+#include "kernels/attention_x86.h"
 #include "kernels/fexp.h"
 #include "kernels/fexp_avx2.h"
 
@@ -17,35 +18,6 @@ FERI_AVX2 static FERI_INLINE float lanes_sum(__m256 v) {
   const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t)); /* (t0+t2, t1+t3) */
   return _mm_cvtss_f32(_mm_add_ss(u, _mm_shuffle_ps(u, u, 1)));
-}
-
-/* The lanes of a (key j) and b (key j + 4) added across the halves: [a0+a4, a1+a5, a2+a6, a3+a7,
- * b0+b4, b1+b5, b2+b6, b3+b7], the first level of the fixed tree for two keys at once. */
-FERI_AVX2 static FERI_INLINE __m256 halves_sum(__m256 a, __m256 b) {
-  return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
-}
-
-/* The rest of the tree for eight keys: x[i] = halves_sum(key i, key i + 4), i < 4, gives
- * [dot(key 0), ..., dot(key 7)] with each dot = ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), bit for bit
- * lanes_sum's value, for 2.6 instructions per score instead of 5 and one store for eight. */
-FERI_AVX2 static FERI_INLINE __m256 tree8(const __m256 x[4]) {
-  /* per key: (l0+l4)+(l2+l6) and (l1+l5)+(l3+l7) */
-  const __m256 y01 = _mm256_add_ps(_mm256_shuffle_ps(x[0], x[1], 0x44), _mm256_shuffle_ps(x[0], x[1], 0xee));
-  const __m256 y23 = _mm256_add_ps(_mm256_shuffle_ps(x[2], x[3], 0x44), _mm256_shuffle_ps(x[2], x[3], 0xee));
-  /* and their sum, keys in order */
-  return _mm256_add_ps(_mm256_shuffle_ps(y01, y23, 0x88), _mm256_shuffle_ps(y01, y23, 0xdd));
-}
-
-/* Prefetch hint for the later tile's rows: prefetcht2 (into L2 on Zen 4). They are needed one
- * tile step later (tens of microseconds), too early for L1: prefetcht0 and prefetchnta measured
- * 1.3-1.5x slower at 4k context, no prefetch 1.7x. */
-enum { ATT_PF_HINT = 1 };
-
-/* Lines [l0, l1) of the 64-byte lines from row; `last` adds the row's last byte (a row that is
- * not 64-byte aligned ends in one more line). */
-FERI_AVX2 static FERI_INLINE void prefetch_span(const char *row, int64_t l0, int64_t l1, int last, int64_t bytes) {
-  for (int64_t l = l0; l < l1; l++) __builtin_prefetch(row + 64 * l, 0, ATT_PF_HINT);
-  if (last) __builtin_prefetch(row + bytes - 1, 0, ATT_PF_HINT);
 }
 
 /* Scores of keys 0..7 of k0 (rows rs bytes apart) for nr query rows. Each (row, key) pair is one
@@ -269,10 +241,6 @@ FERI_AVX2 static FERI_INLINE void accumulate_pass(const fer_dtype t, const int n
  * seq-major 1.14x; other strides keep whole passes (the blocks' extra loads and stores of the
  * accumulators cost up to 8% where the rows do not collide). */
 enum { ATT_ACC_KB = 8 };
-
-/* Keys per block whose prefetch rows are listed at once (a longer call takes several blocks; the
- * accumulators' fma chains still run over the keys in order). */
-enum { ATT_PF_ROWS = 32 };
 
 FERI_AVX2 static FERI_INLINE void accumulate_rows(const fer_dtype t, const int nr, float *o,
                                                   int64_t o_stride, int64_t dv, const float *p,

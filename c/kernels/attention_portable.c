@@ -1,6 +1,7 @@
 /* attention_portable.c: the reference level of fer_attention's inner loops (see attention.h). */
 #include <math.h>
 
+#include "core/cpu.h"
 #include "core/dtype.h"
 #include "kernels/attention.h"
 #include "kernels/fexp.h"
@@ -68,7 +69,8 @@ const feri_attention_ops feri_attention_ops_portable = {
 
 const feri_attention_ops *feri_attention_ops_for(fer_isa isa) {
 #if defined(__x86_64__)
-  if (isa == FER_ISA_AVX2) return &feri_attention_ops_avx2;
+  if (isa == FER_ISA_AVX2)
+    return fer_cpu_features() & FER_CPU_FEATURE_AVX512F ? &feri_attention_ops_avx512 : &feri_attention_ops_avx2;
 #else
   (void)isa;
 #endif

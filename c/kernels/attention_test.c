@@ -301,9 +301,91 @@ static void test_long_contexts(void) {
   for (int i = 0; i < n_pools; i++) fer_threadpool_free(pools[i]);
 }
 
+
+/* The three tables' scores and accumulate, called directly, give the same bits: every dtype, 1 to
+ * 9 query rows (blocks of four and the rest), head dims that take the vector loops and those that
+ * fall back (not a multiple of 8 for scores, of 16 for the AVX-512 accumulate), key counts around
+ * the blocks of eight and of ATT_PF_ROWS, packed, padded, odd and 4 KiB-multiple row strides, a
+ * strided head dim (the reference path), with and without the rescale factors and prefetch rows.
+ * The AVX2-level pool of fer_attention takes the AVX-512 table where the CPU has it, so this is
+ * where the plain AVX2 table keeps its check (C-ATT-003). */
+static void test_tables_agree(void) {
+  fer_isa isa;
+  if (feri_isa_resolve(FER_ISA_AVX2, &isa) != FER_STATUS_OK) {
+    printf("SKIPPED: attention_test AVX2 tables (not on this CPU)\n");
+    return;
+  }
+  const feri_attention_ops *tables[3] = {&feri_attention_ops_portable, &feri_attention_ops_avx2, &feri_attention_ops_avx512};
+  const int n_tables = (fer_cpu_features() & FER_CPU_FEATURE_AVX512F) ? 3 : 2;
+  if (n_tables < 3) printf("SKIPPED: attention_test AVX-512 table (not on this CPU)\n");
+  static const fer_dtype dtypes[3] = {FER_DTYPE_F32, FER_DTYPE_F16, FER_DTYPE_BF16};
+  static const int64_t dims[] = {8, 12, 16, 40, 64, 128, 136};
+  static const int64_t keys[] = {1, 7, 8, 9, 33, 64, 67};
+  static const int64_t rows_of[] = {1, 2, 3, 4, 5, 8, 9};
+  enum { MAX_ROWS = 9, MAX_D = 136, MAX_N = 67, PAD_4K = 4096 };
+  const int64_t n_dims = (int64_t)(sizeof dims / sizeof dims[0]);
+  /* K/V rows up to 4 KiB + f32 row apart, and the prefetch rows' buffer */
+  const size_t kv_bytes = (size_t)MAX_N * (PAD_4K + MAX_D * 8) + 64;
+  char *kv = malloc(kv_bytes), *pfbuf = malloc(kv_bytes);
+  float *q = malloc(sizeof(float) * MAX_ROWS * MAX_D), *p = malloc(sizeof(float) * MAX_ROWS * MAX_N);
+  float *out[3], *corr = malloc(sizeof(float) * MAX_ROWS);
+  const size_t out_floats = (size_t)MAX_ROWS * (MAX_D + MAX_N) + 8;
+  for (int t = 0; t < 3; t++) out[t] = malloc(sizeof(float) * out_floats);
+  CHECK(kv != NULL && pfbuf != NULL && q != NULL && p != NULL && corr != NULL && out[0] != NULL &&
+        out[1] != NULL && out[2] != NULL);
+  if (kv == NULL || pfbuf == NULL || q == NULL || p == NULL || corr == NULL || out[0] == NULL || out[1] == NULL ||
+      out[2] == NULL) {
+    free(kv), free(pfbuf), free(q), free(p), free(corr), free(out[0]), free(out[1]), free(out[2]);
+    return;
+  }
+  memset(pfbuf, 0, kv_bytes);
+  uint64_t state = 7;
+  long calls = 0, mismatches = 0;
+  for (int di = 0; di < 3; di++) {
+    const fer_dtype dt = dtypes[di];
+    const int64_t es = (int64_t)feri_dtype_size(dt);
+    for (size_t i = 0; i < kv_bytes / (size_t)es; i++) feri_elem_store(kv + i * (size_t)es, dt, unit_value(&state));
+    for (int64_t dix = 0; dix < n_dims; dix++) {
+      const int64_t d = dims[dix];
+      for (int ki = 0; ki < 7; ki++) {
+        const int64_t n = keys[ki], rows = rows_of[(ki + dix) % 7];
+        /* strides: packed, padded by one element, 4 KiB apart, and the head dim strided */
+        const int64_t row_strides[4] = {d * es, d * es + es, PAD_4K, 2 * d * es};
+        for (int si = 0; si < 4; si++) {
+          const feri_kv_rows kr = {kv + 8, dt, row_strides[si], si == 3 ? 2 * es : es, es};
+          const feri_att_pf pf = {pfbuf, 0, INT64_MAX, d * es, 0};
+          const int with_pf = (si + ki) % 2, with_corr = (si + dix) % 2;
+          for (int64_t i = 0; i < rows * d; i++) q[i] = unit_value(&state);
+          for (int64_t i = 0; i < rows * n; i++) p[i] = unit_value(&state) + 1.0f;
+          for (int64_t i = 0; i < rows; i++) corr[i] = 0.5f * unit_value(&state) + 0.75f;
+          float o0[MAX_ROWS * MAX_D];
+          for (int64_t i = 0; i < rows * d; i++) o0[i] = unit_value(&state);
+          for (int t = 0; t < n_tables; t++) {
+            float *s = out[t], *o = out[t] + rows * n;
+            memcpy(o, o0, sizeof(float) * (size_t)(rows * d));
+            tables[t]->scores(q, d, rows, d, &kr, n, 0.125f, s, n, with_pf ? &pf : NULL);
+            tables[t]->accumulate(o, d, rows, d, p, n, &kr, n, with_corr ? corr : NULL, with_pf ? &pf : NULL);
+            if (t > 0 && !same_bits(out[0], out[t], (size_t)(rows * (n + d)))) {
+              if (mismatches++ < 5)
+                printf("table %d differs: dtype %s d %lld n %lld rows %lld stride %lld\n", t, feri_dtype_name(dt),
+                       (long long)d, (long long)n, (long long)rows, (long long)row_strides[si]);
+            }
+            calls++;
+          }
+        }
+      }
+    }
+  }
+  printf("attention tables: %ld calls, %ld differ from the portable level\n", calls, mismatches);
+  CHECK(calls > 500);
+  CHECK(mismatches == 0);
+  free(kv), free(pfbuf), free(q), free(p), free(corr), free(out[0]), free(out[1]), free(out[2]);
+}
+
 int main(void) {
   test_fexp_accuracy();
   test_levels_agree();
+  test_tables_agree();
   test_long_contexts();
   return feri_test_finish("attention_test");
 }
