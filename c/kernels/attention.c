@@ -304,13 +304,18 @@ static feri_att_pf att_pf_of(const att_plan *p, const fer_tensor *x, int64_t dim
   return f;
 }
 
-/* A load of one byte of every 4 KiB page that the first cnt rows of f start in: the loads walk
- * the pages' translations. On this VM (Zen 4 under nested paging) a prefetch that misses the TLB
- * is dropped, so without them the first row of every page came from DRAM on demand. att_step
- * touches the rows of each call's prefetch one call ahead, so the walks overlap the arithmetic
- * and are done when the prefetches come: at 4k context with 4 KiB pages, f16 head-major 1.2x
- * faster than without, seq-major 1.1x; token-major (a page per position) 1.05-1.1x. */
-static void att_touch(const feri_att_pf *f, int64_t cnt) {
+/* One access to every 4 KiB page that the first cnt rows of f start in, a call ahead of the
+ * prefetches of those rows, so that the pages' translations are walked while the arithmetic runs
+ * (4 KiB pages at 4k context: a page per 16 of a head's f16 rows, per position in token-major).
+ * For 16-bit K and V the access is a load of one byte, for f32 a prefetcht0. A load blocks
+ * retirement until its line arrives (a page walk and a DRAM read): in f32, memory-bound, that cost
+ * 14% of the samples and the non-blocking prefetch was 1.05-1.15x faster in every layout; in f16,
+ * twice the arithmetic per byte, the load kept seq- and token-major at 65-73% of the read probe
+ * where the prefetch let them fall to 55-71% (head-major gained), so the layouts drifted 1.1-1.3x
+ * apart. Why is not settled: a prefetch to a page missing from the TLB is not dropped here
+ * (scripts/kernels/prefetch_walk.c, claim C-ATT-010), so the load's value for f16 is likely its
+ * pacing of the stream. Without any touch, decode was 1.1-1.2x slower in every layout. */
+static void att_touch(const feri_att_pf *f, int64_t cnt, int by_load) {
   feri_att_pf_cursor c = feri_att_pf_at(f, 0);
   uintptr_t last = UINTPTR_MAX;
   unsigned sum = 0;
@@ -318,29 +323,45 @@ static void att_touch(const feri_att_pf *f, int64_t cnt) {
     const char *row = feri_att_pf_next(f, &c);
     if ((uintptr_t)row >> 12 == last) continue;
     last = (uintptr_t)row >> 12;
-    sum += *(const volatile unsigned char *)row;
+    if (by_load)
+      sum += *(const volatile unsigned char *)row;
+    else
+      __builtin_prefetch(row, 0, 3);
   }
   __asm__ volatile("" : : "r"(sum));
 }
 
-/* The prefetch rows of call x of a loop of att_step (att_pf_of), their pages touched first: the
- * loop asks for call x + 1's while it makes call x, so the walks are one call ahead. */
-static feri_att_pf att_pf_touched(const att_plan *p, const fer_tensor *t, int64_t dim, int64_t h0, int64_t nh,
-                                  int64_t x, int64_t halves, int64_t half, int64_t next, int64_t n) {
-  const int64_t k1 = x % halves * half;
-  const feri_att_pf f = att_pf_of(p, t, dim, h0, nh, x / halves, next, n, k1);
-  att_touch(&f, min64(n - k1, half));
-  return f;
+/* The calls of one query position's tile step, numbered g = 0 .. 2 * calls - 1: the K calls
+ * (scores), then the V calls (accumulate), `calls` = nh heads x `halves` runs of up to `half`
+ * keys. Call g prefetches the (g mod calls)-th run of the next tile's rows in att_pf_of's order,
+ * whichever head and half it computes. */
+typedef struct att_calls {
+  int64_t h0, nh, halves, half, calls, next, n;
+} att_calls;
+
+static feri_att_pf att_call_pf(const att_plan *p, const att_calls *c, int64_t g) {
+  const int64_t x = g % c->calls;
+  const int kv = g < c->calls;
+  return att_pf_of(p, kv ? p->k : p->v, kv ? p->d : p->dv, c->h0, c->nh, x / c->halves, c->next, c->n,
+                   x % c->halves * c->half);
 }
 
-/* Keys [k0, k0 + kn) of one tile (inside one chunk) into the states of nh heads' rows a[0 .. nh),
- * head by head. Scores and values go in halves of up to 32 keys: a score depends only on its key
- * and the values' fma chains run over the keys in order either way (attention.h), so neither the
- * halves nor the order of heads and halves change a bit. (Taking a half of every head before the
- * next half, so that one position's rows serve all heads together, was 15% faster in seq-major
- * and token-major caches while their prefetches went head by head; with the prefetches in
- * address order (att_pf_of) and the pages touched ahead (att_touch), head by head is 8%
- * faster in f16 seq-major and equal elsewhere.)
+/* att_touch of call g's prefetch rows (nothing past the last call). */
+static void att_touch_call(const att_plan *p, const att_calls *c, int64_t g) {
+  if (g >= 2 * c->calls) return;
+  const feri_att_pf f = att_call_pf(p, c, g);
+  const int64_t k1 = g % c->calls % c->halves * c->half;
+  att_touch(&f, min64(c->n - k1, c->half), feri_dtype_size((g < c->calls ? p->k : p->v)->dtype) < 4);
+}
+
+/* Keys [k0, k0 + kn) of one tile (inside one chunk) into the states of nh heads' rows a[0 .. nh).
+ * Scores and values go in calls of up to 32 keys (halves of the tile) per head: a score depends
+ * only on its key and the values' fma chains run over the keys in order either way (attention.h),
+ * so neither the halves nor the order of heads and halves change a bit, as long as each head's
+ * halves come in order. Head by head (head-major: one head per task anyway); in seq- and
+ * token-major caches a half of every head before the next half, so that a run of positions'
+ * pages serves all heads before the next run's (f32: 1.03-1.07x between the layouts against
+ * 1.05-1.15x head by head; f16 equal within noise).
  * While the last query position's keys are scored and its values accumulated, the inner loops
  * prefetch the rows of the tile at key `next` (att_pf_of), a few lines per key, spread through
  * the arithmetic: issued as a burst per tile instead, the prefetches filled the miss queues and
@@ -351,6 +372,7 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
   const att_plan *p = j->p;
   const feri_attention_ops *ops = j->ops;
   const int64_t nqt = a[0].nqt;
+  const int by_pos = att_by_pos(p);
   if (next_n > 0 && next_n < kn) {
     for (int64_t u = 0; u < nh; u++) att_prefetch(p, a[u].h, 1, next, next_n);
     next_n = 0;
@@ -360,15 +382,18 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
     const int64_t n = min64(kn, att_visible(p, a[0].i0 + i) - k0);
     if (n <= 0) continue;
     const int pf = i == nqt - 1 && next_n >= n;
-    const int64_t half = n > 32 ? 32 : n, halves = (n + half - 1) / half, calls = nh * halves;
-    /* fn: the prefetch of the next call, its pages touched a call ahead */
-    feri_att_pf fn = pf ? att_pf_touched(p, p->k, p->d, a[0].h, nh, 0, halves, half, next, n) : att_pf_none;
-    for (int64_t x = 0; x < calls; x++) {
-      const int64_t u = x / halves, k1 = x % halves * half;
-      const att_rows *r = &a[u];
+    const int64_t half = n > 32 ? 32 : n, halves = (n + half - 1) / half;
+    const att_calls c = {a[0].h, nh, halves, half, nh * halves, next, n};
+    /* call x computes head u's keys [k1, k1 + half) */
+#define ATT_CALL_HEAD(x) (by_pos ? (x) % nh : (x) / halves)
+#define ATT_CALL_K1(x) ((by_pos ? (x) / nh : (x) % halves) * half)
+    if (pf) att_touch_call(p, &c, 0);
+    for (int64_t x = 0; x < c.calls; x++) {
+      const int64_t k1 = ATT_CALL_K1(x);
+      const att_rows *r = &a[ATT_CALL_HEAD(x)];
       const feri_kv_rows kr = kv_rows(p->k, r->h, k0 + k1);
-      const feri_att_pf f = fn;
-      if (pf && x + 1 < calls) fn = att_pf_touched(p, p->k, p->d, a[0].h, nh, x + 1, halves, half, next, n);
+      const feri_att_pf f = pf ? att_call_pf(p, &c, x) : att_pf_none;
+      if (pf) att_touch_call(p, &c, x + 1); /* a call ahead: the last K call touches the first V call's */
       ops->scores(r->q + i * p->d, nqt * p->d, p->group, p->d, &kr, min64(n - k1, half), p->scale,
                   r->s + i * ATT_BK + k1, nqt * ATT_BK, pf ? &f : NULL);
     }
@@ -384,17 +409,18 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
         r->m[row] = mx;
       }
     }
-    /* o *= corr (with the first half), then o += p v */
-    fn = pf ? att_pf_touched(p, p->v, p->dv, a[0].h, nh, 0, halves, half, next, n) : att_pf_none;
-    for (int64_t x = 0; x < calls; x++) {
-      const int64_t u = x / halves, k1 = x % halves * half;
-      const att_rows *r = &a[u];
+    /* o *= corr (with each head's first half), then o += p v */
+    for (int64_t x = 0; x < c.calls; x++) {
+      const int64_t k1 = ATT_CALL_K1(x);
+      const att_rows *r = &a[ATT_CALL_HEAD(x)];
       const feri_kv_rows vr = kv_rows(p->v, r->h, k0 + k1);
-      const feri_att_pf f = fn;
-      if (pf && x + 1 < calls) fn = att_pf_touched(p, p->v, p->dv, a[0].h, nh, x + 1, halves, half, next, n);
+      const feri_att_pf f = pf ? att_call_pf(p, &c, c.calls + x) : att_pf_none;
+      if (pf) att_touch_call(p, &c, c.calls + x + 1);
       ops->accumulate(r->o + i * p->dv, nqt * p->dv, p->group, p->dv, r->s + i * ATT_BK + k1, nqt * ATT_BK,
                       &vr, min64(n - k1, half), k1 == 0 ? r->corr : NULL, pf ? &f : NULL);
     }
+#undef ATT_CALL_HEAD
+#undef ATT_CALL_K1
   }
 }
 
