@@ -21,7 +21,7 @@
 //! 2 MiB pages (`madvise(MADV_HUGEPAGE)`; the line says how much of it the OS's AnonHugePages
 //! counted), which separates what a layout costs in page-table
 //! walks (a token-major position is a page of its own) from what it costs in the kernel.
-//! EVIDENCE: C-ATT-006 C-ATT-007 C-ATT-008
+//! EVIDENCE: C-ATT-006 C-ATT-007 C-ATT-008 C-ATT-009
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ferrite_benches::{float_values, read_sum, Pool};

@@ -308,13 +308,14 @@ static feri_att_pf att_pf_of(const att_plan *p, const fer_tensor *x, int64_t dim
  * prefetches of those rows, so that the pages' translations are walked while the arithmetic runs
  * (4 KiB pages at 4k context: a page per 16 of a head's f16 rows, per position in token-major).
  * For 16-bit K and V the access is a load of one byte, for f32 a prefetcht0. A load blocks
- * retirement until its line arrives (a page walk and a DRAM read): in f32, memory-bound, that cost
- * 14% of the samples and the non-blocking prefetch was 1.05-1.15x faster in every layout; in f16,
- * twice the arithmetic per byte, the load kept seq- and token-major at 65-73% of the read probe
- * where the prefetch let them fall to 55-71% (head-major gained), so the layouts drifted 1.1-1.3x
- * apart. Why is not settled: a prefetch to a page missing from the TLB is not dropped here
- * (scripts/kernels/prefetch_walk.c, claim C-ATT-010), so the load's value for f16 is likely its
- * pacing of the stream. Without any touch, decode was 1.1-1.2x slower in every layout. */
+ * retirement until its line arrives (a page walk and a DRAM read): in f32, memory-bound, that
+ * cost 14% of the samples, and the non-blocking prefetch was 1.08-1.14x faster in head- and
+ * seq-major (token-major equal); in f16, twice the arithmetic per byte, the load kept seq- and
+ * token-major at 65-73% of the read probe where the prefetch let them fall to 55-71% (head-major
+ * gained), so the layouts drifted 1.1-1.3x apart. Why is not settled: a prefetch to a page
+ * missing from the TLB is not dropped here (scripts/kernels/prefetch_walk.c, claim C-ATT-010), so
+ * the load's value for f16 is likely its pacing of the stream. Without any touch, decode was
+ * 1.1-1.3x slower in every layout. */
 static void att_touch(const feri_att_pf *f, int64_t cnt, int by_load) {
   feri_att_pf_cursor c = feri_att_pf_at(f, 0);
   uintptr_t last = UINTPTR_MAX;
@@ -360,8 +361,8 @@ static void att_touch_call(const att_plan *p, const att_calls *c, int64_t g) {
  * so neither the halves nor the order of heads and halves change a bit, as long as each head's
  * halves come in order. Head by head (head-major: one head per task anyway); in seq- and
  * token-major caches a half of every head before the next half, so that a run of positions'
- * pages serves all heads before the next run's (f32: 1.03-1.07x between the layouts against
- * 1.05-1.15x head by head; f16 equal within noise).
+ * pages serves all heads before the next run's (f32 with the prefetch touch: the layouts
+ * 1.03-1.07x apart in the bench's checks against 1.02-1.11x head by head; f16 within noise).
  * While the last query position's keys are scored and its values accumulated, the inner loops
  * prefetch the rows of the tile at key `next` (att_pf_of), a few lines per key, spread through
  * the arithmetic: issued as a burst per tile instead, the prefetches filled the miss queues and
