@@ -256,13 +256,10 @@ FERI_AVX2 static FERI_INLINE void accumulate_rows(const fer_dtype t, const int n
   if (pf != NULL) cur = feri_att_pf_at(pf, 0);
   for (int64_t j0 = 0; j0 < n; j0 += kb) {
     const int64_t nb = n - j0 < kb ? n - j0 : kb;
-    feri_kv_rows vb = *v;
-    vb.base += j0 * v->row_stride;
-    const float *pb = p + j0, *cb = j0 == 0 ? corr : NULL;
+    feri_kv_rows vb;
+    const float *pb, *cb;
     const char *pfr[ATT_PF_ROWS];
-    if (pf != NULL)
-      for (int64_t u = 0; u < nb; u++) pfr[u] = feri_att_pf_next(pf, &cur);
-    const char *const *pfb = pf != NULL ? pfr : NULL;
+    const char *const *pfb = key_block(v, p, corr, pf, &cur, j0, nb, &vb, &pb, &cb, pfr);
     int64_t e0 = 0, i = 0;
 #define ATT_PASS(ww, vo) \
   accumulate_pass(t, nr, ww, vo, o, o_stride, e0, pb, p_stride, &vb, nb, cb, pfb, lines * i / passes, \

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "kernels/attention.h"
 #include "kernels/avx2_util.h"
 
 /* The lanes of a (key j) and b (key j + 4) added across the halves: [a0+a4, a1+a5, a2+a6, a3+a7,
@@ -41,5 +42,21 @@ FERI_AVX2 static FERI_INLINE void prefetch_span(const char *row, int64_t l0, int
 /* Keys per block whose prefetch rows are listed at once (a longer call takes several blocks; the
  * accumulators' fma chains still run over the keys in order). */
 enum { ATT_PF_ROWS = 32 };
+
+/* Keys [j0, j0 + nb) (nb <= ATT_PF_ROWS) of an accumulate call as a call of their own: their V
+ * rows in *vb, probabilities at *pb, the rescale factors in *cb (the first block only), and the
+ * next nb rows of pf listed in pfr (the cursor moves on). Returns pfr, or NULL without pf. */
+FERI_AVX2 static FERI_INLINE const char *const *key_block(const feri_kv_rows *v, const float *p, const float *corr,
+                                                          const feri_att_pf *pf, feri_att_pf_cursor *cur, int64_t j0,
+                                                          int64_t nb, feri_kv_rows *vb, const float **pb,
+                                                          const float **cb, const char **pfr) {
+  *vb = *v;
+  vb->base += j0 * v->row_stride;
+  *pb = p + j0;
+  *cb = j0 == 0 ? corr : NULL;
+  if (pf == NULL) return NULL;
+  for (int64_t u = 0; u < nb; u++) pfr[u] = feri_att_pf_next(pf, cur);
+  return pfr;
+}
 
 #endif
