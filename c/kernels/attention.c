@@ -38,6 +38,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/threadpool.h"
+#include "core/work_claims.h"
 #include "kernels/attention.h"
 #include "kernels/fexp.h"
 #include "kernels/kernel_util.h"
@@ -59,6 +60,9 @@ enum {
   ATT_TASKS_PER_SLOT_BY_POS = 1,
   /* split path: at most this many kv heads per block (the per-task array of their rows) */
   ATT_MAX_HBLOCK = 16,
+  /* split path with every head in one block: up to this many tasks share out their chunks
+   * (split_task); more tasks keep a fixed run of chunks each */
+  ATT_MAX_RANGES = 64,
   WS_ALIGN = 64,
 };
 
@@ -203,6 +207,7 @@ typedef struct att_job {
   const att_plan *p;
   const feri_attention_ops *ops;
   char *ws;
+  feri_work_claims *board; /* split path, when not NULL: each task's chunks (see split_task) */
 } att_job;
 
 /* The rows of one kv head in a task: row r = g * nqt + i is q head h * group + g at query
@@ -490,27 +495,66 @@ static att_rows slot_rows(const att_job *j, int64_t h, int64_t c, const float *q
   return a;
 }
 
-/* Split path: chunks [c0, c1) of kv heads [h0, h0 + nh), tile step by tile step. */
+/* Chunk c of kv heads [h0, h0 + nh), tile step by tile step, its first tile already prefetched;
+ * the last step prefetches the first tile of chunk `then` (none when negative). */
+static void att_chunk(const att_job *j, att_rows *a, int64_t h0, int64_t nh, float *qf, float *s, float *corr,
+                      int64_t c, int64_t then) {
+  const att_plan *p = j->p;
+  const int64_t kmax = att_visible(p, p->nq - 1), cend = min64((c + 1) * ATT_CHUNK, kmax);
+  for (int64_t k0 = c * ATT_CHUNK; k0 < cend; k0 += ATT_BK) {
+    const int64_t kn = min64(cend - k0, ATT_BK);
+    int64_t next = k0 + ATT_BK, next_n = min64(cend - next, ATT_BK);
+    if (next >= cend) {
+      next = then * ATT_CHUNK;
+      next_n = then >= 0 ? min64(kmax - next, ATT_BK) : 0;
+    }
+    for (int64_t u = 0; u < nh; u++) {
+      a[u] = slot_rows(j, h0 + u, c, qf + u * p->rows * p->d, s + u * p->rows * ATT_BK, corr + u * p->group);
+      if (k0 == c * ATT_CHUNK) state_clear(p, p->rows, a[u].o, a[u].m, a[u].l);
+    }
+    att_step(j, a, nh, k0, kn, next, next_n);
+  }
+}
+
+/* The chunks claimed from one task's run (from its front or its back), each claimed before the
+ * one before it ends so that its first tile is prefetched in time. */
+static void att_claimed_chunks(const att_job *j, att_rows *a, int64_t h0, int64_t nh, float *qf, float *s,
+                               float *corr, feri_work_claims *run, int from_back) {
+  int64_t c = from_back ? feri_work_claim_back(run) : feri_work_claim_front(run);
+  if (c >= 0) att_prefetch(j->p, h0, nh, c * ATT_CHUNK, min64(att_visible(j->p, j->p->nq - 1) - c * ATT_CHUNK, ATT_BK));
+  while (c >= 0) {
+    const int64_t then = from_back ? feri_work_claim_back(run) : feri_work_claim_front(run);
+    att_chunk(j, a, h0, nh, qf, s, corr, c, then);
+    c = then;
+  }
+}
+
+/* Split path: chunks [c0, c1) of kv heads [h0, h0 + nh), tile step by tile step. With a board
+ * (every head in one block), the task takes its run of chunks from the front and then what the
+ * other tasks' runs still hold from their backs (work_claims.h), so a thread slowed by another
+ * process on its core (common on this shared VM) is relieved a chunk at a time: one task per
+ * thread keeps each thread's stream of pages unbroken (seq- and token-major decode 7-13% faster
+ * than four tasks per thread), but alone it let the slowest thread set the time (with a process
+ * taking 30% of one core, seq- and token-major fell 1.05-1.2x behind head-major, whose one-head
+ * tasks balance themselves). Which task computes a chunk changes no bit. */
 static void split_task(void *ctx, int64_t task, uint32_t worker) {
   const att_job *j = ctx;
   const att_plan *p = j->p;
   const int64_t hb = task % p->n_hblocks, ct = task / p->n_hblocks;
   const int64_t h0 = hb * p->hblock, nh = min64(p->hblock, p->hkv - h0);
-  const int64_t c0 = ct * p->chunks_per_task, c1 = min64(c0 + p->chunks_per_task, p->n_chunks);
-  const int64_t kmax = att_visible(p, p->nq - 1), kend = min64(c1 * ATT_CHUNK, kmax);
   /* per head of the block: q rows, scores, rescale factors */
   float *qf = worker_scratch(j, worker), *s = qf + p->hblock * p->rows * p->d, *corr = s + p->hblock * p->rows * ATT_BK;
   att_rows a[ATT_MAX_HBLOCK];
   for (int64_t u = 0; u < nh; u++) load_q(p, h0 + u, 0, p->nq, qf + u * p->rows * p->d);
-  att_prefetch(p, h0, nh, c0 * ATT_CHUNK, min64(kend - c0 * ATT_CHUNK, ATT_BK));
-  for (int64_t k0 = c0 * ATT_CHUNK; k0 < kend; k0 += ATT_BK) {
-    const int64_t c = k0 / ATT_CHUNK, kn = min64(kend - k0, ATT_BK), next = k0 + ATT_BK;
-    for (int64_t u = 0; u < nh; u++) {
-      a[u] = slot_rows(j, h0 + u, c, qf + u * p->rows * p->d, s + u * p->rows * ATT_BK, corr + u * p->group);
-      if (k0 % ATT_CHUNK == 0) state_clear(p, p->rows, a[u].o, a[u].m, a[u].l);
-    }
-    att_step(j, a, nh, k0, kn, next, min64(kend - next, ATT_BK));
+  if (j->board != NULL) {
+    att_claimed_chunks(j, a, h0, nh, qf, s, corr, &j->board[ct], 0);
+    for (int64_t r = 1; r < p->n_ctasks; r++)
+      att_claimed_chunks(j, a, h0, nh, qf, s, corr, &j->board[(ct + r) % p->n_ctasks], 1);
+    return;
   }
+  const int64_t c0 = ct * p->chunks_per_task, c1 = min64(c0 + p->chunks_per_task, p->n_chunks);
+  att_prefetch(p, h0, nh, c0 * ATT_CHUNK, min64(att_visible(p, p->nq - 1) - c0 * ATT_CHUNK, ATT_BK));
+  for (int64_t c = c0; c < c1; c++) att_chunk(j, a, h0, nh, qf, s, corr, c, c + 1 < c1 ? c + 1 : -1);
 }
 
 /* Split path, second pass: kv head h's slots folded in chunk order, rows written out. */
@@ -560,7 +604,15 @@ fer_status fer_attention(fer_threadpool *pool, const fer_tensor *q, const fer_te
   if ((st = feri_workspace_acquire(workspace, workspace_bytes, p.total_bytes, FN, &ws, &owned)) != FER_STATUS_OK)
     return st;
   if (p.total_bytes == 0) return FER_STATUS_OK;
-  att_job j = {&p, feri_attention_ops_for(feri_threadpool_effective_isa(pool)), ws};
+  feri_work_claims board[ATT_MAX_RANGES];
+  att_job j = {&p, feri_attention_ops_for(feri_threadpool_effective_isa(pool)), ws, NULL};
+  if (p.split && p.n_hblocks == 1 && p.n_ctasks > 1 && p.n_ctasks <= ATT_MAX_RANGES && p.n_chunks <= (int64_t)UINT32_MAX) {
+    for (int64_t r = 0; r < p.n_ctasks; r++) {
+      const uint64_t front = (uint64_t)(r * p.chunks_per_task), back = (uint64_t)min64((r + 1) * p.chunks_per_task, p.n_chunks);
+      feri_work_claims_init(&board[r], (uint32_t)front, (uint32_t)back);
+    }
+    j.board = board;
+  }
   if (!p.split) {
     st = feri_threadpool_run_workers(pool, p.n_tasks, rows_task, &j);
   } else {

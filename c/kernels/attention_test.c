@@ -296,6 +296,9 @@ static void test_long_contexts(void) {
       /* a group of six (row blocks of four and two); rows 4 KiB apart in seq-major (the blocked
        * value loop) */
       {8, 6, 2, 300, 128, 298, 1, FER_DTYPE_F32},
+      /* one kv head, eight chunks: decode's tasks hold runs of several chunks and share them out
+       * (work_claims.h), in every layout */
+      {1, 4, 2, 2100, 32, 2098, 1, FER_DTYPE_F16},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_long_context_case(&cases[i], pools, n_pools);
   for (int i = 0; i < n_pools; i++) fer_threadpool_free(pools[i]);
