@@ -1,7 +1,7 @@
 /* work_claims_test.c: claims from the front come in order and from the back in reverse, meet
  * without overlap, and an empty run gives -1; under contention (4 threads, each owning a run of
  * random length and then taking from the others' backs, 300 rounds) every item is claimed
- * exactly once and the owners' front claims stay in increasing order. */
+ * exactly once and the owners' front claims stay in increasing order. EVIDENCE: C-ATT-011 */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
