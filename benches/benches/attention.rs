@@ -20,7 +20,9 @@
 //! as the engine's KV cache gets on this machine) and on a copy the OS is asked to back with
 //! 2 MiB pages (`madvise(MADV_HUGEPAGE)`; the line says how much of it the OS's AnonHugePages
 //! counted), which separates what a layout costs in page-table
-//! walks (a token-major position is a page of its own) from what it costs in the kernel.
+//! walks (a token-major position is a page of its own) from what it costs in the kernel. With
+//! `FERRITE_ATT_CHECK_ROUNDS=1` in the environment each round's times are printed too (a line
+//! `C-ATT-006 round ...`), to tell a layout slow in every round of a check from one slow round.
 //! EVIDENCE: C-ATT-006 C-ATT-007 C-ATT-008 C-ATT-009
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -219,7 +221,8 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
     let reps = cache.layers;
     let mut secs: Vec<Vec<f64>> = vec![Vec::new(); LAYOUTS.len()];
     let mut probes = Vec::new();
-    for _ in 0..CHECK_ROUNDS {
+    let log_rounds = std::env::var_os("FERRITE_ATT_CHECK_ROUNDS").is_some_and(|v| v == "1");
+    for round in 0..CHECK_ROUNDS {
         probes.push(read_probe(probe_data));
         for (li, &layout) in LAYOUTS.iter().enumerate() {
             let t = Instant::now();
@@ -227,6 +230,16 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
             secs[li].push(t.elapsed().as_secs_f64() / reps as f64);
         }
         probes.push(read_probe(probe_data));
+        if log_rounds {
+            let ms: Vec<String> = secs.iter().map(|v| format!("{:.3}", v[round] * 1e3)).collect();
+            println!(
+                "C-ATT-006 round {round} {} ({pages}): probe {:.1} / {:.1} GB/s, head / seq / token-major {} ms",
+                cache.dtype_name(),
+                probes[2 * round],
+                probes[2 * round + 1],
+                ms.join(" / ")
+            );
+        }
     }
     let probe = probes.iter().cloned().fold(f64::MIN, f64::max);
     let times: Vec<f64> = secs.into_iter().map(median).collect();
