@@ -171,6 +171,10 @@ static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q
   if (p->split) {
     const int64_t kmax = att_visible(p, p->nq - 1);
     p->n_chunks = (kmax + ATT_CHUNK - 1) / ATT_CHUNK;
+    /* a task's run of chunks is claimed in 32-bit halves of one word (work_claims.h) */
+    if (p->n_chunks > (int64_t)UINT32_MAX)
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: %lld visible keys, more than the %lld the decode split takes",
+                       FN, (long long)kmax, (long long)UINT32_MAX * ATT_CHUNK);
     /* heads per block: all of them where one position's heads share bytes (and pages: two tasks
      * over halves of the heads each read every page, 1.35x slower in f32 at 4k context), then
      * halved while there are too few tasks for the slots; else one, so that a task streams one
@@ -343,21 +347,26 @@ static void att_touch(const feri_att_pf *f, int64_t cnt, int by_load) {
  * whichever head and half it computes. */
 typedef struct att_calls {
   int64_t h0, nh, halves, half, calls, next, n;
+  int by_pos;
 } att_calls;
 
-static feri_att_pf att_call_pf(const att_plan *p, const att_calls *c, int64_t g) {
-  const int64_t x = g % c->calls;
-  const int kv = g < c->calls;
-  return att_pf_of(p, kv ? p->k : p->v, kv ? p->d : p->dv, c->h0, c->nh, x / c->halves, c->next, c->n,
-                   x % c->halves * c->half);
+/* The head (index into the block) and first key of the tile that call x of either loop
+ * computes: head by head, or a half of every head before the next half (by_pos). */
+static void att_call_keys(const att_calls *c, int64_t x, int64_t *u, int64_t *k1) {
+  *u = c->by_pos ? x % c->nh : x / c->halves;
+  *k1 = (c->by_pos ? x / c->nh : x % c->halves) * c->half;
 }
 
-/* att_touch of call g's prefetch rows (nothing past the last call). */
-static void att_touch_call(const att_plan *p, const att_calls *c, int64_t g) {
-  if (g >= 2 * c->calls) return;
-  const feri_att_pf f = att_call_pf(p, c, g);
-  const int64_t k1 = g % c->calls % c->halves * c->half;
-  att_touch(&f, min64(c->n - k1, c->half), feri_dtype_size((g < c->calls ? p->k : p->v)->dtype) < 4);
+/* Call g's prefetch rows, their pages touched (att_touch) as they are listed: a loop asks for
+ * call g + 1's while it makes call g, so each call's rows are listed once and touched a call
+ * ahead. Past the last call: none. */
+static feri_att_pf att_call_pf(const att_plan *p, const att_calls *c, int64_t g) {
+  if (g >= 2 * c->calls) return att_pf_none;
+  const int64_t x = g % c->calls, k1 = x % c->halves * c->half;
+  const fer_tensor *t = g < c->calls ? p->k : p->v;
+  const feri_att_pf f = att_pf_of(p, t, g < c->calls ? p->d : p->dv, c->h0, c->nh, x / c->halves, c->next, c->n, k1);
+  att_touch(&f, min64(c->n - k1, c->half), feri_dtype_size(t->dtype) < 4);
+  return f;
 }
 
 /* Keys [k0, k0 + kn) of one tile (inside one chunk) into the states of nh heads' rows a[0 .. nh).
@@ -389,17 +398,16 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
     if (n <= 0) continue;
     const int pf = i == nqt - 1 && next_n >= n;
     const int64_t half = n > 32 ? 32 : n, halves = (n + half - 1) / half;
-    const att_calls c = {a[0].h, nh, halves, half, nh * halves, next, n};
-    /* call x computes head u's keys [k1, k1 + half) */
-#define ATT_CALL_HEAD(x) (by_pos ? (x) % nh : (x) / halves)
-#define ATT_CALL_K1(x) ((by_pos ? (x) / nh : (x) % halves) * half)
-    if (pf) att_touch_call(p, &c, 0);
+    const att_calls c = {a[0].h, nh, halves, half, nh * halves, next, n, by_pos};
+    /* fn: the next call's prefetch rows (the last K call lists the first V call's) */
+    feri_att_pf fn = pf ? att_call_pf(p, &c, 0) : att_pf_none;
     for (int64_t x = 0; x < c.calls; x++) {
-      const int64_t k1 = ATT_CALL_K1(x);
-      const att_rows *r = &a[ATT_CALL_HEAD(x)];
+      int64_t u, k1;
+      att_call_keys(&c, x, &u, &k1);
+      const att_rows *r = &a[u];
       const feri_kv_rows kr = kv_rows(p->k, r->h, k0 + k1);
-      const feri_att_pf f = pf ? att_call_pf(p, &c, x) : att_pf_none;
-      if (pf) att_touch_call(p, &c, x + 1); /* a call ahead: the last K call touches the first V call's */
+      const feri_att_pf f = fn;
+      if (pf) fn = att_call_pf(p, &c, x + 1);
       ops->scores(r->q + i * p->d, nqt * p->d, p->group, p->d, &kr, min64(n - k1, half), p->scale,
                   r->s + i * ATT_BK + k1, nqt * ATT_BK, pf ? &f : NULL);
     }
@@ -417,16 +425,15 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
     }
     /* o *= corr (with each head's first half), then o += p v */
     for (int64_t x = 0; x < c.calls; x++) {
-      const int64_t k1 = ATT_CALL_K1(x);
-      const att_rows *r = &a[ATT_CALL_HEAD(x)];
+      int64_t u, k1;
+      att_call_keys(&c, x, &u, &k1);
+      const att_rows *r = &a[u];
       const feri_kv_rows vr = kv_rows(p->v, r->h, k0 + k1);
-      const feri_att_pf f = pf ? att_call_pf(p, &c, c.calls + x) : att_pf_none;
-      if (pf) att_touch_call(p, &c, c.calls + x + 1);
+      const feri_att_pf f = fn;
+      if (pf) fn = att_call_pf(p, &c, c.calls + x + 1);
       ops->accumulate(r->o + i * p->dv, nqt * p->dv, p->group, p->dv, r->s + i * ATT_BK + k1, nqt * ATT_BK,
                       &vr, min64(n - k1, half), k1 == 0 ? r->corr : NULL, pf ? &f : NULL);
     }
-#undef ATT_CALL_HEAD
-#undef ATT_CALL_K1
   }
 }
 
@@ -495,6 +502,13 @@ static att_rows slot_rows(const att_job *j, int64_t h, int64_t c, const float *q
   return a;
 }
 
+/* Task ct's run of chunks: [ct, ct + 1) x chunks_per_task, cut at n_chunks (the plan keeps
+ * n_chunks under 2^32 where it uses runs). */
+static void att_run_init(const att_plan *p, int64_t ct, feri_work_claims *run) {
+  feri_work_claims_init(run, (uint32_t)(ct * p->chunks_per_task),
+                        (uint32_t)min64((ct + 1) * p->chunks_per_task, p->n_chunks));
+}
+
 /* Chunk c of kv heads [h0, h0 + nh), tile step by tile step, its first tile already prefetched;
  * the last step prefetches the first tile of chunk `then` (none when negative). */
 static void att_chunk(const att_job *j, att_rows *a, int64_t h0, int64_t nh, float *qf, float *s, float *corr,
@@ -529,14 +543,14 @@ static void att_claimed_chunks(const att_job *j, att_rows *a, int64_t h0, int64_
   }
 }
 
-/* Split path: chunks [c0, c1) of kv heads [h0, h0 + nh), tile step by tile step. With a board
- * (every head in one block), the task takes its run of chunks from the front and then what the
- * other tasks' runs still hold from their backs (work_claims.h), so a thread slowed by another
- * process on its core (common on this shared VM) is relieved a chunk at a time: one task per
- * thread keeps each thread's stream of pages unbroken (seq- and token-major decode 7-13% faster
- * than four tasks per thread), but alone it let the slowest thread set the time (with a process
- * taking 30% of one core, seq- and token-major fell 1.05-1.2x behind head-major, whose one-head
- * tasks balance themselves). Which task computes a chunk changes no bit. */
+/* Split path: chunks [c0, c1) of kv heads [h0, h0 + nh), tile step by tile step, in order. With
+ * a board (every head in one block), the task takes its run of chunks from the board's front and
+ * then what the other tasks' runs still hold from their backs (work_claims.h), so a thread slowed
+ * by another process on its core (common on this shared VM) is relieved a chunk at a time: one
+ * task per thread keeps each thread's stream of pages unbroken (seq- and token-major decode
+ * 7-13% faster than four tasks per thread), but alone it let the slowest thread set the time
+ * (with a process taking 30% of one core, seq- and token-major fell 1.05-1.2x behind head-major,
+ * whose one-head tasks balance themselves). Which task computes a chunk changes no bit. */
 static void split_task(void *ctx, int64_t task, uint32_t worker) {
   const att_job *j = ctx;
   const att_plan *p = j->p;
@@ -546,15 +560,11 @@ static void split_task(void *ctx, int64_t task, uint32_t worker) {
   float *qf = worker_scratch(j, worker), *s = qf + p->hblock * p->rows * p->d, *corr = s + p->hblock * p->rows * ATT_BK;
   att_rows a[ATT_MAX_HBLOCK];
   for (int64_t u = 0; u < nh; u++) load_q(p, h0 + u, 0, p->nq, qf + u * p->rows * p->d);
-  if (j->board != NULL) {
-    att_claimed_chunks(j, a, h0, nh, qf, s, corr, &j->board[ct], 0);
-    for (int64_t r = 1; r < p->n_ctasks; r++)
-      att_claimed_chunks(j, a, h0, nh, qf, s, corr, &j->board[(ct + r) % p->n_ctasks], 1);
-    return;
-  }
-  const int64_t c0 = ct * p->chunks_per_task, c1 = min64(c0 + p->chunks_per_task, p->n_chunks);
-  att_prefetch(p, h0, nh, c0 * ATT_CHUNK, min64(att_visible(p, p->nq - 1) - c0 * ATT_CHUNK, ATT_BK));
-  for (int64_t c = c0; c < c1; c++) att_chunk(j, a, h0, nh, qf, s, corr, c, c + 1 < c1 ? c + 1 : -1);
+  feri_work_claims own; /* without a board: this task's run, claimed by it alone */
+  if (j->board == NULL) att_run_init(p, ct, &own);
+  att_claimed_chunks(j, a, h0, nh, qf, s, corr, j->board != NULL ? &j->board[ct] : &own, 0);
+  for (int64_t r = 1; j->board != NULL && r < p->n_ctasks; r++)
+    att_claimed_chunks(j, a, h0, nh, qf, s, corr, &j->board[(ct + r) % p->n_ctasks], 1);
 }
 
 /* Split path, second pass: kv head h's slots folded in chunk order, rows written out. */
@@ -606,11 +616,8 @@ fer_status fer_attention(fer_threadpool *pool, const fer_tensor *q, const fer_te
   if (p.total_bytes == 0) return FER_STATUS_OK;
   feri_work_claims board[ATT_MAX_RANGES];
   att_job j = {&p, feri_attention_ops_for(feri_threadpool_effective_isa(pool)), ws, NULL};
-  if (p.split && p.n_hblocks == 1 && p.n_ctasks > 1 && p.n_ctasks <= ATT_MAX_RANGES && p.n_chunks <= (int64_t)UINT32_MAX) {
-    for (int64_t r = 0; r < p.n_ctasks; r++) {
-      const uint64_t front = (uint64_t)(r * p.chunks_per_task), back = (uint64_t)min64((r + 1) * p.chunks_per_task, p.n_chunks);
-      feri_work_claims_init(&board[r], (uint32_t)front, (uint32_t)back);
-    }
+  if (p.split && p.n_hblocks == 1 && p.n_ctasks > 1 && p.n_ctasks <= ATT_MAX_RANGES) {
+    for (int64_t r = 0; r < p.n_ctasks; r++) att_run_init(&p, r, &board[r]);
     j.board = board;
   }
   if (!p.split) {

@@ -385,10 +385,41 @@ static void test_tables_agree(void) {
   free(kv), free(pfbuf), free(q), free(p), free(corr), free(out[0]), free(out[1]), free(out[2]);
 }
 
+/* A context too long for the decode split's 32-bit chunk runs (2^40 keys and more, here a
+ * broadcast K and V of one row) is refused with a status, before any work. */
+static void test_context_too_long(void) {
+  float kv[8] = {0}, q[8] = {0}, o[8];
+  const int64_t nk = ((int64_t)1 << 40) + 1;
+  fer_tensor k, v, qt, ot;
+  memset(&k, 0, sizeof k);
+  k.data = kv, k.dtype = FER_DTYPE_F32, k.rank = 3;
+  k.shape[0] = 1, k.shape[1] = nk, k.shape[2] = 8;
+  k.strides[0] = 0, k.strides[1] = 0, k.strides[2] = 4;
+  v = k;
+  memset(&qt, 0, sizeof qt);
+  qt.data = q, qt.dtype = FER_DTYPE_F32, qt.rank = 3;
+  qt.shape[0] = 1, qt.shape[1] = 1, qt.shape[2] = 8;
+  qt.strides[0] = 32, qt.strides[1] = 32, qt.strides[2] = 4;
+  ot = qt;
+  ot.data = o;
+  fer_attention_params prm;
+  CHECK(fer_attention_params_init(&prm) == FER_STATUS_OK);
+  prm.causal = 0;
+  size_t need = 1;
+  const fer_status st = fer_attention_workspace_bytes(NULL, &qt, &k, &v, &prm, &ot, &need);
+  char msg[256] = "";
+  size_t len = 0;
+  fer_last_error_message(msg, sizeof msg, &len);
+  printf("a context of 2^40 + 1 keys: %s (%s)\n", fer_status_str(st), msg);
+  CHECK(st == FER_STATUS_INVALID_ARG && need == 0);
+  CHECK(fer_attention(NULL, &qt, &k, &v, &prm, &ot, NULL, 0) == FER_STATUS_INVALID_ARG);
+}
+
 int main(void) {
   test_fexp_accuracy();
   test_levels_agree();
   test_tables_agree();
+  test_context_too_long();
   test_long_contexts();
   return feri_test_finish("attention_test");
 }
