@@ -17,10 +17,12 @@
  * tree combines first (halves_sum); accumulate is element by element and needs no care. */
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <math.h>
 
 #include "kernels/attention.h"
 #include "kernels/attention_x86.h"
 #include "kernels/avx2_util.h"
+#include "kernels/fexp.h"
 
 #define FERI_AVX512 __attribute__((target("avx2,fma,f16c,avx512f")))
 
@@ -35,6 +37,21 @@ FERI_AVX512 static FERI_INLINE __m512 load_pair(const char *lo, const char *hi, 
   const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)lo)),
                                             _mm_loadu_si128((const __m128i *)hi), 1);
   return load16(h, t);
+}
+
+/* tree8 of attention_x86.h for the four registers of scores8 (register u: key u in lanes 0-7, key
+ * u + 4 in lanes 8-15), the same additions in 512-bit registers: the quarters of registers u and
+ * u + 2 are gathered as [u 0-3, u+4 0-3, u+2 0-3, u+6 0-3] and [the 4-7 quarters], whose sum is
+ * [x[u] | x[u + 2]] (x[u] = halves_sum(key u, key u + 4)); tree8's first in-lane level then runs
+ * on [x[0] | x[2]] and [x[1] | x[3]] at once, giving [y01 | y23], and its last level on the two
+ * halves. 13 instructions where tree8 after four halves_sum takes 21: the scores loop issues the
+ * reduction of one block of keys between the fma chains of the next, on the shuffle pipes. */
+FERI_AVX512 static FERI_INLINE __m256 tree8_pairs(const __m512 a[4]) {
+  const __m512 x02 = _mm512_add_ps(_mm512_shuffle_f32x4(a[0], a[2], 0x88), _mm512_shuffle_f32x4(a[0], a[2], 0xdd));
+  const __m512 x13 = _mm512_add_ps(_mm512_shuffle_f32x4(a[1], a[3], 0x88), _mm512_shuffle_f32x4(a[1], a[3], 0xdd));
+  const __m512 y = _mm512_add_ps(_mm512_shuffle_ps(x02, x13, 0x44), _mm512_shuffle_ps(x02, x13, 0xee));
+  const __m256 y01 = _mm512_castps512_ps256(y), y23 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(y), 1));
+  return _mm256_add_ps(_mm256_shuffle_ps(y01, y23, 0x88), _mm256_shuffle_ps(y01, y23, 0xdd));
 }
 
 /* Scores of keys 0..7 of k0 (rows rs bytes apart) for nr query rows (nr <= 4): register u of
@@ -69,17 +86,7 @@ FERI_AVX512 static FERI_INLINE void scores8(const fer_dtype t, const int nr, con
   }
   const __m256 sc = _mm256_set1_ps(scale);
 #pragma GCC unroll 4
-  for (int r = 0; r < nr; r++) {
-    __m256 x[4];
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; u++) {
-      const __m512 z = a[r][u];
-      const __m512 lo = _mm512_shuffle_f32x4(z, z, 0x08); /* quarters 0, 2: key u 0-3, key u+4 0-3 */
-      const __m512 hi = _mm512_shuffle_f32x4(z, z, 0x0d); /* quarters 1, 3: key u 4-7, key u+4 4-7 */
-      x[u] = _mm256_add_ps(_mm512_castps512_ps256(lo), _mm512_castps512_ps256(hi));
-    }
-    _mm256_storeu_ps(s + r * s_stride, _mm256_mul_ps(tree8(x), sc));
-  }
+  for (int r = 0; r < nr; r++) _mm256_storeu_ps(s + r * s_stride, _mm256_mul_ps(tree8_pairs(a[r]), sc));
 }
 
 /* nr rows against the first n / 8 * 8 keys, eight at a time; returns how many it did. */
@@ -243,8 +250,66 @@ FERI_AVX512 static void accumulate_avx512(float *o, int64_t o_stride, int64_t ro
     accumulate_dt(FER_DTYPE_BF16, o, o_stride, rows, dv, p, p_stride, v, n, corr, pf);
 }
 
-/* The loops that are not per key and element (softmax, merge) are the AVX2 level's. */
-static float exp_shift_avx512(float *s, int64_t n, float m) { return feri_attention_ops_avx2.exp_shift(s, n, m); }
+/* feri_fexp8 (fexp_avx2.h) on sixteen lanes: the same operations, the special cases blended at
+ * the end in the same order, so every lane equals the scalar result bit for bit. */
+FERI_AVX512 static FERI_INLINE __m512 fexp16(__m512 x) {
+  const __m512 magic = _mm512_set1_ps(FERI_EXP_MAGIC);
+  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(FERI_EXP_LOG2E), magic), magic);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-FERI_EXP_LN2_HI), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-FERI_EXP_LN2_LO), r);
+  const __m512 z = _mm512_mul_ps(r, r);
+  __m512 p = _mm512_set1_ps(FERI_EXP_C0);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(FERI_EXP_C1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(FERI_EXP_C2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(FERI_EXP_C3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(FERI_EXP_C4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(FERI_EXP_C5));
+  const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, z, r), _mm512_set1_ps(1.0f));
+  const __m512 nc = _mm512_min_ps(_mm512_max_ps(n, _mm512_set1_ps(-150.0f)), _mm512_set1_ps(128.0f));
+  const __m512i ni = _mm512_cvtps_epi32(nc);
+  const __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  __m512 y = _mm512_mul_ps(_mm512_mul_ps(e, s1), s2);
+  const __mmask16 in = _mm512_cmp_ps_mask(x, _mm512_set1_ps(FERI_EXP_LO), _CMP_GE_OQ) &
+                       _mm512_cmp_ps_mask(x, _mm512_set1_ps(FERI_EXP_HI), _CMP_LE_OQ);
+  if (in == 0xffff) return y;
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(FERI_EXP_HI), _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(FERI_EXP_LO), _CMP_LT_OQ), y, _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
+}
+
+/* The AVX2 level's exp_shift sixteen keys at a time: the exponentials in one register, the
+ * eight-lane sums (lane l: s[j], j mod 8 == l, in order of j) taking the low half, then the high
+ * half. Softmax is a twentieth of decode's time at 4k context and half of it was the AVX2 fexp8. */
+FERI_AVX512 static float exp_shift_avx512(float *s, int64_t n, float m) {
+  const __m512 mv = _mm512_set1_ps(m);
+  __m256 lanes = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 e = fexp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), mv));
+    _mm512_storeu_ps(s + j, e);
+    lanes = _mm256_add_ps(lanes, _mm512_castps512_ps256(e));
+    lanes = _mm256_add_ps(lanes, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+  }
+  if (j + 8 <= n) { /* the upper lanes are zeros: in range, never used */
+    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(s + j), _mm512_castps512_ps256(mv));
+    const __m256 e = _mm512_castps512_ps256(fexp16(_mm512_zextps256_ps512(x)));
+    _mm256_storeu_ps(s + j, e);
+    lanes = _mm256_add_ps(lanes, e);
+    j += 8;
+  }
+  float l[8];
+  _mm256_storeu_ps(l, lanes);
+  for (; j < n; j++) {
+    s[j] = feri_fexp(s[j] - m);
+    l[j % 8] += s[j];
+  }
+  return feri_att_lanes8(l);
+}
+
+/* The loops that are not per key and element (row maximum, merge) are the AVX2 level's. */
 static float row_max_avx512(const float *s, int64_t n, float init) { return feri_attention_ops_avx2.row_max(s, n, init); }
 static void merge_avx512(float *o, const float *ob, int64_t dv, float a, float b) {
   feri_attention_ops_avx2.merge(o, ob, dv, a, b);
