@@ -292,6 +292,19 @@ static void att_prefetch(const att_plan *p, int64_t h0, int64_t nh, int64_t k0, 
 
 static const feri_att_pf att_pf_none = {NULL, 0, 1, 0, 0};
 
+/* Whether the rows of nh heads at one position are packed in K and V, and consecutive positions
+ * follow each other (seq-major with the whole head block): the tile step's rows are then one run
+ * of addresses per tensor. */
+static int att_packed_positions(const att_plan *p, int64_t nh) {
+  const fer_tensor *kv[2] = {p->k, p->v};
+  const int64_t dims[2] = {p->d, p->dv};
+  for (int w = 0; w < 2; w++) {
+    const int64_t es = (int64_t)feri_dtype_size(kv[w]->dtype), row = dims[w] * es;
+    if (kv[w]->strides[2] != es || kv[w]->strides[0] != row || kv[w]->strides[1] != nh * row) return 0;
+  }
+  return 1;
+}
+
 /* What a per-ISA call of a tile step prefetches of the next tile, at key `next`, while it
  * computes keys [k1, k1 + ...) of head h0 + u of the block [h0, h0 + nh), n keys per head in this
  * tile (att_step's order: head by head, keys in order). By head (head-major), the same keys'
@@ -398,7 +411,16 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
     if (n <= 0) continue;
     const int pf = i == nqt - 1 && next_n >= n;
     const int64_t half = n > 32 ? 32 : n, halves = (n + half - 1) / half;
-    const att_calls c = {a[0].h, nh, halves, half, nh * halves, next, n, by_pos};
+    /* where the positions' rows of the block are packed (seq-major), half a tile ahead: the calls
+     * of each head's first half fetch the second half of this tile, the others the first half of
+     * the next; a whole tile ahead, a tile step (256 KiB of f16 K and V) waited in L2 for its
+     * turn, and seq-major decode at 4k context ran 1.03-1.04x slower (f16 and f32, the harness's
+     * rounds turned) than with half. Token-major (positions a page apart) measured 1.02x slower
+     * with half a tile, head-major's steps are one head's. */
+    const int64_t pf_key = pf && by_pos && halves == 2 && n == kn && next == k0 + kn && att_packed_positions(p, nh)
+                               ? next - half
+                               : next;
+    const att_calls c = {a[0].h, nh, halves, half, nh * halves, pf_key, n, by_pos};
     /* fn: the next call's prefetch rows (the last K call lists the first V call's) */
     feri_att_pf fn = pf ? att_call_pf(p, &c, 0) : att_pf_none;
     for (int64_t x = 0; x < c.calls; x++) {

@@ -12,7 +12,8 @@
  * environment: A2M=1 cache 2 MiB-aligned; HUGE=1 also madvise(MADV_HUGEPAGE); OFF=n byte offset
  * of the cache from malloc's pointer (default 16); TOKPAD=n bytes added to the token-major
  * stride; BDATA=1 the benches' values instead of random ones; LAYERS < 16 repeats one layer
- * (the cache in L2/L3); PREFILL=n n queries from position 0; VERBOSE=1 every round. */
+ * (the cache in L2/L3); PREFILL=n n queries from position 0; VERBOSE=1 every round; ROTATE=1 the
+ * layouts' order turned by one each round (else L0, L1, L2 after every probe). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <immintrin.h>
@@ -231,12 +232,14 @@ int main(int argc, char **argv) {
   uint64_t hash[4][3];
   double pmax = 0;
   int layer = 0;
+  const int rotate = getenv("ROTATE") != NULL;
   for (int r = 0; r < rounds; r++) {
     double pb = probe();
     if (pb > pmax) pmax = pb;
     fprintf(stderr, "[probe %.1f] ", pb);
-    for (int l = 0; l < 3; l++)
+    for (int li = 0; li < 3; li++)
       for (int i = 0; i < nl; i++) {
+        const int l = rotate ? (li + r) % 3 : li;
         int reps = LAYERS < 16 ? 16 : LAYERS;
         if (LAYERS < 16) {
           int64_t off, st[3], kvo;

@@ -13,7 +13,8 @@
  * build: scripts/kernels/attention_ab_lib.sh . /tmp/a.so &&
  *        cc -O2 -o /tmp/kv_pattern_probe scripts/kernels/kv_pattern_probe.c -Iffi /tmp/a.so \
  *           -Wl,-rpath,/tmp -lpthread -lm
- * usage: kv_pattern_probe ALLOCS ROUNDS   (e.g. 8 5) */
+ * usage: kv_pattern_probe ALLOCS ROUNDS   (e.g. 8 5); VERBOSE=1 prints every round's att rate, PF=n
+ *        the read's prefetch distance in bytes (default 65536) */
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <pthread.h>
@@ -28,6 +29,7 @@
 
 enum { HQ = 32, HKV = 8, D = 128, LAYERS = 32, CTX = 4096, ES = 2, NT = 2 };
 enum { LAYER_BYTES = 2 * HKV * CTX * D * ES, CACHE_BYTES = LAYERS * LAYER_BYTES };
+static const char *const NAMES[3] = {"head", "seq", "token"};
 static int64_t PF_AHEAD = 65536; /* bytes; PF=n in the environment */
 
 static double now(void) {
@@ -200,6 +202,12 @@ int main(int argc, char **argv) {
       for (int lay = 0; lay < 3; lay++) {
         rd[lay][r] = read_time(cache, lay);
         at[lay][r] = att_time(pool, &pr, &qt, &ot, cache, lay);
+      }
+    if (getenv("VERBOSE") != NULL)
+      for (int lay = 0; lay < 3; lay++) {
+        printf("  alloc %d %-5s att GB/s by round:", a, NAMES[lay]);
+        for (int r = 0; r < rounds; r++) printf(" %.1f", gb / at[lay][r]);
+        printf("\n");
       }
     double mr[3], ma[3];
     for (int lay = 0; lay < 3; lay++) {
