@@ -24,7 +24,10 @@
 //! walks (a token-major position is a page of its own) from what it costs in the kernel. With
 //! `FERRITE_ATT_CHECK_ROUNDS=1` in the environment each round's times are printed too (a line
 //! `C-ATT-006 round ...`), to tell a layout slow in every round of a check from one slow round.
-//! EVIDENCE: C-ATT-006 C-ATT-007 C-ATT-008 C-ATT-009
+//! The layouts' order in a round turns by one each round: run in a fixed order (head-major first,
+//! right after the probe; `FERRITE_ATT_CHECK_FIXED_ORDER=1`), head-major measured slower than it
+//! is and the layouts closer together than they are (C-ATT-013).
+//! EVIDENCE: C-ATT-006 C-ATT-007 C-ATT-008 C-ATT-009 C-ATT-013
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ferrite_benches::{float_values, read_sum, Pool};
@@ -39,9 +42,8 @@ const CTX: i64 = 4096;
 /// Bytes of the probe's buffer, read by two threads.
 const READ_BYTES: usize = 256 << 20;
 /// Rounds of the layout check (each: probe, one pass over the cache's layers in every layout,
-/// probe). 21 (about 2 s a check): with 7 the medians moved by up to 10% between checks of the
-/// same build when the VM was busy (rounds 14-27 GB/s apart in one allocation), which is the
-/// target's whole margin between layouts.
+/// probe). 21 (about 2 s a check): in a busy hour one allocation's rounds ranged 14-27 GB/s, so
+/// a median of 7 moved by several percent, against the target's 10% between layouts.
 const CHECK_ROUNDS: usize = 21;
 /// The transparent huge page size and the advice that asks for it (Linux).
 const HUGE_PAGE: usize = 2 << 20;
@@ -226,10 +228,13 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
     let mut secs: Vec<Vec<f64>> = vec![Vec::new(); LAYOUTS.len()];
     let mut probes = Vec::new();
     let log_rounds = std::env::var_os("FERRITE_ATT_CHECK_ROUNDS").is_some_and(|v| v == "1");
+    let fixed_order = std::env::var_os("FERRITE_ATT_CHECK_FIXED_ORDER").is_some_and(|v| v == "1");
     for round in 0..CHECK_ROUNDS {
         probes.push(read_probe(probe_data));
         // the layouts' order turns by one each round, so none always runs right after the probe
-        for li in (0..LAYOUTS.len()).map(|i| (i + round) % LAYOUTS.len()) {
+        // (FERRITE_ATT_CHECK_FIXED_ORDER=1: head-, seq-, token-major every round, as before)
+        let turn = if fixed_order { 0 } else { round };
+        for li in (0..LAYOUTS.len()).map(|i| (i + turn) % LAYOUTS.len()) {
             let layout = LAYOUTS[li];
             let t = Instant::now();
             (0..reps).for_each(|l| decode_call(pool, cache, layout, l % cache.layers, q, out, params));

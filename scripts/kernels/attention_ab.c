@@ -8,7 +8,7 @@
  * build: cc -O2 -o attention_ab scripts/kernels/attention_ab.c -Iffi -ldl -lpthread -lm
  * usage: attention_ab THREADS DTYPE(16|32|bf) ROUNDS HQ HKV D LAYERS CTX lib1.so [lib2.so ...]
  *        e.g. attention_ab 2 16 4 32 8 128 32 4096 /tmp/a.so /tmp/b.so
- * EVIDENCE: C-ATT-009 C-ATT-011
+ * EVIDENCE: C-ATT-009 C-ATT-011 C-ATT-012 C-ATT-013
  * environment: A2M=1 cache 2 MiB-aligned; HUGE=1 also madvise(MADV_HUGEPAGE); OFF=n byte offset
  * of the cache from malloc's pointer (default 16); TOKPAD=n bytes added to the token-major
  * stride; BDATA=1 the benches' values instead of random ones; LAYERS < 16 repeats one layer

@@ -8,13 +8,14 @@
  *   att:  fer_attention decode over the same bytes (32 q heads, head_dim 128) on two threads.
  * It prints, per allocation, each layout's median GB/s of both and the token-/head-major ratio of
  * both: if the kernel's layout gap follows the read's, the memory sets it.
- * * Used for docs/BENCHMARKS.md (attention, fifth run).
+ * Used for docs/BENCHMARKS.md (attention, fifth run). EVIDENCE: C-ATT-006
  *
  * build: scripts/kernels/attention_ab_lib.sh . /tmp/a.so &&
  *        cc -O2 -o /tmp/kv_pattern_probe scripts/kernels/kv_pattern_probe.c -Iffi /tmp/a.so \
  *           -Wl,-rpath,/tmp -lpthread -lm
  * usage: kv_pattern_probe ALLOCS ROUNDS   (e.g. 8 5); VERBOSE=1 prints every round's att rate, PF=n
- *        the read's prefetch distance in bytes (default 65536) */
+ *        the read's prefetch distance in bytes (default 65536), TOUCH=n a one-byte load of the run n bytes
+ *        ahead as each run starts (default none) */
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <pthread.h>
@@ -31,6 +32,7 @@ enum { HQ = 32, HKV = 8, D = 128, LAYERS = 32, CTX = 4096, ES = 2, NT = 2 };
 enum { LAYER_BYTES = 2 * HKV * CTX * D * ES, CACHE_BYTES = LAYERS * LAYER_BYTES };
 static const char *const NAMES[3] = {"head", "seq", "token"};
 static int64_t PF_AHEAD = 65536; /* bytes; PF=n in the environment */
+static int64_t TOUCH_AHEAD = 0; /* bytes; TOUCH=n in the environment */
 
 static double now(void) {
   struct timespec t;
@@ -57,17 +59,21 @@ typedef struct {
 } reader;
 
 /* Reads n runs of `bytes` bytes, run i at base + i * stride, prefetching PF_AHEAD bytes ahead in
- * the same order. */
+ * the same order and, with TOUCH_AHEAD, loading one byte of the run TOUCH_AHEAD bytes ahead when
+ * a run starts (its page's translation walked early, as fer_attention's touch). */
 __attribute__((target("avx2"))) static __m256 read_runs(const char *base, int64_t n, int64_t stride, int64_t bytes,
                                                       __m256 acc) {
-  const int64_t lines = bytes / 64, ahead = PF_AHEAD / 64;
+  const int64_t lines = bytes / 64, ahead = PF_AHEAD / 64, touch = TOUCH_AHEAD / bytes;
+  unsigned sum = 0;
   for (int64_t i = 0; i < n; i++)
     for (int64_t c = 0; c < lines; c++) {
+      if (c == 0 && touch > 0 && i + touch < n) sum += *(const volatile unsigned char *)(base + (i + touch) * stride);
       const int64_t f = i * lines + c + ahead; /* the line PF_AHEAD bytes later in read order */
       if (f / lines < n) __builtin_prefetch(base + f / lines * stride + f % lines * 64, 0, 3);
       const float *p = (const float *)(base + i * stride + c * 64);
       acc = _mm256_add_ps(acc, _mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)));
     }
+  __asm__ volatile("" : : "r"(sum));
   return acc;
 }
 
@@ -158,6 +164,7 @@ static long huge_kb(void) {
 
 int main(int argc, char **argv) {
   if (getenv("PF") != NULL) PF_AHEAD = atoll(getenv("PF")) / 64 * 64;
+  if (getenv("TOUCH") != NULL) TOUCH_AHEAD = atoll(getenv("TOUCH"));
   const int allocs = argc == 3 ? atoi(argv[1]) : 0, rounds = argc == 3 ? atoi(argv[2]) : 0;
   enum { MAX_ROUNDS = 32 };
   if (allocs < 1 || rounds < 1 || rounds > MAX_ROUNDS) {
