@@ -148,13 +148,7 @@ FERI_AVX2 static float exp_shift_avx2(float *s, int64_t n, float m) {
     _mm256_storeu_ps(s + j, e);
     lanes = _mm256_add_ps(lanes, e);
   }
-  float l[8];
-  _mm256_storeu_ps(l, lanes);
-  for (; j < n; j++) {
-    s[j] = feri_fexp(s[j] - m);
-    l[j % 8] += s[j];
-  }
-  return feri_att_lanes8(l);
+  return exp_shift_finish(s, j, n, m, lanes);
 }
 
 FERI_AVX2 static float row_max_avx2(const float *s, int64_t n, float init) {

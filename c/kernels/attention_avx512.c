@@ -300,13 +300,7 @@ FERI_AVX512 static float exp_shift_avx512(float *s, int64_t n, float m) {
     lanes = _mm256_add_ps(lanes, e);
     j += 8;
   }
-  float l[8];
-  _mm256_storeu_ps(l, lanes);
-  for (; j < n; j++) {
-    s[j] = feri_fexp(s[j] - m);
-    l[j % 8] += s[j];
-  }
-  return feri_att_lanes8(l);
+  return exp_shift_finish(s, j, n, m, lanes);
 }
 
 /* The loops that are not per key and element (row maximum, merge) are the AVX2 level's. */

@@ -1,6 +1,7 @@
 /* attention_x86.h: what the AVX2 and AVX-512 levels of fer_attention's inner loops share (see
- * attention.h): the second and third levels of the fixed lane tree for eight keys at once, and
- * the prefetch of a later tile's rows. Include only from attention_avx2.c / attention_avx512.c. */
+ * attention.h): the second and third levels of the fixed lane tree for eight keys at once, the
+ * end of exp_shift, and the prefetch of a later tile's rows. Include only from attention_avx2.c /
+ * attention_avx512.c. */
 #ifndef FERI_KERNELS_ATTENTION_X86_H
 #define FERI_KERNELS_ATTENTION_X86_H
 
@@ -9,6 +10,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/avx2_util.h"
+#include "kernels/fexp.h"
 
 /* The lanes of a (key j) and b (key j + 4) added across the halves: [a0+a4, a1+a5, a2+a6, a3+a7,
  * b0+b4, b1+b5, b2+b6, b3+b7], the first level of the fixed tree for two keys at once. */
@@ -25,6 +27,18 @@ FERI_AVX2 static FERI_INLINE __m256 tree8(const __m256 x[4]) {
   const __m256 y23 = _mm256_add_ps(_mm256_shuffle_ps(x[2], x[3], 0x44), _mm256_shuffle_ps(x[2], x[3], 0xee));
   /* and their sum, keys in order */
   return _mm256_add_ps(_mm256_shuffle_ps(y01, y23, 0x88), _mm256_shuffle_ps(y01, y23, 0xdd));
+}
+
+/* The end of exp_shift at both levels: keys [j, n) one at a time (s[j] = fexp(s[j] - m) into lane
+ * j mod 8 of the eight-lane sums), then the lanes combined; returns the sum. */
+FERI_AVX2 static FERI_INLINE float exp_shift_finish(float *s, int64_t j, int64_t n, float m, __m256 lanes) {
+  float l[8];
+  _mm256_storeu_ps(l, lanes);
+  for (; j < n; j++) {
+    s[j] = feri_fexp(s[j] - m);
+    l[j % 8] += s[j];
+  }
+  return feri_att_lanes8(l);
 }
 
 /* Prefetch hint for the later tile's rows: prefetcht2 (into L2 on Zen 4). They are needed one
