@@ -31,6 +31,7 @@ for l in sys.stdin:
 run)
   out=${2:?usage: gpu_check.sh run OUTDIR}
   cd "$(dirname "$0")/../.."
+  mkdir -p "$out" && exec > >(tee "$out/gpu_check.log") 2>&1 # the log also lands in OUTDIR
   rc=0
   step() { echo "== $*"; "$@"; local r=$?; echo "== exit $r: $*"; [ $r -eq 0 ] || rc=1; }
   step nvidia-smi -L
