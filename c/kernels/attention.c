@@ -377,7 +377,7 @@ static int att_kv_one_run(const att_plan *p) {
   const int64_t es = (int64_t)feri_dtype_size(p->k->dtype), row = p->d * es;
   return att_by_pos(p) && p->d == p->dv && p->k->dtype == p->v->dtype && p->k->strides[2] == es &&
          p->k->strides[0] == row && memcmp(p->k->strides, p->v->strides, 3 * sizeof(int64_t)) == 0 &&
-         (const char *)p->v->data - (const char *)p->k->data == p->hkv * row && 2 * p->hkv * row <= 4096;
+         (uintptr_t)p->v->data - (uintptr_t)p->k->data == (uintptr_t)(p->hkv * row) && 2 * p->hkv * row <= 4096;
 }
 
 /* Call g's prefetch rows, their pages touched (att_touch) as they are listed: a loop asks for
