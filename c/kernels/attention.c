@@ -77,6 +77,10 @@ typedef struct att_plan {
   int64_t q_tiles;          /* rows path */
   int64_t n_chunks;         /* split path: chunks holding a key the last query sees */
   int64_t hblock, n_hblocks, chunks_per_task, n_ctasks; /* split path */
+  /* split path, how the next tile is prefetched (set once per call, see att_step, att_call_pf):
+   * half a tile ahead (seq-major: every head's rows of a position packed, positions adjacent),
+   * and each position's K and V halves one call apart (token-major with 16-bit K and V) */
+  int pf_half_ahead, pf_kv_pairs;
   int64_t n_tasks;
   size_t state_floats;      /* one state of `rows` rows: o (rows x dv), m, l */
   size_t slots_bytes, worker_bytes, total_bytes;
@@ -292,15 +296,15 @@ static void att_prefetch(const att_plan *p, int64_t h0, int64_t nh, int64_t k0, 
 
 static const feri_att_pf att_pf_none = {NULL, 0, 1, 0, 0};
 
-/* Whether the rows of nh heads at one position are packed in K and V, and consecutive positions
- * follow each other (seq-major with the whole head block): the tile step's rows are then one run
- * of addresses per tensor. */
-static int att_packed_positions(const att_plan *p, int64_t nh) {
+/* Whether the rows of all heads at one position are packed in K and V, and consecutive positions
+ * follow each other (seq-major): a tile step of every head is then one run of addresses per
+ * tensor. */
+static int att_packed_positions(const att_plan *p) {
   const fer_tensor *kv[2] = {p->k, p->v};
   const int64_t dims[2] = {p->d, p->dv};
   for (int w = 0; w < 2; w++) {
     const int64_t es = (int64_t)feri_dtype_size(kv[w]->dtype), row = dims[w] * es;
-    if (kv[w]->strides[2] != es || kv[w]->strides[0] != row || kv[w]->strides[1] != nh * row) return 0;
+    if (kv[w]->strides[2] != es || kv[w]->strides[0] != row || kv[w]->strides[1] != p->hkv * row) return 0;
   }
   return 1;
 }
@@ -439,10 +443,10 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
      * turn, and seq-major decode at 4k context ran 1.03-1.04x slower (f16 and f32, the harness's
      * rounds turned) than with half. Token-major (positions a page apart) measured 1.02x slower
      * with half a tile, head-major's steps are one head's. */
-    const int64_t pf_key = pf && by_pos && halves == 2 && n == kn && next == k0 + kn && att_packed_positions(p, nh)
+    const int64_t pf_key = pf && p->pf_half_ahead && nh == p->hkv && halves == 2 && n == kn && next == k0 + kn
                                ? next - half
                                : next;
-    const att_calls c = {a[0].h, nh, halves, half, nh * halves, pf_key, n, by_pos, att_kv_one_run(p)};
+    const att_calls c = {a[0].h, nh, halves, half, nh * halves, pf_key, n, by_pos, p->pf_kv_pairs};
     /* fn: the next call's prefetch rows (the last K call lists the first V call's) */
     feri_att_pf fn = pf ? att_call_pf(p, &c, 0) : att_pf_none;
     for (int64_t x = 0; x < c.calls; x++) {
@@ -658,6 +662,10 @@ fer_status fer_attention(fer_threadpool *pool, const fer_tensor *q, const fer_te
   if ((st = feri_workspace_acquire(workspace, workspace_bytes, p.total_bytes, FN, &ws, &owned)) != FER_STATUS_OK)
     return st;
   if (p.total_bytes == 0) return FER_STATUS_OK;
+  if (p.split) {
+    p.pf_half_ahead = att_by_pos(&p) && att_packed_positions(&p);
+    p.pf_kv_pairs = att_kv_one_run(&p);
+  }
   feri_work_claims board[ATT_MAX_RANGES];
   att_job j = {&p, feri_attention_ops_for(feri_threadpool_effective_isa(pool)), ws, NULL};
   if (p.split && p.n_hblocks == 1 && p.n_ctasks > 1 && p.n_ctasks <= ATT_MAX_RANGES) {
