@@ -26,8 +26,11 @@
 //! `C-ATT-006 round ...`), to tell a layout slow in every round of a check from one slow round.
 //! The layouts' order in a round turns by one each round: run in a fixed order (head-major first,
 //! right after the probe; `FERRITE_ATT_CHECK_FIXED_ORDER=1`), head-major measured slower than it
-//! is and the layouts closer together than they are (C-ATT-013).
-//! EVIDENCE: C-ATT-006 C-ATT-007 C-ATT-008 C-ATT-009 C-ATT-013
+//! is and the layouts closer together than they are (C-ATT-013). A line `C-ATT-014 after-probe`
+//! per check gives each layout's median time in the rounds where it ran right after the probe (a
+//! 256 MiB read of other memory, as a decode step's weight reads) and in the others: the cost of
+//! starting from cold caches, which a whole tile of f32 prefetched ahead made token-major's.
+//! EVIDENCE: C-ATT-006 C-ATT-007 C-ATT-008 C-ATT-009 C-ATT-013 C-ATT-014
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ferrite_benches::{float_values, read_sum, Pool};
@@ -226,6 +229,7 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
     let bytes = (2 * HKV * CTX * D * cache.e) as f64;
     let reps = cache.layers;
     let mut secs: Vec<Vec<f64>> = vec![Vec::new(); LAYOUTS.len()];
+    let mut first: Vec<Vec<bool>> = vec![Vec::new(); LAYOUTS.len()];
     let mut probes = Vec::new();
     let log_rounds = std::env::var_os("FERRITE_ATT_CHECK_ROUNDS").is_some_and(|v| v == "1");
     let fixed_order = std::env::var_os("FERRITE_ATT_CHECK_FIXED_ORDER").is_some_and(|v| v == "1");
@@ -234,11 +238,12 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
         // the layouts' order turns by one each round, so none always runs right after the probe
         // (FERRITE_ATT_CHECK_FIXED_ORDER=1: head-, seq-, token-major every round, as before)
         let turn = if fixed_order { 0 } else { round };
-        for li in (0..LAYOUTS.len()).map(|i| (i + turn) % LAYOUTS.len()) {
+        for (slot, li) in (0..LAYOUTS.len()).map(|i| (i + turn) % LAYOUTS.len()).enumerate() {
             let layout = LAYOUTS[li];
             let t = Instant::now();
             (0..reps).for_each(|l| decode_call(pool, cache, layout, l % cache.layers, q, out, params));
             secs[li].push(t.elapsed().as_secs_f64() / reps as f64);
+            first[li].push(slot == 0);
         }
         probes.push(read_probe(probe_data));
         if log_rounds {
@@ -259,6 +264,18 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
     let paired: Vec<f64> = secs
         .iter()
         .map(|v| median(v.iter().enumerate().map(|(r, &t)| bytes / t / 1e9 / probes[2 * r].max(probes[2 * r + 1])).collect()))
+        .collect();
+    // Each layout's median time in the rounds where it ran right after the probe (a 256 MiB
+    // stream has just gone through the caches, as a decode step's weight reads do) and in the
+    // others (right after another layout's pass over this cache): the turned order gives each
+    // layout both, a third of the rounds first.
+    let split: Vec<(f64, f64)> = secs
+        .iter()
+        .zip(&first)
+        .map(|(v, f)| {
+            let pick = |want: bool| median(v.iter().zip(f).filter(|(_, &x)| x == want).map(|(&t, _)| t).collect());
+            (pick(true), pick(false))
+        })
         .collect();
     let times: Vec<f64> = secs.into_iter().map(median).collect();
     let mut fracs = Vec::new();
@@ -288,6 +305,25 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
         slow / fast,
         if met { "met" } else { "missed" }
     );
+    if !fixed_order {
+        let spread = |pick: fn(&(f64, f64)) -> f64| {
+            let t: Vec<f64> = split.iter().map(pick).collect();
+            t.iter().cloned().fold(0f64, f64::max) / t.iter().cloned().fold(f64::MAX, f64::min)
+        };
+        let each: Vec<String> = LAYOUTS
+            .iter()
+            .zip(&split)
+            .map(|(l, (a, b))| format!("{} {:.3} / {:.3}", l.name(), a * 1e3, b * 1e3))
+            .collect();
+        println!(
+            "C-ATT-014 after-probe {} ({pages}): median ms right after the probe / later in the round: {}; \
+             slowest layout {:.2}x the fastest's right after the probe, {:.2}x later",
+            cache.dtype_name(),
+            each.join(", "),
+            spread(|x| x.0),
+            spread(|x| x.1)
+        );
+    }
 }
 
 fn bench_attention(c: &mut Criterion) {

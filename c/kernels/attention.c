@@ -78,8 +78,8 @@ typedef struct att_plan {
   int64_t n_chunks;         /* split path: chunks holding a key the last query sees */
   int64_t hblock, n_hblocks, chunks_per_task, n_ctasks; /* split path */
   /* split path, how the next tile is prefetched (set once per call, see att_step, att_call_pf):
-   * half a tile ahead (seq-major: every head's rows of a position packed, positions adjacent),
-   * and each position's K and V halves one call apart (token-major with 16-bit K and V) */
+   * half a tile ahead (by position: seq- and token-major), and each position's K and V halves
+   * one call apart (token-major with 16-bit K and V) */
   int pf_half_ahead, pf_kv_pairs;
   int64_t n_tasks;
   size_t state_floats;      /* one state of `rows` rows: o (rows x dv), m, l */
@@ -296,19 +296,6 @@ static void att_prefetch(const att_plan *p, int64_t h0, int64_t nh, int64_t k0, 
 
 static const feri_att_pf att_pf_none = {NULL, 0, 1, 0, 0};
 
-/* Whether the rows of all heads at one position are packed in K and V, and consecutive positions
- * follow each other (seq-major): a tile step of every head is then one run of addresses per
- * tensor. */
-static int att_packed_positions(const att_plan *p) {
-  const fer_tensor *kv[2] = {p->k, p->v};
-  const int64_t dims[2] = {p->d, p->dv};
-  for (int w = 0; w < 2; w++) {
-    const int64_t es = (int64_t)feri_dtype_size(kv[w]->dtype), row = dims[w] * es;
-    if (kv[w]->strides[2] != es || kv[w]->strides[0] != row || kv[w]->strides[1] != p->hkv * row) return 0;
-  }
-  return 1;
-}
-
 /* What a per-ISA call of a tile step prefetches of the next tile, at key `next`, while it
  * computes keys [k1, k1 + ...) of head h0 + u of the block [h0, h0 + nh), n keys per head in this
  * tile (att_step's order: head by head, keys in order). By head (head-major), the same keys'
@@ -437,12 +424,14 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
     if (n <= 0) continue;
     const int pf = i == nqt - 1 && next_n >= n;
     const int64_t half = n > 32 ? 32 : n, halves = (n + half - 1) / half;
-    /* where the positions' rows of the block are packed (seq-major), half a tile ahead: the calls
-     * of each head's first half fetch the second half of this tile, the others the first half of
-     * the next; a whole tile ahead, a tile step (256 KiB of f16 K and V) waited in L2 for its
-     * turn, and seq-major decode at 4k context ran 1.03-1.04x slower (f16 and f32, the harness's
-     * rounds turned) than with half. Token-major (positions a page apart) measured 1.02x slower
-     * with half a tile, head-major's steps are one head's. */
+    /* by position (seq- and token-major, every head of a position in the block), half a tile
+     * ahead: the calls of each head's first half fetch the second half of this tile, the others
+     * the first half of the next. A whole tile ahead, a tile step of every head (256 KiB of f16 K
+     * and V, 512 KiB of f32) waited in L2 for its turn beside the step being computed: seq-major
+     * decode at 4k context ran 1.03-1.04x slower (f16 and f32, the harness's rounds turned), and
+     * f32 token-major right after a 256 MiB read of other memory (the bench's probe; a decode
+     * step's weight reads) 1.15-1.19x slower, 1.05-1.09x over all rounds (C-ATT-014). Head-major's
+     * steps are one head's (64 KiB of f32). */
     const int64_t pf_key = pf && p->pf_half_ahead && nh == p->hkv && halves == 2 && n == kn && next == k0 + kn
                                ? next - half
                                : next;
@@ -663,7 +652,7 @@ fer_status fer_attention(fer_threadpool *pool, const fer_tensor *q, const fer_te
     return st;
   if (p.total_bytes == 0) return FER_STATUS_OK;
   if (p.split) {
-    p.pf_half_ahead = att_by_pos(&p) && att_packed_positions(&p);
+    p.pf_half_ahead = att_by_pos(&p);
     p.pf_kv_pairs = att_kv_one_run(&p);
   }
   feri_work_claims board[ATT_MAX_RANGES];
