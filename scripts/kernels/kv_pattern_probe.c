@@ -21,6 +21,7 @@
  *   PF=n        the read's prefetch distance in bytes (default 65536);
  *   HINT=2      the read's prefetches into L2 (prefetcht2, as the kernel's), else into L1;
  *   GROUP=n     the read takes n runs side by side, line by line (default 1);
+ *   PFLINES=n   only the first n lines of each run prefetched (the rest left to the hardware);
  *   TOUCH=n     a one-byte load of the run n bytes ahead as each run starts (default none);
  *   COLD=1      before every measurement, a 256 MiB read of other memory as the benchmark's probe;
  *   F32=1, SMALL=1 as above. */
@@ -45,7 +46,8 @@ static int64_t PF_AHEAD = 65536; /* bytes; PF=n in the environment */
 static int64_t TOUCH_AHEAD = 0; /* bytes; TOUCH=n in the environment */
 static int HINT_L2 = 0; /* HINT=2: the read's prefetches into L2 (prefetcht2, as the kernel's), else L1 */
 static int SMALL_PAGES = 0; /* SMALL=1: no madvise(MADV_HUGEPAGE), 4 KiB pages */
-static int64_t GROUP = 1; /* runs read side by side, line by line; GROUP=n in the environment */
+static int64_t GROUP = 1;
+static int64_t PF_LINES = INT64_MAX; /* PFLINES=n: only the first n lines of each run prefetched */ /* runs read side by side, line by line; GROUP=n in the environment */
 
 static double now(void) {
   struct timespec t;
@@ -99,7 +101,7 @@ __attribute__((target("avx2"))) static __m256 read_runs(const char *base, int64_
   while (rd.i0 < n) {
     const int64_t i = rd.i0 + rd.r;
     if (rd.c == 0 && touch > 0 && i + touch < n) sum += *(const volatile unsigned char *)(base + (i + touch) * stride);
-    if (pf.i0 < n) {
+    if (pf.i0 < n && pf.c < PF_LINES) {
       const char *a = base + (pf.i0 + pf.r) * stride + pf.c * 64;
       if (HINT_L2)
         __builtin_prefetch(a, 0, 1);
@@ -284,6 +286,7 @@ int main(int argc, char **argv) {
   }
   if (getenv("F32") != NULL && atoi(getenv("F32")) == 1)
     ES = 4, LAYERS = 16, LAYER_BYTES = 2 * HKV * CTX * D * 4, DTYPE = FER_DTYPE_F32;
+  if (getenv("PFLINES") != NULL) PF_LINES = atoll(getenv("PFLINES"));
   HINT_L2 = getenv("HINT") != NULL && atoi(getenv("HINT")) == 2;
   SMALL_PAGES = getenv("SMALL") != NULL && atoi(getenv("SMALL")) == 1;
   if (getenv("GROUP") != NULL && atoll(getenv("GROUP")) > 0) GROUP = atoll(getenv("GROUP"));
