@@ -202,6 +202,46 @@ fn read_probe(data: &[f32]) -> f64 {
     f64::NAN
 }
 
+/// A cycle through 2^20 lines (64 MiB, twice the L3) in scattered order, each line holding the
+/// index of the next, for the latency of a dependent load to memory: token-major reads 4 KiB runs
+/// far apart and keeps fewer lines in flight than a stream, so it is the layout that a higher
+/// latency slows (the probe's bandwidth can stay the same).
+struct Chase(Vec<u64>);
+
+impl Chase {
+    const LINE: usize = 8; // u64 per 64-byte line
+    const LINES: usize = 1 << 20;
+
+    fn new() -> Chase {
+        // Sattolo's shuffle: one cycle through every line
+        let mut order: Vec<usize> = (0..Self::LINES).collect();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in (1..Self::LINES).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            order.swap(i, (x % i as u64) as usize);
+        }
+        let mut v = vec![0u64; Self::LINES * Self::LINE];
+        for i in 0..Self::LINES {
+            v[order[i] * Self::LINE] = (order[(i + 1) % Self::LINES] * Self::LINE) as u64;
+        }
+        Chase(v)
+    }
+
+    /// Mean ns per dependent load over 2^18 hops.
+    fn ns(&self) -> f64 {
+        const HOPS: usize = 1 << 18;
+        let mut at = 0usize;
+        let t = Instant::now();
+        for _ in 0..HOPS {
+            at = self.0[at] as usize;
+        }
+        std::hint::black_box(at);
+        t.elapsed().as_secs_f64() / HOPS as f64 * 1e9
+    }
+}
+
 /// One decode call of `layout` at layer `layer` of `cache` (the decode scenarios' step).
 fn decode_call(pool: &Pool, cache: &Cache, layout: Layout, layer: i64, q: &sys::fer_tensor, out: &sys::fer_tensor,
                params: &sys::fer_attention_params) {
@@ -219,8 +259,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// layers in each layout, probe); per layout the median over rounds of the round's rate against
 /// its own probes (and, printed too, the median rate against the highest probe of the check), and
 /// the slowest layout's median time against the fastest's.
-fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_tensor, out: &sys::fer_tensor,
-                params: &sys::fer_attention_params) {
+fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], chase: &Chase, q: &sys::fer_tensor,
+                out: &sys::fer_tensor, params: &sys::fer_attention_params) {
     let pages = if cache.huge {
         format!("2 MiB pages asked, {} of {} MiB granted", cache.huge_bytes >> 20, cache.layout.size() >> 20)
     } else {
@@ -231,6 +271,7 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
     let mut secs: Vec<Vec<f64>> = vec![Vec::new(); LAYOUTS.len()];
     let mut first: Vec<Vec<bool>> = vec![Vec::new(); LAYOUTS.len()];
     let mut probes = Vec::new();
+    let latency_before = chase.ns();
     let log_rounds = std::env::var_os("FERRITE_ATT_CHECK_ROUNDS").is_some_and(|v| v == "1");
     let fixed_order = std::env::var_os("FERRITE_ATT_CHECK_FIXED_ORDER").is_some_and(|v| v == "1");
     for round in 0..CHECK_ROUNDS {
@@ -257,6 +298,7 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
             );
         }
     }
+    let latency_after = chase.ns();
     let probe = probes.iter().cloned().fold(f64::MIN, f64::max);
     // Each round's rate against the higher of the two probes measured around it: the probe's mode
     // can change within a check (33-38 and 46-61 GB/s rounds in one check), and a round is
@@ -317,7 +359,8 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
             .collect();
         println!(
             "C-ATT-014 after-probe {} ({pages}): median ms right after the probe / later in the round: {}; \
-             slowest layout {:.2}x the fastest's right after the probe, {:.2}x later",
+             slowest layout {:.2}x the fastest's right after the probe, {:.2}x later; a dependent load to memory \
+             {latency_before:.0} ns before the rounds, {latency_after:.0} ns after",
             cache.dtype_name(),
             each.join(", "),
             spread(|x| x.0),
@@ -329,6 +372,7 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], q: &sys::fer_ten
 fn bench_attention(c: &mut Criterion) {
     let pool = Pool::new(2);
     let probe_data = float_values(READ_BYTES / 4);
+    let chase = Chase::new();
     let mut g = c.benchmark_group("attention");
     g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3)).sample_size(10);
     let q = float_values((HQ * D) as usize);
@@ -342,9 +386,9 @@ fn bench_attention(c: &mut Criterion) {
     for f32_kv in [false, true] {
         params.q_pos0 = CTX - 1;
         // the check on 2 MiB pages first, its cache dropped before the scenarios' one is made
-        layout_check(&pool, &Cache::new(f32_kv, true), &probe_data, &qt, &ot, &params);
+        layout_check(&pool, &Cache::new(f32_kv, true), &probe_data, &chase, &qt, &ot, &params);
         let cache = Cache::new(f32_kv, false);
-        layout_check(&pool, &cache, &probe_data, &qt, &ot, &params);
+        layout_check(&pool, &cache, &probe_data, &chase, &qt, &ot, &params);
         for layout in LAYOUTS {
             let layer = Cell::new(0i64);
             let step = || {
