@@ -309,16 +309,17 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], chase: &Chase, q
         .collect();
     // Each layout's median time in the rounds where it ran right after the probe (a 256 MiB
     // stream has just gone through the caches, as a decode step's weight reads do) and in the
-    // others (right after another layout's pass over this cache): the turned order gives each
-    // layout both, a third of the rounds first.
-    let split: Vec<(f64, f64)> = secs
-        .iter()
-        .zip(&first)
-        .map(|(v, f)| {
-            let pick = |want: bool| median(v.iter().zip(f).filter(|(_, &x)| x == want).map(|(&t, _)| t).collect());
-            (pick(true), pick(false))
-        })
-        .collect();
+    // others (right after another layout's pass over this cache): only the turned order gives
+    // each layout both (a third of the rounds first); in the fixed order there is no split.
+    let split: Option<Vec<(f64, f64)>> = (!fixed_order).then(|| {
+        secs.iter()
+            .zip(&first)
+            .map(|(v, f)| {
+                let pick = |want: bool| median(v.iter().zip(f).filter(|(_, &x)| x == want).map(|(&t, _)| t).collect());
+                (pick(true), pick(false))
+            })
+            .collect()
+    });
     let times: Vec<f64> = secs.into_iter().map(median).collect();
     let mut fracs = Vec::new();
     for ((layout, &t), &pf) in LAYOUTS.iter().zip(&times).zip(&paired) {
@@ -347,7 +348,7 @@ fn layout_check(pool: &Pool, cache: &Cache, probe_data: &[f32], chase: &Chase, q
         slow / fast,
         if met { "met" } else { "missed" }
     );
-    if !fixed_order {
+    if let Some(split) = split {
         let spread = |pick: fn(&(f64, f64)) -> f64| {
             let t: Vec<f64> = split.iter().map(pick).collect();
             t.iter().cloned().fold(0f64, f64::max) / t.iter().cloned().fold(f64::MAX, f64::min)
