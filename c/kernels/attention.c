@@ -77,10 +77,9 @@ typedef struct att_plan {
   int64_t q_tiles;          /* rows path */
   int64_t n_chunks;         /* split path: chunks holding a key the last query sees */
   int64_t hblock, n_hblocks, chunks_per_task, n_ctasks; /* split path */
-  /* split path, how the next tile is prefetched (set once per call, see att_step, att_call_pf):
-   * half a tile ahead (by position: seq- and token-major), and each position's K and V halves
-   * one call apart (token-major with 16-bit K and V) */
-  int pf_half_ahead, pf_kv_pairs;
+  /* split path, set once per call (att_call_pf): each position's K and V halves prefetched one
+   * call apart (token-major with 16-bit K and V) */
+  int pf_kv_pairs;
   int64_t n_tasks;
   size_t state_floats;      /* one state of `rows` rows: o (rows x dv), m, l */
   size_t slots_bytes, worker_bytes, total_bytes;
@@ -432,7 +431,7 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
      * f32 token-major right after a 256 MiB read of other memory (the bench's probe; a decode
      * step's weight reads) 1.15-1.19x slower, 1.05-1.09x over all rounds (C-ATT-014). Head-major's
      * steps are one head's (64 KiB of f32). */
-    const int64_t pf_key = pf && p->pf_half_ahead && nh == p->hkv && halves == 2 && n == kn && next == k0 + kn
+    const int64_t pf_key = pf && by_pos && nh == p->hkv && halves == 2 && n == kn && next == k0 + kn
                                ? next - half
                                : next;
     const att_calls c = {a[0].h, nh, halves, half, nh * halves, pf_key, n, by_pos, p->pf_kv_pairs};
@@ -651,10 +650,7 @@ fer_status fer_attention(fer_threadpool *pool, const fer_tensor *q, const fer_te
   if ((st = feri_workspace_acquire(workspace, workspace_bytes, p.total_bytes, FN, &ws, &owned)) != FER_STATUS_OK)
     return st;
   if (p.total_bytes == 0) return FER_STATUS_OK;
-  if (p.split) {
-    p.pf_half_ahead = att_by_pos(&p);
-    p.pf_kv_pairs = att_kv_one_run(&p);
-  }
+  if (p.split) p.pf_kv_pairs = att_kv_one_run(&p);
   feri_work_claims board[ATT_MAX_RANGES];
   att_job j = {&p, feri_attention_ops_for(feri_threadpool_effective_isa(pool)), ws, NULL};
   if (p.split && p.n_hblocks == 1 && p.n_ctasks > 1 && p.n_ctasks <= ATT_MAX_RANGES) {
