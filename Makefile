@@ -1,17 +1,22 @@
 # ferrite: the two commands of README.md, and the jobs behind them.
 #   make run    the main job: set up, build, print `ferrite info` with a quick kernel table, then
 #               `ferrite generate --chat` on the real model (SmolLM2-135M-Instruct)
-#   make test   set up, Bazel tests, Cargo tests, sanitizer run, claims check, header drift check
+#   make test   set up, fresh-machine dependency check, Bazel tests, Cargo tests, sanitizer run, claims check, header drift check
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/cuda/bin:$(PATH)
 
 BAZEL ?= bazel
 CARGO ?= cargo
 
-.PHONY: run test setup build bazel-test cargo-test cargo-test-fallback bench-smoke bench-compare test-sanitize check-claims check-header bench bench-quick skipped
+.PHONY: run test setup check-fresh-deps build bazel-test cargo-test cargo-test-fallback bench-smoke bench-compare test-sanitize check-claims check-header bench bench-quick skipped
 
 setup:
 	./scripts/setup.sh
+
+# Every crate Cargo.lock pins comes from a package setup's list pulls in through Depends alone, and
+# every pip call in setup's scripts is pinned and hashed: what passes here passes on a new machine.
+check-fresh-deps: setup
+	./scripts/check-fresh-deps.sh
 
 build: setup
 	$(BAZEL) build //...
@@ -30,7 +35,7 @@ run: build
 	  ./bazel-bin/c/tools/ferrite generate --tiny --prompt "the " --max-tokens 16; \
 	fi
 
-test: setup bazel-test cargo-test cargo-test-fallback bench-smoke test-sanitize check-claims check-header
+test: setup check-fresh-deps bazel-test cargo-test cargo-test-fallback bench-smoke test-sanitize check-claims check-header
 	@echo "make test: all passed"
 
 bazel-test:

@@ -10,7 +10,9 @@ packages=(
   libclang-rt-14-dev         # clang's sanitizer runtimes
   valgrind
   libopenblas-dev            # a peer for later GEMM benchmarks
-  librust-criterion-dev librust-proptest-dev librust-cc-dev librust-libc-dev
+  librust-criterion-dev librust-cc-dev
+  librust-proptest-dev librust-proptest+default-dev  # +default: bit-set, rusty-fork, wait-timeout (not a Depends of the base)
+  librust-libc-dev
   librust-half-dev librust-rand-dev librust-rand-chacha-dev librust-serde-json-dev
   librust-tempfile-dev librust-flate2-dev  # flate2: the tokenizer's gzipped golden ids
   libpcre2-dev libcjson-dev libutf8proc-dev  # tokenizer: split regexes (JIT), tokenizer.json, Unicode forms
