@@ -180,6 +180,7 @@ static void test_usage_errors(void) {
   expect(A("generate", "--tiny", "--model", tiny, "--prompt", "x"), 2, "--model and --tiny", "");
   expect(A("generate", "--prompt", "x"), 2, "--model (or --tiny) and --prompt are required", "");
   expect(A("generate", "--tiny"), 2, "--prompt are required", "");
+  expect(A("generate", "--tiny", "--prompt", ""), 1, "--prompt \"\" encodes to no tokens", "");
   expect(A("generate", "--model", tiny, "--arch", "qwen2", "--prompt", "x"), 2, "--arch", "");
   expect(A("generate", "--tiny", "--budget", "1M", "--prompt", "x"), 2, "--budget needs --model", "");
   expect(A("generate", "--tiny", "--system", "s", "--prompt", "x"), 2, "--system needs --chat", "");

@@ -304,6 +304,10 @@ int feri_cmd_generate(int argc, char **argv) {
   size_t n_prompt = 0;
   prompt = encode_prompt(e, tok, &a, &n_prompt);
   if (!prompt) goto out;
+  if (n_prompt == 0) { /* said here rather than as the prefill's "0 ids" */
+    fprintf(stderr, "ferrite generate: --prompt \"%s\" encodes to no tokens: nothing to continue from\n", a.prompt);
+    goto out;
+  }
   logits = malloc(info.n_vocab * sizeof(float));
   generated = malloc((size_t)a.max_tokens * sizeof(int32_t));
   if (!logits || !generated || fer_engine_seq_create(e, (uint32_t)(n_prompt + (size_t)a.max_tokens), &seq) != FER_STATUS_OK ||
