@@ -1,11 +1,21 @@
-/* commands.h: the subcommands of the `ferrite` program. */
+/* commands.h: the subcommands of the `ferrite` program. Each takes -h/--help (its usage on stdout,
+ * exit 0), exits 2 on a usage error (a message naming the option and the value on stderr) and 1
+ * when the work itself fails. */
 #ifndef FERI_TOOLS_COMMANDS_H
 #define FERI_TOOLS_COMMANDS_H
 
-/* `ferrite info [--full]`: the build, the CPU, CUDA, and a quick kernel table. */
+/* Each command's usage: lines starting "ferrite COMMAND", continuations indented under them
+ * (printed by feri_arg_usage). ferrite.c prints them all for `ferrite --help`. */
+extern const char feri_info_usage[];
+extern const char feri_generate_usage[];
+extern const char feri_tiny_model_usage[];
+extern const char feri_tokenize_usage[];
+
+/* `ferrite info [--full]`: the build, the CPU, CUDA, and a quick kernel table;
+ * `ferrite info MODEL.gguf`: what a model file holds and whether ferrite can run it. */
 int feri_cmd_info(int argc, char **argv);
 
-/* `ferrite info MODEL.gguf`: what a model file holds and whether ferrite can run it. */
+/* `ferrite info MODEL.gguf`, after info has checked that MODEL.gguf is a regular file. */
 int feri_cmd_model_info(const char *path);
 
 /* `ferrite generate --model PATH --prompt TEXT ...`: generates text, streaming it. */
@@ -14,7 +24,7 @@ int feri_cmd_generate(int argc, char **argv);
 /* `ferrite tiny-model --arch ARCH [--seed N] --out PATH`: the seeded tiny model as a GGUF file. */
 int feri_cmd_tiny_model(int argc, char **argv);
 
-/* `ferrite tokenize --model PATH (--text TEXT | --file PATH) [--count]`: a text's ids. */
+/* `ferrite tokenize --model MODEL.gguf|tokenizer.json (--text TEXT | --file PATH) [--count]`: a text's ids. */
 int feri_cmd_tokenize(int argc, char **argv);
 
 #endif

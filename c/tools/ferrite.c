@@ -2,31 +2,29 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tools/args.h"
 #include "tools/commands.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: ferrite info [--full]\n"
-          "       ferrite info MODEL.gguf\n"
-          "       ferrite generate (--model PATH | --tiny [--arch llama|qwen2|qwen3]) --prompt TEXT\n"
-          "                        [--chat [--system TEXT]] [--max-tokens N] [--ignore-eos]\n"
-          "                        [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
-          "                        [--threads N] [--budget BYTES[K|M|G]] [--matmul i8|exact]\n"
-          "                        [--kv-layout head-major|seq-major|token-major] [--kv-dtype f32|f16|bf16]\n"
-          "                        [--plan off|unconditional|address-stable]\n"
-          "         (FERRITE_* variables configure the engine too, flags win: see fer_engine_config)\n"
-          "       ferrite tiny-model --arch llama|qwen2|qwen3 [--seed N] --out PATH\n"
-          "       ferrite tokenize --model PATH (--text TEXT | --file PATH) [--count]\n");
+  feri_arg_usage(f, feri_info_usage, true);
+  feri_arg_usage(f, feri_generate_usage, false);
+  feri_arg_usage(f, feri_tiny_model_usage, false);
+  feri_arg_usage(f, feri_tokenize_usage, false);
+  feri_arg_usage(f, "ferrite COMMAND --help     (or -h) a command's usage and the ranges of its values\n", false);
 }
 
 int main(int argc, char **argv) {
-  if (argc >= 2 && strcmp(argv[1], "info") == 0) return feri_cmd_info(argc - 1, argv + 1);
-  if (argc >= 2 && strcmp(argv[1], "generate") == 0) return feri_cmd_generate(argc - 1, argv + 1);
-  if (argc >= 2 && strcmp(argv[1], "tiny-model") == 0) return feri_cmd_tiny_model(argc - 1, argv + 1);
-  if (argc >= 2 && strcmp(argv[1], "tokenize") == 0) return feri_cmd_tokenize(argc - 1, argv + 1);
-  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    usage(stdout);
-    return 0;
+  static const struct { const char *name; int (*run)(int, char **); } commands[] = {
+      {"info", feri_cmd_info}, {"generate", feri_cmd_generate}, {"tiny-model", feri_cmd_tiny_model},
+      {"tokenize", feri_cmd_tokenize}};
+  if (argc >= 2) {
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+      if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    if (feri_arg_is_help(argv[1])) {
+      usage(stdout);
+      return 0;
+    }
+    fprintf(stderr, "ferrite: unknown command \"%s\"\n", argv[1]);
   }
   usage(stderr);
   return 2;

@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
 #include "ferrite.h"
+#include "tools/args.h"
 #include "tools/commands.h"
 
 static double now_s(void) {
@@ -106,9 +108,30 @@ static void print_features(void) {
   printf("\n");
 }
 
+const char feri_info_usage[] =
+    "ferrite info [--full]       the build, the CPU, CUDA and a quick kernel table (--full: longer runs)\n"
+    "ferrite info MODEL.gguf     what a model file holds and whether ferrite can run it\n";
+
 int feri_cmd_info(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--full") != 0) return feri_cmd_model_info(argv[1]);
-  double batch_s = argc > 1 && strcmp(argv[1], "--full") == 0 ? 0.2 : 0.02;
+  const int full = argc == 2 && strcmp(argv[1], "--full") == 0;
+  for (int i = 1; i < argc; i++)
+    if (feri_arg_is_help(argv[i])) {
+      feri_arg_usage(stdout, feri_info_usage, true);
+      return 0;
+    }
+  if (argc > 2 || (argc == 2 && !full && argv[1][0] == '-')) {
+    fprintf(stderr, "ferrite info: %s \"%s\" (see ferrite info --help)\n",
+            argc > 2 ? "one argument at most, got also" : "unknown option", argv[argc > 2 ? 2 : 1]);
+    return 2;
+  }
+  if (argc == 2 && !full) {
+    /* refused before the GGUF reader opens it: a FIFO would block that open */
+    const int fd = feri_arg_open_regular("info", NULL, argv[1], NULL);
+    if (fd < 0) return 1;
+    close(fd);
+    return feri_cmd_model_info(argv[1]);
+  }
+  double batch_s = full ? 0.2 : 0.02;
   printf("ferrite info\n");
   printf("abi version  : %u (header %d)\n", fer_abi_version(), (int)FER_ABI_VERSION);
   printf("version      : %s\n", fer_version_string());

@@ -3,25 +3,50 @@
  * (rendered with the model's chat template under --chat), prefills it, then decodes token by token,
  * sampling with fer_sampler (greedy unless a temperature is given) and streaming whole characters
  * through the detokenizer. Ends with a summary line: speeds, KV, weights, plan, peak RSS. */
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
 #include "ferrite.h"
+#include "tools/args.h"
 #include "tools/commands.h"
 
 extern char **environ;
 
 typedef struct gen_args {
   const char *model, *prompt, *arch, *system;
-  int chat, tiny, ignore_eos;
-  long max_tokens, threads, top_k, seed;
-  unsigned long long budget; /* 0: weights used from the mapped file */
-  double temperature, top_p, min_p;
+  int chat, tiny, ignore_eos, arch_set, threads_set, budget_set;
+  uint64_t max_tokens, threads, top_k, seed;
+  uint64_t budget; /* 0: weights used from the mapped file */
+  float temperature, top_p, min_p;
   int32_t kv_layout, kv_dtype, plan, matmul; /* -1: the engine's default (or the environment's) */
 } gen_args;
+
+const char feri_generate_usage[] =
+    "ferrite generate (--model PATH | --tiny [--arch llama|qwen2|qwen3]) --prompt TEXT\n"
+    "                 [--chat [--system TEXT]] [--max-tokens N] [--ignore-eos]\n"
+    "                 [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
+    "                 [--threads N] [--budget BYTES[K|M|G]] [--matmul i8|exact]\n"
+    "                 [--kv-layout head-major|seq-major|token-major] [--kv-dtype f32|f16|bf16]\n"
+    "                 [--plan off|unconditional|address-stable]\n"
+    "  (FERRITE_* variables configure the engine too, flags win: see fer_engine_config)\n";
+
+/* What `ferrite generate --help` adds: each value's range (args.c refuses anything outside). */
+static const char VALUES[] =
+    "values (anything else is refused with exit status 2):\n"
+    "  --max-tokens N    1..4096 tokens to generate (default 64)\n"
+    "  --temperature T   0 (greedy, the default) or a finite number above it\n"
+    "  --top-k K         0 (off, the default) .. 2147483647\n"
+    "  --top-p P         (0, 1]; 1 is off (the default)\n"
+    "  --min-p P         [0, 1]; 0 is off (the default)\n"
+    "  --seed S          0 (the default) .. 18446744073709551615\n"
+    "  --threads N       0 (the engine's default) .. 1024\n"
+    "  --budget BYTES    with --model: a weight store of that many bytes (K, M, G: 2^10, 2^20,\n"
+    "                    2^30); 0 or absent uses the weights in place from the mapped file\n";
 
 static double now_s(void) {
   struct timespec t;
@@ -36,89 +61,94 @@ static void print_error(const char *what) {
   fprintf(stderr, "ferrite generate: %s: %s\n", what, msg);
 }
 
-typedef struct choice {
-  const char *name;
-  int32_t value;
-} choice;
+static const feri_arg_choice LAYOUTS[] = {{"head-major", FER_KV_LAYOUT_HEAD_MAJOR}, {"seq-major", FER_KV_LAYOUT_SEQ_MAJOR},
+                                          {"token-major", FER_KV_LAYOUT_TOKEN_MAJOR}, {NULL, 0}};
+static const feri_arg_choice DTYPES[] = {{"f32", FER_DTYPE_F32}, {"f16", FER_DTYPE_F16}, {"bf16", FER_DTYPE_BF16}, {NULL, 0}};
+static const feri_arg_choice PLANS[] = {{"off", FER_PLAN_OFF}, {"unconditional", FER_PLAN_UNCONDITIONAL},
+                                        {"address-stable", FER_PLAN_ADDRESS_STABLE}, {NULL, 0}};
+static const feri_arg_choice MATMULS[] = {{"i8", FER_MATMUL_I8}, {"exact", FER_MATMUL_EXACT}, {NULL, 0}};
+static const feri_arg_choice ARCHES[] = {{"llama", 0}, {"qwen2", 1}, {"qwen3", 2}, {NULL, 0}};
 
-static const choice LAYOUTS[] = {{"head-major", FER_KV_LAYOUT_HEAD_MAJOR}, {"seq-major", FER_KV_LAYOUT_SEQ_MAJOR},
-                                 {"token-major", FER_KV_LAYOUT_TOKEN_MAJOR}, {NULL, 0}};
-static const choice DTYPES[] = {{"f32", FER_DTYPE_F32}, {"f16", FER_DTYPE_F16}, {"bf16", FER_DTYPE_BF16}, {NULL, 0}};
-static const choice PLANS[] = {{"off", FER_PLAN_OFF}, {"unconditional", FER_PLAN_UNCONDITIONAL},
-                               {"address-stable", FER_PLAN_ADDRESS_STABLE}, {NULL, 0}};
-static const choice MATMULS[] = {{"i8", FER_MATMUL_I8}, {"exact", FER_MATMUL_EXACT}, {NULL, 0}};
-
-static int pick(const choice *c, const char *k, const char *v, int32_t *out) {
-  for (; c->name; c++)
-    if (strcmp(c->name, v) == 0) {
-      *out = c->value;
-      return 1;
-    }
-  fprintf(stderr, "ferrite generate: %s %s is not one of the choices (see --help)\n", k, v);
-  return 0;
-}
-
-static const char *name_of(const choice *c, int32_t v) {
+static const char *name_of(const feri_arg_choice *c, int32_t v) {
   for (; c->name; c++)
     if (c->value == v) return c->name;
   return "?";
 }
 
+/* The options that take a value, so an unknown option is told apart from a missing value. */
+static const char *const VALUED[] = {"--model", "--prompt", "--arch", "--system", "--max-tokens", "--threads",
+                                     "--top-k", "--seed", "--budget", "--temperature", "--top-p", "--min-p",
+                                     "--kv-layout", "--kv-dtype", "--plan", "--matmul", NULL};
+
+enum { PARSE_BAD = 0, PARSE_OK = 1, PARSE_HELP = 2 };
+
+static bool refuse(const char *why) {
+  fprintf(stderr, "ferrite generate: %s (see ferrite generate --help)\n", why);
+  return false;
+}
+
+static bool parse_value(const char *k, const char *v, gen_args *a) {
+  static const char C[] = "generate";
+  int32_t arch = 0;
+  if (strcmp(k, "--model") == 0) a->model = v;
+  else if (strcmp(k, "--prompt") == 0) a->prompt = v;
+  else if (strcmp(k, "--system") == 0) a->system = v;
+  else if (strcmp(k, "--arch") == 0) {
+    if (!feri_arg_pick(C, k, v, ARCHES, &arch)) return false;
+    a->arch = ARCHES[arch].name;
+    a->arch_set = 1;
+  }
+  else if (strcmp(k, "--max-tokens") == 0) return feri_arg_unsigned(C, k, v, 1, 4096, &a->max_tokens);
+  else if (strcmp(k, "--threads") == 0) {
+    a->threads_set = 1;
+    return feri_arg_unsigned(C, k, v, 0, 1024, &a->threads);
+  }
+  else if (strcmp(k, "--top-k") == 0) return feri_arg_unsigned(C, k, v, 0, INT32_MAX, &a->top_k);
+  else if (strcmp(k, "--seed") == 0) return feri_arg_unsigned(C, k, v, 0, UINT64_MAX, &a->seed);
+  else if (strcmp(k, "--budget") == 0) {
+    a->budget_set = 1;
+    return feri_arg_bytes(C, k, v, &a->budget);
+  }
+  else if (strcmp(k, "--temperature") == 0) return feri_arg_float(C, k, v, 0, FLT_MAX, false, &a->temperature);
+  else if (strcmp(k, "--top-p") == 0) return feri_arg_float(C, k, v, 0, 1, true, &a->top_p);
+  else if (strcmp(k, "--min-p") == 0) return feri_arg_float(C, k, v, 0, 1, false, &a->min_p);
+  else if (strcmp(k, "--kv-layout") == 0) return feri_arg_pick(C, k, v, LAYOUTS, &a->kv_layout);
+  else if (strcmp(k, "--kv-dtype") == 0) return feri_arg_pick(C, k, v, DTYPES, &a->kv_dtype);
+  else if (strcmp(k, "--plan") == 0) return feri_arg_pick(C, k, v, PLANS, &a->plan);
+  else if (strcmp(k, "--matmul") == 0) return feri_arg_pick(C, k, v, MATMULS, &a->matmul);
+  return true;
+}
+
 static int parse(int argc, char **argv, gen_args *a) {
   *a = (gen_args){.max_tokens = 64, .temperature = 0, .top_p = 1, .min_p = 0, .seed = 0, .arch = "llama",
                   .kv_layout = -1, .kv_dtype = -1, .plan = -1, .matmul = -1};
-  for (int i = 1; i < argc; i++) {
-    const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(k, "--chat") == 0 || strcmp(k, "--tiny") == 0 || strcmp(k, "--ignore-eos") == 0) {
-      *(k[2] == 'c' ? &a->chat : k[2] == 't' ? &a->tiny : &a->ignore_eos) = 1;
-      continue;
-    }
-    if (!v) {
-      fprintf(stderr, "ferrite generate: %s needs a value\n", k);
-      return 0;
-    }
-    i++;
-    char *end = NULL;
-    if (strcmp(k, "--model") == 0) a->model = v;
-    else if (strcmp(k, "--prompt") == 0) a->prompt = v;
-    else if (strcmp(k, "--arch") == 0) a->arch = v;
-    else if (strcmp(k, "--system") == 0) a->system = v;
-    else if (strcmp(k, "--max-tokens") == 0) a->max_tokens = strtol(v, &end, 10);
-    else if (strcmp(k, "--threads") == 0) a->threads = strtol(v, &end, 10);
-    else if (strcmp(k, "--top-k") == 0) a->top_k = strtol(v, &end, 10);
-    else if (strcmp(k, "--seed") == 0) a->seed = strtol(v, &end, 10);
-    else if (strcmp(k, "--kv-layout") == 0) { if (!pick(LAYOUTS, k, v, &a->kv_layout)) return 0; }
-    else if (strcmp(k, "--kv-dtype") == 0) { if (!pick(DTYPES, k, v, &a->kv_dtype)) return 0; }
-    else if (strcmp(k, "--plan") == 0) { if (!pick(PLANS, k, v, &a->plan)) return 0; }
-    else if (strcmp(k, "--matmul") == 0) { if (!pick(MATMULS, k, v, &a->matmul)) return 0; }
-    else if (strcmp(k, "--budget") == 0) {
-      a->budget = strtoull(v, &end, 10);
-      if (end && (*end == 'K' || *end == 'M' || *end == 'G')) {
-        a->budget <<= *end == 'K' ? 10 : *end == 'M' ? 20 : 30;
-        end++;
-      }
-    }
-    else if (strcmp(k, "--temperature") == 0) a->temperature = strtod(v, &end);
-    else if (strcmp(k, "--top-p") == 0) a->top_p = strtod(v, &end);
-    else if (strcmp(k, "--min-p") == 0) a->min_p = strtod(v, &end);
+  for (int i = 1; i < argc; i++)
+    if (feri_arg_is_help(argv[i])) return PARSE_HELP; /* anywhere an option may stand, not as a value */
+    else if (strcmp(argv[i], "--chat") == 0) a->chat = 1;
+    else if (strcmp(argv[i], "--tiny") == 0) a->tiny = 1;
+    else if (strcmp(argv[i], "--ignore-eos") == 0) a->ignore_eos = 1;
     else {
-      fprintf(stderr, "ferrite generate: unknown option %s\n", k);
-      return 0;
+      const char *k = argv[i];
+      size_t known = 0;
+      while (VALUED[known] && strcmp(VALUED[known], k) != 0) known++;
+      if (!VALUED[known]) {
+        fprintf(stderr, "ferrite generate: %s \"%s\" (see ferrite generate --help)\n",
+                k[0] == '-' ? "unknown option" : "unexpected argument", k);
+        return PARSE_BAD;
+      }
+      if (i + 1 >= argc) {
+        fprintf(stderr, "ferrite generate: %s needs a value (see ferrite generate --help)\n", k);
+        return PARSE_BAD;
+      }
+      if (!parse_value(k, argv[++i], a)) return PARSE_BAD;
     }
-    if (end && *end) {
-      fprintf(stderr, "ferrite generate: %s %s is not a number\n", k, v);
-      return 0;
-    }
-  }
-  if ((!a->model && !a->tiny) || !a->prompt) {
-    fprintf(stderr, "ferrite generate: --model (or --tiny) and --prompt are required\n");
-    return 0;
-  }
-  if (a->max_tokens < 1 || a->max_tokens > 4096 || a->threads < 0 || a->threads > 1024) {
-    fprintf(stderr, "ferrite generate: --max-tokens must be 1..4096 and --threads 0..1024\n");
-    return 0;
-  }
-  return 1;
+  /* options that would be ignored are refused, so nothing given is silently dropped */
+  if (a->model && a->tiny) return refuse("--model and --tiny exclude each other"), PARSE_BAD;
+  if ((!a->model && !a->tiny) || !a->prompt) return refuse("--model (or --tiny) and --prompt are required"), PARSE_BAD;
+  if (a->arch_set && !a->tiny) return refuse("--arch picks the tiny model's architecture: it needs --tiny"), PARSE_BAD;
+  if (a->budget_set && a->tiny) return refuse("--budget needs --model (the tiny model is built in memory)"), PARSE_BAD;
+  if (a->system && !a->chat) return refuse("--system needs --chat"), PARSE_BAD;
+  return PARSE_OK;
 }
 
 /* The prompt's ids; with chat, the conversation [system: --system, if given; user: prompt] rendered
@@ -190,7 +220,7 @@ static const char **environment_without_flags(const gen_args *a) {
   if (!env) return NULL;
   const struct { int given; const char *prefix; } covered[] = {
       {a->kv_layout >= 0, "FERRITE_KV_LAYOUT="}, {a->kv_dtype >= 0, "FERRITE_KV_DTYPE="}, {a->plan >= 0, "FERRITE_PLAN="},
-      {a->matmul >= 0, "FERRITE_MATMUL="}, {a->threads > 0, "FERRITE_THREADS="}, {a->budget > 0, "FERRITE_WEIGHT_BUDGET="}};
+      {a->matmul >= 0, "FERRITE_MATMUL="}, {a->threads_set, "FERRITE_THREADS="}, {a->budget_set, "FERRITE_WEIGHT_BUDGET="}};
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     int skip = 0;
@@ -204,7 +234,18 @@ static const char **environment_without_flags(const gen_args *a) {
 
 int feri_cmd_generate(int argc, char **argv) {
   gen_args a;
-  if (!parse(argc, argv, &a)) return 2;
+  const int parsed = parse(argc, argv, &a);
+  if (parsed == PARSE_HELP) {
+    feri_arg_usage(stdout, feri_generate_usage, true);
+    fputs(VALUES, stdout);
+    return 0;
+  }
+  if (parsed != PARSE_OK) return 2;
+  if (a.model) { /* refused here, before the engine opens it: a FIFO would block that open */
+    const int fd = feri_arg_open_regular("generate", "--model", a.model, NULL);
+    if (fd < 0) return 1;
+    close(fd);
+  }
   int rc = 1;
   fer_engine *e = NULL;
   fer_engine_seq *seq = NULL;
@@ -263,6 +304,10 @@ int feri_cmd_generate(int argc, char **argv) {
   size_t n_prompt = 0;
   prompt = encode_prompt(e, tok, &a, &n_prompt);
   if (!prompt) goto out;
+  if (n_prompt == 0) { /* said here rather than as the prefill's "0 ids" */
+    fprintf(stderr, "ferrite generate: --prompt \"%s\" encodes to no tokens: nothing to continue from\n", a.prompt);
+    goto out;
+  }
   logits = malloc(info.n_vocab * sizeof(float));
   generated = malloc((size_t)a.max_tokens * sizeof(int32_t));
   if (!logits || !generated || fer_engine_seq_create(e, (uint32_t)(n_prompt + (size_t)a.max_tokens), &seq) != FER_STATUS_OK ||

@@ -1,27 +1,58 @@
-/* tiny_model.c: `ferrite tiny-model --arch ARCH [--seed N] --out PATH` writes the seeded tiny model
+/* tiny_model.c: `ferrite tiny-model [--arch ARCH] [--seed N] --out PATH` writes the seeded tiny model
  * (c/model/tiny.h) of an architecture to a GGUF file, so other programs (llama.cpp, in
  * scripts/model/make_tiny_goldens.sh) can run exactly the model ferrite's tests run. */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ferrite.h"
 #include "model/tiny.h"
+#include "tools/args.h"
 #include "tools/commands.h"
 
+const char feri_tiny_model_usage[] =
+    "ferrite tiny-model [--arch llama|qwen2|qwen3] [--seed N] --out PATH\n"
+    "  (--arch llama and --seed 1 by default; N in 0..18446744073709551615)\n";
+
+static const feri_arg_choice ARCHES[] = {{"llama", 0}, {"qwen2", 1}, {"qwen3", 2}, {NULL, 0}};
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "ferrite tiny-model: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, " (see ferrite tiny-model --help)\n");
+  va_end(ap);
+  return 2;
+}
+
 int feri_cmd_tiny_model(int argc, char **argv) {
+  static const char C[] = "tiny-model";
   const char *arch = "llama", *path = NULL;
-  unsigned long long seed = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--arch") == 0) arch = argv[i + 1];
-    else if (strcmp(argv[i], "--out") == 0) path = argv[i + 1];
-    else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(argv[i + 1], NULL, 10);
-    else path = NULL, i = argc; /* unknown option: refuse below */
+  uint64_t seed = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *k = argv[i];
+    if (feri_arg_is_help(k)) {
+      feri_arg_usage(stdout, feri_tiny_model_usage, true);
+      return 0;
+    }
+    if (strcmp(k, "--arch") != 0 && strcmp(k, "--out") != 0 && strcmp(k, "--seed") != 0)
+      return usage_error("%s \"%s\"", k[0] == '-' ? "unknown option" : "unexpected argument", k);
+    if (i + 1 >= argc) return usage_error("%s needs a value", k);
+    const char *v = argv[++i];
+    int32_t a = 0;
+    if (strcmp(k, "--arch") == 0) {
+      if (!feri_arg_pick(C, k, v, ARCHES, &a)) return 2;
+      arch = ARCHES[a].name;
+    } else if (strcmp(k, "--seed") == 0) {
+      if (!feri_arg_unsigned(C, k, v, 0, UINT64_MAX, &seed)) return 2;
+    } else {
+      path = v;
+    }
   }
-  if (!path || argc % 2 == 0) {
-    fprintf(stderr, "usage: ferrite tiny-model --arch llama|qwen2|qwen3 [--seed N] --out PATH\n");
-    return 2;
-  }
+  if (!path) return usage_error("--out is required");
   void *img = NULL;
   size_t n = 0;
   if (feri_tiny_model_image(arch, seed, &img, &n) != FER_STATUS_OK) {
@@ -31,14 +62,15 @@ int feri_cmd_tiny_model(int argc, char **argv) {
     fprintf(stderr, "ferrite tiny-model: %s\n", msg);
     return 1;
   }
+  errno = 0;
   FILE *f = fopen(path, "wb");
-  const int ok = f && fwrite(img, 1, n, f) == n;
-  if (f && fclose(f) != 0) return 1;
+  int ok = f && fwrite(img, 1, n, f) == n;
+  ok = (f && fclose(f) == 0) && ok;
   free(img);
   if (!ok) {
-    fprintf(stderr, "ferrite tiny-model: cannot write %s\n", path);
+    fprintf(stderr, "ferrite tiny-model: --out \"%s\": cannot write it: %s\n", path, errno ? strerror(errno) : "short write");
     return 1;
   }
-  fprintf(stderr, "wrote %s (%zu bytes, %s, seed %llu)\n", path, n, arch, seed);
+  fprintf(stderr, "wrote %s (%zu bytes, %s, seed %llu)\n", path, n, arch, (unsigned long long)seed);
   return 0;
 }

@@ -1,73 +1,129 @@
-/* tokenize.c: `ferrite tokenize --model PATH (--text TEXT | --file PATH) [--count]` prints the ids of
- * a text under the model's tokenizer (or only their number), e.g. to cut a benchmark prompt to an
- * exact length (scripts/model/bench_engine.sh). */
+/* tokenize.c: `ferrite tokenize --model MODEL.gguf|tokenizer.json (--text TEXT | --file PATH)
+ * [--count]` prints the ids of a text under a tokenizer (or only their number), e.g. to cut a
+ * benchmark prompt to an exact length (scripts/model/bench_engine.sh). The tokenizer file's kind is
+ * told by its content, not its name: the GGUF magic at offset 0 means a GGUF file, anything else
+ * is read as a Hugging Face tokenizer.json. */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ferrite.h"
+#include "tools/args.h"
 #include "tools/commands.h"
 
-static char *read_file(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = NULL;
-  size_t cap = 0;
-  *n = 0;
-  for (;;) {
-    if (*n + 65536 > cap) {
-      char *p = realloc(buf, cap = *n + 65536 * 2);
-      if (!p) break;
-      buf = p;
-    }
-    size_t got = fread(buf + *n, 1, cap - *n, f);
-    *n += got;
+const char feri_tokenize_usage[] =
+    "ferrite tokenize --model MODEL.gguf|tokenizer.json (--text TEXT | --file PATH) [--count]\n"
+    "  (the model file's kind is told by its content: the GGUF magic, else tokenizer.json)\n";
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "ferrite tokenize: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, " (see ferrite tokenize --help)\n");
+  va_end(ap);
+  return 2;
+}
+
+/* Reads up to cap bytes (fewer only at the end of the file); -1 on a read error. */
+static ssize_t read_upto(int fd, char *buf, size_t cap) {
+  size_t n = 0;
+  while (n < cap) {
+    const ssize_t got = read(fd, buf + n, cap - n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return -1;
     if (got == 0) break;
+    n += (size_t)got;
   }
-  fclose(f);
+  return (ssize_t)n;
+}
+
+/* The content of --file, a regular file, read up to the size fstat gave (a file growing while it is
+ * read is cut there, so the read is bounded); NULL after a message. */
+static char *read_text(const char *path, size_t *n) {
+  uint64_t size = 0;
+  const int fd = feri_arg_open_regular("tokenize", "--file", path, &size);
+  if (fd < 0) return NULL;
+  char *buf = size < SIZE_MAX ? malloc((size_t)size + 1) : NULL;
+  const ssize_t got = buf ? read_upto(fd, buf, (size_t)size) : -1;
+  const int err = errno;
+  close(fd);
+  if (got < 0) {
+    fprintf(stderr, "ferrite tokenize: --file \"%s\": %s\n", path, buf ? strerror(err) : "too large to hold in memory");
+    free(buf);
+    return NULL;
+  }
+  *n = (size_t)got;
   return buf;
+}
+
+/* The tokenizer of --model: by the file's first four bytes, GGUF or tokenizer.json. */
+static fer_tokenizer *load_tokenizer(const char *path) {
+  const int fd = feri_arg_open_regular("tokenize", "--model", path, NULL);
+  if (fd < 0) return NULL;
+  char magic[4];
+  const int gguf = read_upto(fd, magic, sizeof magic) == 4 && memcmp(magic, "GGUF", 4) == 0;
+  close(fd);
+  fer_tokenizer *tok = NULL;
+  if ((gguf ? fer_tokenizer_from_gguf_file(path, &tok) : fer_tokenizer_from_json_file(path, &tok)) != FER_STATUS_OK) {
+    char msg[512];
+    size_t len;
+    fer_last_error_message(msg, sizeof msg, &len);
+    fprintf(stderr, "ferrite tokenize: --model \"%s\" (read as %s): %s\n", path, gguf ? "GGUF" : "tokenizer.json", msg);
+    return NULL;
+  }
+  return tok;
 }
 
 int feri_cmd_tokenize(int argc, char **argv) {
   const char *model = NULL, *text = NULL, *file = NULL;
   int count = 0;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--count") == 0) count = 1;
-    else if (i + 1 < argc && strcmp(argv[i], "--model") == 0) model = argv[++i];
-    else if (i + 1 < argc && strcmp(argv[i], "--text") == 0) text = argv[++i];
-    else if (i + 1 < argc && strcmp(argv[i], "--file") == 0) file = argv[++i];
-    else model = NULL, i = argc;
+    const char *k = argv[i];
+    if (feri_arg_is_help(k)) {
+      feri_arg_usage(stdout, feri_tokenize_usage, true);
+      return 0;
+    }
+    if (strcmp(k, "--count") == 0) {
+      count = 1;
+      continue;
+    }
+    const char **slot = strcmp(k, "--model") == 0 ? &model : strcmp(k, "--text") == 0 ? &text
+                      : strcmp(k, "--file") == 0 ? &file : NULL;
+    if (!slot) return usage_error("%s \"%s\"", k[0] == '-' ? "unknown option" : "unexpected argument", k);
+    if (i + 1 >= argc) return usage_error("%s needs a value", k);
+    *slot = argv[++i];
   }
-  if (!model || (!text == !file)) {
-    fprintf(stderr, "usage: ferrite tokenize --model PATH (--text TEXT | --file PATH) [--count]\n");
-    return 2;
-  }
+  if (!model) return usage_error("--model is required");
+  if (!text == !file) return usage_error("give one of --text and --file");
   size_t len = text ? strlen(text) : 0;
-  char *owned = file ? read_file(file, &len) : NULL;
-  if (file && !owned) {
-    fprintf(stderr, "ferrite tokenize: cannot read %s\n", file);
-    return 1;
-  }
-  fer_tokenizer *tok = NULL;
+  char *owned = file ? read_text(file, &len) : NULL;
+  if (file && !owned) return 1;
+  fer_tokenizer *tok = load_tokenizer(model);
   int32_t *ids = NULL;
   size_t n = 0;
   int rc = 1;
-  if (fer_tokenizer_from_gguf_file(model, &tok) == FER_STATUS_OK &&
-      (fer_tokenizer_encode(tok, text ? text : owned, len, FER_ENCODE_ADD_SPECIAL, NULL, 0, &n),
-       ids = malloc((n ? n : 1) * sizeof *ids)) != NULL &&
-      fer_tokenizer_encode(tok, text ? text : owned, len, FER_ENCODE_ADD_SPECIAL, ids, n, &n) == FER_STATUS_OK) {
-    if (count) {
-      printf("%zu\n", n);
+  const char *src = text ? text : owned;
+  if (tok) {
+    fer_tokenizer_encode(tok, src, len, FER_ENCODE_ADD_SPECIAL, NULL, 0, &n);
+    ids = malloc((n ? n : 1) * sizeof *ids);
+    if (ids && fer_tokenizer_encode(tok, src, len, FER_ENCODE_ADD_SPECIAL, ids, n, &n) == FER_STATUS_OK) {
+      if (count) {
+        printf("%zu\n", n);
+      } else {
+        for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+        printf("\n");
+      }
+      rc = 0;
     } else {
-      for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
-      printf("\n");
+      char msg[512];
+      size_t ml;
+      fer_last_error_message(msg, sizeof msg, &ml);
+      fprintf(stderr, "ferrite tokenize: encoding the text: %s\n", ids ? msg : "out of memory");
     }
-    rc = 0;
-  } else {
-    char msg[512];
-    size_t ml;
-    fer_last_error_message(msg, sizeof msg, &ml);
-    fprintf(stderr, "ferrite tokenize: %s\n", msg);
   }
   free(ids);
   free(owned);

@@ -1,0 +1,352 @@
+/* cli_test.c: the `ferrite` program, run as a user runs it (fork and exec of the built binary,
+ * given as argv[1]), one row per case: every numeric option of every command refuses bad values
+ * (empty, non-numeric, trailing bytes, a sign it does not take, overflow, out of range) with exit
+ * status 2, a message naming the option and the value, and nothing generated; every command
+ * answers -h and --help with its usage on stdout and exit 0; tokenize reads a GGUF file and a
+ * tokenizer.json by content (not by name) and prints the library's ids; non-regular files (a
+ * directory, a FIFO without a writer) are refused, not read or waited on. The tiny model
+ * (`ferrite tiny-model`) serves where a model is needed; the cached Qwen2.5 tokenizer.json and the
+ * SmolLM2 GGUF are SKIPPED when absent. EVIDENCE: C-CLI-001 C-CLI-002 C-CLI-003 C-CLI-004 */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ferrite.h"
+#include "testing/check.h"
+
+static const char *bin;
+static char dir[512];
+
+typedef struct result {
+  int rc; /* the exit status; 128 + N when killed by signal N */
+  char out[16384], err[16384];
+} result;
+
+static void slurp(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+  buf[n] = '\0';
+  if (f) fclose(f);
+}
+
+/* Runs the binary with args (NULL-terminated, without argv[0]). The child has 30 s before an
+ * alarm kills it, so a command that waits for ever fails its row instead of hanging the test. */
+static void run(result *r, const char *const *args) {
+  char out_path[600], err_path[600];
+  snprintf(out_path, sizeof out_path, "%s/stdout", dir);
+  snprintf(err_path, sizeof err_path, "%s/stderr", dir);
+  const char *argv[64] = {bin};
+  size_t n = 1;
+  while (args[n - 1] && n < 63) argv[n] = args[n - 1], n++;
+  argv[n] = NULL;
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int in = open("/dev/null", O_RDONLY);
+    if (o < 0 || e < 0 || in < 0) _exit(126);
+    dup2(in, 0), dup2(o, 1), dup2(e, 2);
+    alarm(30); /* a hang guard far above any row's run (under 1 s even with ASan on a busy machine) */
+    execv(bin, (char *const *)argv);
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  slurp(out_path, r->out, sizeof r->out);
+  slurp(err_path, r->err, sizeof r->err);
+}
+
+static void show(const char *const *args, const result *r) {
+  fprintf(stderr, "  $ ferrite");
+  for (size_t i = 0; args[i]; i++) fprintf(stderr, " '%s'", args[i]);
+  fprintf(stderr, "\n  exit %d\n  stdout: %.300s\n  stderr: %.600s\n", r->rc, r->out, r->err);
+}
+
+static result R; /* large: not on the stack */
+
+/* A row: the exit status, then text stderr must hold (NULL: any), then text stdout must hold
+ * (NULL: any; "" : stdout must be empty). */
+static void expect(const char *const *args, int rc, const char *err_has, const char *out_has) {
+  run(&R, args);
+  int ok = R.rc == rc;
+  ok &= !err_has || strstr(R.err, err_has) != NULL;
+  ok &= !out_has || (out_has[0] ? strstr(R.out, out_has) != NULL : R.out[0] == '\0');
+  CHECK(ok);
+  if (!ok) {
+    fprintf(stderr, "  want exit %d, stderr holding \"%s\", stdout %s \"%s\"\n", rc, err_has ? err_has : "",
+            out_has && !out_has[0] ? "empty" : "holding", out_has ? out_has : "");
+    show(args, &R);
+  }
+}
+
+/* args with the final NULL, as a compound literal */
+#define A(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static char tiny[600], fifo[600];
+
+/* A bad value for one option: exit 2, stderr "ferrite CMD: OPTION "VALUE": ...", stdout empty. */
+static void expect_bad_value(const char *const *base, size_t n_base, const char *cmd, const char *opt, const char *v) {
+  const char *args[32];
+  memcpy(args, base, n_base * sizeof *args);
+  args[n_base] = opt, args[n_base + 1] = v, args[n_base + 2] = NULL;
+  char want[256];
+  snprintf(want, sizeof want, "ferrite %s: %s \"%s\": ", cmd, opt, v);
+  expect(args, 2, want, "");
+}
+
+typedef struct option_rows {
+  const char *opt;
+  const char *const *bad; /* NULL-terminated */
+} option_rows;
+
+/* The values every integer option refuses, whatever its range. */
+#define BAD_INTEGER "", "abc", "12x", " 12", "12 ", "+5", "-1", "0x10", "1.5", "1e3", "99999999999999999999999", \
+                    "18446744073709551616"
+/* The values every float option refuses. */
+#define BAD_FLOAT "", "abc", "0.5x", " 0.5", "nan", "inf", "-inf", "0x1p-1", "1.2.3", "1e39", "1e-50", "-0.5", "1e999999"
+
+static void test_bad_values(void) {
+  static const char *const arch_bad[] = {"", "gpt2", "LLAMA", "llama ", NULL};
+  const option_rows generate[] = {
+      {"--max-tokens", A(BAD_INTEGER, "0", "4097")},
+      {"--threads", A(BAD_INTEGER, "1025", "4294967297")},
+      {"--top-k", A(BAD_INTEGER, "2147483648", "4294967297")},
+      {"--seed", A(BAD_INTEGER)},
+      {"--temperature", A(BAD_FLOAT, "-1e-30", "3.5e38")},
+      {"--top-p", A(BAD_FLOAT, "0", "1.5", "1.0000001")},
+      {"--min-p", A(BAD_FLOAT, "1.5", "-0.1")},
+      {"--budget", A("", "abc", "12x", "1KB", "1.5G", "K", " 1", "+1", "1k", "1T", "-1", "-1G", "17179869184G",
+                     "18446744073709551616", "99999999999999999999999")},
+      {"--kv-layout", A("", "HEAD-MAJOR", "paged")},
+      {"--kv-dtype", A("", "f64", "F32")},
+      {"--plan", A("", "on", "OFF")},
+      {"--matmul", A("", "f32", "I8")},
+  };
+  /* the model a row names is a real file, so a refusal can only come from the value */
+  const char *const with_model[] = {"generate", "--model", tiny, "--prompt", "x"};
+  const char *const with_tiny[] = {"generate", "--tiny", "--prompt", "x"};
+  for (size_t o = 0; o < sizeof generate / sizeof generate[0]; o++) {
+    const bool budget = strcmp(generate[o].opt, "--budget") == 0; /* --budget goes with --model only */
+    for (size_t v = 0; generate[o].bad[v]; v++)
+      expect_bad_value(budget ? with_model : with_tiny, budget ? 5 : 4, "generate", generate[o].opt, generate[o].bad[v]);
+  }
+  for (size_t v = 0; arch_bad[v]; v++) expect_bad_value(with_tiny, 4, "generate", "--arch", arch_bad[v]);
+  /* the value is checked wherever the option stands */
+  expect(A("generate", "--top-k", "4294967297", "--tiny", "--prompt", "x"), 2, "--top-k \"4294967297\": out of range", "");
+
+  char out[700];
+  snprintf(out, sizeof out, "%s/never.gguf", dir);
+  const char *const tiny_base[] = {"tiny-model", "--out", out};
+  static const char *const seed_bad[] = {BAD_INTEGER, NULL};
+  for (size_t v = 0; seed_bad[v]; v++) expect_bad_value(tiny_base, 3, "tiny-model", "--seed", seed_bad[v]);
+  for (size_t v = 0; arch_bad[v]; v++) expect_bad_value(tiny_base, 3, "tiny-model", "--arch", arch_bad[v]);
+  CHECK(access(out, F_OK) != 0); /* nothing was written */
+}
+
+/* Values at the ends of their ranges are taken (the tiny model generates with them). */
+static void test_good_values(void) {
+  expect(A("generate", "--tiny", "--prompt", "the ", "--max-tokens", "2", "--seed", "18446744073709551615", "--top-k",
+           "2147483647", "--temperature", "0.7", "--top-p", "1", "--min-p", "0", "--threads", "0"),
+         0, "decode", "the ");
+  expect(A("generate", "--tiny", "--arch", "qwen3", "--prompt", "the ", "--max-tokens", "1", "--temperature", "1e-3",
+           "--top-p", "1e-3", "--min-p", "1", "--threads", "1024", "--top-k", "0", "--seed", "007"),
+         0, "qwen3", "the ");
+  expect(A("generate", "--model", tiny, "--prompt", "the ", "--max-tokens", "2", "--budget", "4M", "--kv-layout",
+           "head-major", "--kv-dtype", "bf16", "--plan", "off", "--matmul", "exact"),
+         0, "weight store", "the ");
+  expect(A("generate", "--model", tiny, "--prompt", "the ", "--max-tokens", "2", "--budget", "0"), 0,
+         "used in place from the read-only mapping", "the ");
+  char out[700];
+  snprintf(out, sizeof out, "%s/qwen2.gguf", dir);
+  expect(A("tiny-model", "--arch", "qwen2", "--seed", "18446744073709551615", "--out", out), 0,
+         "qwen2, seed 18446744073709551615", "");
+  expect(A("info", out), 0, NULL, "model        : qwen2");
+}
+
+/* Usage errors other than values: unknown options, missing values, options that exclude each
+ * other or would be ignored; all exit 2 naming the option. */
+static void test_usage_errors(void) {
+  expect(A("generate", "--tiny", "--prompt"), 2, "--prompt needs a value", "");
+  expect(A("generate", "--tiny", "--prompt", "x", "--seed"), 2, "--seed needs a value", "");
+  expect(A("generate", "--bogus", "--tiny", "--prompt", "x"), 2, "unknown option \"--bogus\"", "");
+  expect(A("generate", "--tiny", "--prompt", "x", "stray"), 2, "unexpected argument \"stray\"", "");
+  expect(A("generate", "--tiny", "--model", tiny, "--prompt", "x"), 2, "--model and --tiny", "");
+  expect(A("generate", "--prompt", "x"), 2, "--model (or --tiny) and --prompt are required", "");
+  expect(A("generate", "--tiny"), 2, "--prompt are required", "");
+  expect(A("generate", "--tiny", "--prompt", ""), 1, "--prompt \"\" encodes to no tokens", "");
+  expect(A("generate", "--model", tiny, "--arch", "qwen2", "--prompt", "x"), 2, "--arch", "");
+  expect(A("generate", "--tiny", "--budget", "1M", "--prompt", "x"), 2, "--budget needs --model", "");
+  expect(A("generate", "--tiny", "--system", "s", "--prompt", "x"), 2, "--system needs --chat", "");
+  expect(A("tiny-model", "--arch", "llama"), 2, "--out is required", "");
+  expect(A("tiny-model", "--out"), 2, "--out needs a value", "");
+  expect(A("tiny-model", "--bogus", "1", "--out", "x"), 2, "unknown option \"--bogus\"", "");
+  expect(A("tokenize", "--text", "x"), 2, "--model is required", "");
+  expect(A("tokenize", "--model", tiny), 2, "one of --text and --file", "");
+  expect(A("tokenize", "--model", tiny, "--text", "x", "--file", tiny), 2, "one of --text and --file", "");
+  expect(A("tokenize", "--model", tiny, "--text"), 2, "--text needs a value", "");
+  expect(A("tokenize", "--model", tiny, "--bogus", "--text", "x"), 2, "unknown option \"--bogus\"", "");
+  expect(A("info", "--bogus"), 2, "unknown option \"--bogus\"", "");
+  expect(A("info", tiny, tiny), 2, "one argument at most", "");
+  expect(A("info", "--full", "x"), 2, "one argument at most", "");
+  expect(A("bogus"), 2, "unknown command \"bogus\"", "");
+  expect(A("--bogus"), 2, "usage: ferrite info", "");
+}
+
+/* -h and --help: usage on stdout, exit 0, nothing on stderr, wherever an option may stand. */
+static void test_help(void) {
+  static const struct { const char *cmd, *usage; } cmds[] = {
+      {"info", "usage: ferrite info"}, {"generate", "usage: ferrite generate"},
+      {"tiny-model", "usage: ferrite tiny-model"}, {"tokenize", "usage: ferrite tokenize"}};
+  for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+    expect(A(cmds[c].cmd, "--help"), 0, NULL, cmds[c].usage);
+    CHECK(R.err[0] == '\0');
+    expect(A(cmds[c].cmd, "-h"), 0, NULL, cmds[c].usage);
+    CHECK(R.err[0] == '\0');
+  }
+  expect(A("generate", "--tiny", "--help"), 0, NULL, "--top-k K         0 (off, the default) .. 2147483647");
+  expect(A("generate", "--tiny", "--prompt", "x", "-h"), 0, NULL, "usage: ferrite generate");
+  expect(A("tokenize", "--model", tiny, "--help"), 0, NULL, "usage: ferrite tokenize");
+  expect(A("tiny-model", "--arch", "qwen2", "-h"), 0, NULL, "usage: ferrite tiny-model");
+  expect(A("info", "--full", "--help"), 0, NULL, "usage: ferrite info");
+  expect(A("--help"), 0, NULL, "ferrite generate (--model PATH");
+  CHECK(strstr(R.out, "ferrite tokenize --model") && strstr(R.out, "ferrite tiny-model") && strstr(R.out, "ferrite info"));
+  expect(A("-h"), 0, NULL, "usage: ferrite info");
+  /* after an option that takes a value, --help is that value (a prompt may be "--help") */
+  expect(A("generate", "--tiny", "--max-tokens", "1", "--prompt", "--help"), 0, NULL, "--help");
+}
+
+/* The ids the library gives text under the tokenizer in path (from_gguf when gguf), as the CLI
+ * prints them; "" when it cannot load. */
+static void library_ids(const char *path, int gguf, const char *text, char *buf, size_t cap) {
+  fer_tokenizer *tok = NULL;
+  buf[0] = '\0';
+  if ((gguf ? fer_tokenizer_from_gguf_file(path, &tok) : fer_tokenizer_from_json_file(path, &tok)) != FER_STATUS_OK) return;
+  int32_t ids[256];
+  size_t n = 0, used = 0;
+  CHECK_STATUS(fer_tokenizer_encode(tok, text, strlen(text), FER_ENCODE_ADD_SPECIAL, ids, 256, &n), FER_STATUS_OK);
+  for (size_t i = 0; i < n && used < cap; i++) used += (size_t)snprintf(buf + used, cap - used, i ? " %d" : "%d", ids[i]);
+  snprintf(buf + used, cap - used, "\n");
+  fer_tokenizer_free(tok);
+}
+
+static const char TEXT[] = "Hello, world! The capital of France is Paris. \xe4\xbd\xa0\xe5\xa5\xbd 123";
+
+/* tokenize on one file: --text gives the library's ids; with all (the tiny model, cheap to load)
+ * also --file and --count. A link named as the other kind (x.json to a GGUF file, x.gguf to a
+ * tokenizer.json) reads the same, since the kind is told by content. */
+static void check_tokenize(const char *path, int gguf, int all) {
+  char want[4096], file[700], alias[700], count[32];
+  library_ids(path, gguf, TEXT, want, sizeof want);
+  CHECK(want[0] != '\0');
+  expect(A("tokenize", "--model", path, "--text", TEXT), 0, NULL, want);
+  CHECK(strcmp(R.out, want) == 0);
+  snprintf(alias, sizeof alias, "%s/alias.%s", dir, gguf ? "json" : "gguf");
+  unlink(alias);
+  CHECK(symlink(path, alias) == 0);
+  expect(A("tokenize", "--model", alias, "--text", TEXT), 0, NULL, want);
+  CHECK(strcmp(R.out, want) == 0);
+  unlink(alias);
+  if (!all) return;
+  snprintf(file, sizeof file, "%s/text.txt", dir);
+  FILE *f = fopen(file, "wb");
+  CHECK(f && fwrite(TEXT, 1, strlen(TEXT), f) == strlen(TEXT));
+  if (f) fclose(f);
+  expect(A("tokenize", "--model", path, "--file", file), 0, NULL, want);
+  CHECK(strcmp(R.out, want) == 0);
+  size_t n = 1;
+  for (const char *p = want; *p; p++) n += *p == ' ';
+  snprintf(count, sizeof count, "%zu\n", n);
+  expect(A("tokenize", "--count", "--model", path, "--text", TEXT), 0, NULL, count);
+  CHECK(strcmp(R.out, count) == 0);
+}
+
+static void test_tokenize(void) {
+  check_tokenize(tiny, 1, 1);
+  char path[4096];
+  if (feri_test_data_path("qwen2.5-tokenizer.json", path, sizeof path)) {
+    check_tokenize(path, 0, 0);
+    /* Qwen2.5's ids for a small text (the C-TOK-001 vocabulary), as a fixed point, by --file */
+    char hello[700];
+    snprintf(hello, sizeof hello, "%s/hello.txt", dir);
+    FILE *f = fopen(hello, "wb");
+    CHECK(f && fputs("Hello world", f) >= 0);
+    if (f) fclose(f);
+    expect(A("tokenize", "--model", path, "--file", hello), 0, NULL, "9707 1879\n");
+  } else {
+    printf("SKIPPED: cli_test: tokenize with qwen2.5-tokenizer.json (not in $FERRITE_DATA_DIR or ~/.cache/ferrite)\n");
+  }
+  if (feri_test_data_path("smollm2-135m-instruct-q4_1.gguf", path, sizeof path)) {
+    check_tokenize(path, 1, 0);
+    expect(A("tokenize", "--model", path, "--text", "Hello world"), 0, NULL, "19556 905\n");
+  } else {
+    printf("SKIPPED: cli_test: tokenize with smollm2-135m-instruct-q4_1.gguf (not in $FERRITE_DATA_DIR or ~/.cache/ferrite)\n");
+  }
+  /* an empty file is an empty text, and a file that is neither kind is refused naming the reader */
+  char empty[700];
+  snprintf(empty, sizeof empty, "%s/empty.txt", dir);
+  FILE *f = fopen(empty, "wb");
+  if (f) fclose(f);
+  expect(A("tokenize", "--count", "--model", tiny, "--file", empty), 0, "", NULL);
+  expect(A("tokenize", "--model", empty, "--text", "x"), 1, "--model", "");
+  CHECK(strstr(R.err, "(read as tokenizer.json)") != NULL);
+}
+
+/* Files that are not regular files are refused before they are read: exit 1, a message naming
+ * the option, the path and its kind; a FIFO without a writer does not block (the child would be
+ * killed by its alarm and the row fail). */
+static void test_not_regular_files(void) {
+  expect(A("tokenize", "--model", tiny, "--file", dir), 1, "--file", "");
+  CHECK(strstr(R.err, "a directory, not a regular file") != NULL);
+  expect(A("tokenize", "--model", tiny, "--file", fifo), 1, "a FIFO, not a regular file", "");
+  expect(A("tokenize", "--model", tiny, "--file", "/dev/zero"), 1, "a character device, not a regular file", "");
+  expect(A("tokenize", "--model", tiny, "--file", "/nonexistent/x"), 1, "No such file", "");
+  expect(A("tokenize", "--model", fifo, "--text", "x"), 1, "--model", "");
+  CHECK(strstr(R.err, "a FIFO, not a regular file") != NULL);
+  expect(A("tokenize", "--model", dir, "--text", "x"), 1, "a directory, not a regular file", "");
+  expect(A("generate", "--model", fifo, "--prompt", "x"), 1, "--model", "");
+  CHECK(strstr(R.err, "a FIFO, not a regular file") != NULL);
+  expect(A("generate", "--model", dir, "--prompt", "x"), 1, "a directory, not a regular file", "");
+  expect(A("info", fifo), 1, "a FIFO, not a regular file", "");
+  expect(A("info", dir), 1, "a directory, not a regular file", "");
+  expect(A("tiny-model", "--out", dir), 1, "cannot write", NULL);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: cli_test PATH-OF-FERRITE\n");
+    return 2;
+  }
+  bin = argv[1];
+  const char *tmp = getenv("TEST_TMPDIR");
+  snprintf(dir, sizeof dir, "%s/ferrite-cli-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  snprintf(tiny, sizeof tiny, "%s/tiny.gguf", dir);
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  CHECK(mkfifo(fifo, 0600) == 0);
+  /* the tiny model, written by the program itself */
+  expect(A("tiny-model", "--arch", "llama", "--seed", "1", "--out", tiny), 0, "wrote", "");
+  expect(A("info", tiny), 0, NULL, "model        : llama");
+  test_help();
+  test_bad_values();
+  test_good_values();
+  test_usage_errors();
+  test_tokenize();
+  test_not_regular_files();
+  /* the directory goes with TEST_TMPDIR under Bazel; outside it, clean up what the rows made */
+  if (!(tmp && tmp[0])) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "cli_test: could not remove %s\n", dir);
+  }
+  return feri_test_finish("cli_test");
+}
