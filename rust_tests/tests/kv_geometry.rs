@@ -237,3 +237,244 @@ fn c_kv_006_issue_geometry_truncate_then_extend_reads_zero() {
         assert!(dirty.is_empty(), "layout {layout}: {} dropped tokens read old bytes, first {:?}", dirty.len(), dirty.first());
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// random geometries
+
+/// Granules from 4 KiB to 2 MiB, mostly small (where windows meet token boundaries often), any
+/// multiple of the page size.
+fn granule() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => (1u64..=6).prop_map(|k| 4096 * k),
+        3 => (7u64..=64).prop_map(|k| 4096 * k),
+        1 => (65u64..=511).prop_map(|k| 4096 * k),
+        1 => Just(2u64 << 20),
+    ]
+}
+
+/// A geometry of `layout` and `policy`; max tokens and head dims drawn so that nothing divides.
+fn geo(layout: i32, policy: i32, layers: u32, heads: u32, max: u64) -> impl Strategy<Value = Geo> {
+    (1..=layers, 1..=heads, 1u32..=130, prop_oneof![Just(2u32), Just(4u32)], 1..=max, prop_oneof![2 => Just(0u32), 1 => 1u32..=9], granule())
+        .prop_map(move |(layers, heads, dim, elem, max, mask, granule)| Geo { layout, policy, layers, heads, dim, elem, max, mask, granule })
+}
+
+fn any_geo(layers: u32, heads: u32, max: u64) -> impl Strategy<Value = Geo> {
+    prop_oneof![
+        geo(mem::HEAD_MAJOR, mem::BUCKETED, layers, heads, max),
+        geo(mem::HEAD_MAJOR, mem::FIXED_MAX, layers, heads, max),
+        geo(mem::SEQ_MAJOR, mem::BUCKETED, layers, heads, max),
+        geo(mem::SEQ_MAJOR, mem::FIXED_MAX, layers, heads, max),
+        geo(mem::TOKEN_MAJOR, mem::BUCKETED, layers, heads, max),
+        geo(mem::TOKEN_MAJOR, mem::FIXED_MAX, layers, heads, max),
+    ]
+}
+
+proptest! {
+    #![proptest_config(common::config(32, file!()))]
+
+    /// One token at a time from 0 to max: the committed granules equal the layout's rule at every
+    /// length (at the current capacity for a relocating cache), the kernel's count of the memfd
+    /// agrees, each newly live token reads zero in every binding and takes a write, and every
+    /// token written keeps its bytes through every growth.
+    // EVIDENCE: C-KV-007
+    #[test]
+    fn c_kv_007_commit_equals_the_rule_at_every_length(g in any_geo(3, 4, 700)) {
+        let vmm = Vmm::cpu(g.granule, 2 * g.rule(g.max, g.max) + 8).unwrap();
+        let cache = KvCache::new(&vmm, &options(&g)).unwrap();
+        let mut s = cache.seq().unwrap();
+        prop_assert_eq!(s.stats().unwrap().committed_bytes, 0);
+        for live in 1..=g.max {
+            s.extend(live).unwrap();
+            let want = g.rule(stride(&g, &s), live);
+            prop_assert_eq!(s.stats().unwrap().committed_bytes / g.granule, want, "committed at {} live", live);
+            prop_assert_eq!(vmm_granules(&vmm), want, "the pool's granules at {} live", live);
+            prop_assert!(holds(&s, &g, live - 1, 0), "new token {} is not zero", live - 1);
+            write(&s, &g, live - 1, live, 5);
+        }
+        for t in 0..g.max {
+            prop_assert!(holds(&s, &g, t, 5), "token {} lost its bytes", t);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// sequences that fork, grow, rewrite and truncate, against a model of bytes and granules
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Extend sequence i by n tokens (clamped to max), writing the new ones.
+    Extend(usize, u64),
+    /// Fork sequence i at a fraction (/ 64) of its live tokens.
+    Fork(usize, u64),
+    /// Truncate sequence i to a fraction (/ 64) of its live tokens.
+    Truncate(usize, u64),
+    /// make_writable then write a fresh pattern over tokens [a, b) (fractions / 64 of live).
+    Rewrite(usize, u64, u64),
+    Free(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0usize..4, 1u64..120).prop_map(|(i, n)| Op::Extend(i, n)),
+        3 => (0usize..4, prop_oneof![0u64..=64, Just(64)]).prop_map(|(i, f)| Op::Fork(i, f)),
+        2 => (0usize..4, 0u64..=64).prop_map(|(i, f)| Op::Truncate(i, f)),
+        2 => (0usize..4, 0u64..=64, 0u64..=64).prop_map(|(i, a, b)| Op::Rewrite(i, a.min(b), a.max(b))),
+        1 => (0usize..4).prop_map(Op::Free),
+    ]
+}
+
+/// What the test knows of one sequence: each live token's pattern seed, the highest length it has
+/// had (its windows stay mapped after a truncate), and per buffer and window the granule it maps
+/// (a model id) and whether it maps it read-only from another sequence.
+struct Model {
+    seeds: Vec<u64>,
+    high: u64,
+    win: Vec<BTreeMap<u64, (u64, bool)>>,
+    cow: u64,
+}
+
+proptest! {
+    #![proptest_config(common::config(32, file!()))]
+
+    /// Up to four sequences of one cache under random extend / fork / truncate / make_writable +
+    /// write / free: every live token of every sequence holds exactly the bytes the model says
+    /// (newly live tokens zero, then the sequence's own writes; a fork's prefix the parent's bytes
+    /// as of the fork) — so no sequence ever reads bytes another wrote outside a prefix they
+    /// share, and no write faults; a fork shares exactly the windows its prefix fills and copies
+    /// the prefix bytes of the others; each sequence maps the rule's windows at its highest length
+    /// (committed + shared); the pool's granules are the distinct granules of the model, the OS
+    /// agreeing.
+    // EVIDENCE: C-KV-008
+    #[test]
+    fn c_kv_008_forks_share_exactly_the_prefix_and_never_cross(
+        g in prop_oneof![
+            geo(mem::HEAD_MAJOR, mem::FIXED_MAX, 2, 3, 300),
+            geo(mem::SEQ_MAJOR, mem::BUCKETED, 2, 3, 300),
+            geo(mem::SEQ_MAJOR, mem::FIXED_MAX, 2, 3, 300),
+            geo(mem::TOKEN_MAJOR, mem::BUCKETED, 2, 3, 300),
+            geo(mem::TOKEN_MAJOR, mem::FIXED_MAX, 2, 3, 300),
+        ],
+        ops in proptest::collection::vec(op(), 1..14),
+    ) {
+        let vmm = Vmm::cpu(g.granule, 6 * g.rule(g.max, g.max) + 8).unwrap();
+        let cache = KvCache::new(&vmm, &options(&g)).unwrap();
+        let nb = g.n_buffers();
+        let mut seqs: Vec<(KvSeq<'_>, Model)> = Vec::new();
+        let (mut next_id, mut next_seed) = (0u64, 1u64);
+        for op in ops {
+            if seqs.is_empty() {
+                seqs.push((cache.seq().unwrap(), Model { seeds: vec![], high: 0, win: vec![BTreeMap::new(); nb as usize], cow: 0 }));
+            }
+            match op {
+                Op::Extend(i, n) => {
+                    let i = i % seqs.len();
+                    let (s, m) = &mut seqs[i];
+                    let (old, live) = (m.seeds.len() as u64, (m.seeds.len() as u64 + n).min(g.max));
+                    s.extend(live).unwrap();
+                    for b in 0..nb {
+                        for k in g.windows(b, g.max, 0, live) {
+                            m.win[b as usize].entry(k).or_insert_with(|| { next_id += 1; (next_id, false) });
+                        }
+                    }
+                    m.high = m.high.max(live);
+                    for t in old..live {
+                        prop_assert!(holds(s, &g, t, 0), "newly live token {} is not zero", t);
+                    }
+                    write(s, &g, old, live, next_seed);
+                    m.seeds.extend(std::iter::repeat(next_seed).take((live - old) as usize));
+                    next_seed += 1;
+                }
+                Op::Fork(i, f) if seqs.len() < 4 => {
+                    let i = i % seqs.len();
+                    let p = seqs[i].1.seeds.len() as u64 * f / 64;
+                    let child = seqs[i].0.fork(p).unwrap();
+                    let sh = child.sharing().unwrap();
+                    prop_assert_eq!((sh.shared_windows, sh.fork_bytes_copied), g.fork_rule(g.max, p), "fork at {}", p);
+                    let mut win = vec![BTreeMap::new(); nb as usize];
+                    let gr = g.granule;
+                    for b in 0..nb {
+                        let rs = g.ranges(b, g.max, 0, p);
+                        for k in g.windows(b, g.max, 0, p) {
+                            let inside: u64 = rs.iter().map(|&(lo, hi)| hi.min(k * gr + gr).saturating_sub(lo.max(k * gr))).sum();
+                            let e = if inside == gr { (seqs[i].1.win[b as usize][&k].0, true) } else { next_id += 1; (next_id, false) };
+                            win[b as usize].insert(k, e);
+                        }
+                    }
+                    let seeds = seqs[i].1.seeds[..p as usize].to_vec();
+                    seqs.push((child, Model { seeds, high: p, win, cow: 0 }));
+                }
+                Op::Truncate(i, f) => {
+                    let i = i % seqs.len();
+                    let live = seqs[i].1.seeds.len() as u64;
+                    let t = live * f / 64;
+                    seqs[i].0.truncate(t).unwrap();
+                    copy_on_write(&g, &mut seqs, i, t, live, &mut next_id);
+                    seqs[i].1.seeds.truncate(t as usize);
+                }
+                Op::Rewrite(i, a, b) => {
+                    let i = i % seqs.len();
+                    let live = seqs[i].1.seeds.len() as u64;
+                    let (t0, t1) = (live * a / 64, live * b / 64);
+                    seqs[i].0.make_writable(t0, t1 - t0).unwrap();
+                    copy_on_write(&g, &mut seqs, i, t0, t1, &mut next_id);
+                    write(&seqs[i].0, &g, t0, t1, next_seed);
+                    for t in t0..t1 { seqs[i].1.seeds[t as usize] = next_seed; }
+                    next_seed += 1;
+                }
+                Op::Free(i) if seqs.len() > 1 => { seqs.remove(i % seqs.len()); }
+                _ => {}
+            }
+            // every sequence holds what the model says, and maps what it says
+            let mut ids = BTreeSet::new();
+            for (s, m) in &seqs {
+                for (t, &seed) in m.seeds.iter().enumerate() {
+                    prop_assert!(holds(s, &g, t as u64, seed), "token {} of a sequence does not hold its own bytes (seed {})", t, seed);
+                }
+                let (st, sh) = (s.stats().unwrap(), s.sharing().unwrap());
+                prop_assert_eq!(st.live_tokens, m.seeds.len() as u64);
+                let ro = m.win.iter().map(|w| w.values().filter(|e| e.1).count() as u64).sum::<u64>();
+                prop_assert_eq!(sh.shared_windows, ro, "read-only windows");
+                prop_assert_eq!(sh.cow_copies, m.cow, "copies on write");
+                prop_assert_eq!(st.committed_bytes / g.granule + sh.shared_windows, g.rule(g.max, m.high), "windows mapped at a high of {}", m.high);
+                for w in &m.win { ids.extend(w.values().map(|e| e.0)); }
+            }
+            prop_assert_eq!(vmm_granules(&vmm), ids.len() as u64, "the pool's granules vs the model's");
+        }
+    }
+}
+
+/// The model's side of fer_kv_seq_make_writable over tokens [t0, t1) of sequence i: every window
+/// those tokens touch that is read-only or that another sequence maps gets a fresh granule.
+fn copy_on_write(g: &Geo, seqs: &mut [(KvSeq<'_>, Model)], i: usize, t0: u64, t1: u64, next_id: &mut u64) {
+    for b in 0..g.n_buffers() as usize {
+        for k in g.windows(b as u32, g.max, t0, t1) {
+            let (id, ro) = seqs[i].1.win[b][&k];
+            let others = seqs.iter().enumerate().filter(|&(j, (_, m))| j != i && m.win[b].get(&k).map(|e| e.0) == Some(id)).count();
+            if ro || others > 0 {
+                *next_id += 1;
+                seqs[i].1.win[b].insert(k, (*next_id, false));
+                seqs[i].1.cow += 1;
+            }
+        }
+    }
+}
+
+/// Head-major stripes that meet inside a window: a fork of every token of a full sequence fills
+/// that window with two heads' bytes, and shares it (2 heads of 300 tokens x 16 bytes, 4 KiB
+/// granules: windows 0 and 1 are full, window 2 is not: 2 shared per binding, 4 in all).
+// EVIDENCE: C-KV-008
+#[test]
+fn c_kv_008_a_window_filled_by_two_head_stripes_is_shared() {
+    let g = Geo { layout: mem::HEAD_MAJOR, policy: mem::FIXED_MAX, layers: 1, heads: 2, dim: 8, elem: 2, max: 300, mask: 0, granule: 4096 };
+    let vmm = Vmm::cpu(g.granule, 64).unwrap();
+    let cache = KvCache::new(&vmm, &options(&g)).unwrap();
+    let mut parent = cache.seq().unwrap();
+    parent.extend(300).unwrap();
+    write(&parent, &g, 0, 300, 1);
+    let child = parent.fork(300).unwrap();
+    assert_eq!(g.fork_rule(300, 300), (4, 2 * (9600 - 8192)));
+    let sh = child.sharing().unwrap();
+    assert_eq!((sh.shared_windows, sh.fork_bytes_copied), g.fork_rule(300, 300));
+    assert!((0..300).all(|t| holds(&child, &g, t, 1)));
+    assert_eq!(vmm_granules(&vmm), 6 + 2, "the child adds only its copy of each binding's last window");
+}
