@@ -1,6 +1,6 @@
 /* kv_test.c: the paged mode's table growth near 2^32 entries (arithmetic only: no table that large
  * is allocated) and its out-parameters on failure.
- * EVIDENCE: C-KV-010 */
+ * EVIDENCE: C-KV-009, C-KV-010 */
 #include <stdint.h>
 
 #include "kv/pages.h"

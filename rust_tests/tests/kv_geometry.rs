@@ -344,7 +344,7 @@ proptest! {
     /// the prefix bytes of the others; each sequence maps the rule's windows at its highest length
     /// (committed + shared); the pool's granules are the distinct granules of the model, the OS
     /// agreeing.
-    // EVIDENCE: C-KV-008
+    // EVIDENCE: C-KV-008 C-KV-006
     #[test]
     fn c_kv_008_forks_share_exactly_the_prefix_and_never_cross(
         g in prop_oneof![

@@ -227,7 +227,7 @@ fn c_kv_003_freeing_on_a_frozen_pool_is_busy_and_frees_nothing() {
 
 /// Arguments out of range or overflowing 64 bits are refused with INVALID_ARG or SIZE_OVERFLOW
 /// and a message, and change nothing.
-// EVIDENCE: C-KV-003
+// EVIDENCE: C-KV-003 C-KV-010
 #[test]
 fn c_kv_003_overflowing_arguments_are_refused_and_change_nothing() {
     let vmm = Vmm::cpu(4096, 64).unwrap();
