@@ -537,6 +537,7 @@ fer_status fer_kv_seq_fork(const fer_kv_seq *parent, uint64_t prefix_tokens, fer
 static int mapped_elsewhere(const fer_kv_seq *s, uint32_t b, uint64_t k) {
   const fer_kv_cache *c = s->cache;
   const kv_buffer *mine = b < c->n_bindings ? &s->bind[b] : &s->mask;
+  if (mine->slot[k] == 0) return 0;
   for (const fer_kv_seq *o = c->seqs; o != NULL; o = o->next) {
     if (o == s) continue;
     const kv_buffer *theirs = b < c->n_bindings ? &o->bind[b] : &o->mask;
