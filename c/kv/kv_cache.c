@@ -546,6 +546,36 @@ static int mapped_elsewhere(const fer_kv_seq *s, uint32_t b, uint64_t k) {
   return 0;
 }
 
+/* One window make_writable replaced, so a later refusal can put it back. */
+typedef struct cow_undo {
+  kv_buffer *buf;
+  uint64_t k, old, fresh;
+  int ro;
+} cow_undo;
+
+/* Puts the windows of undo[0 .. n) back on their old granules, newest first, and releases the
+ * copies: the state before make_writable (the old granules are still alive: their release waits
+ * for success). Keeps the thread's message (the refusal being rolled back). */
+static void cow_rollback(fer_kv_seq *s, const cow_undo *undo, size_t n) {
+  fer_kv_cache *c = s->cache;
+  feri_error_stash e;
+  feri_error_save(&e);
+  for (size_t i = n; i-- > 0;) {
+    const cow_undo *u = &undo[i];
+    fer_vmm_unmap(u->buf->range, u->k * c->granule);
+    fer_vmm_granule_release(c->vmm, u->fresh);
+    fer_vmm_map(u->buf->range, u->k * c->granule, u->old, u->ro ? FER_VMM_ACCESS_READ_ONLY : FER_VMM_ACCESS_READ_WRITE);
+    u->buf->slot[u->k] = u->old + 1;
+    u->buf->shared[u->k] = (uint8_t)u->ro;
+    if (u->ro) {
+      s->sharing.shared_windows++;
+      s->committed_windows--;
+    }
+    s->sharing.cow_copies--;
+  }
+  feri_error_restore(&e, FER_STATUS_OK);
+}
+
 fer_status fer_kv_seq_make_writable(fer_kv_seq *s, uint64_t first_token, uint64_t n_tokens) {
   static const char *const fn = "fer_kv_seq_make_writable";
   feri_error_clear();
@@ -559,31 +589,54 @@ fer_status fer_kv_seq_make_writable(fer_kv_seq *s, uint64_t first_token, uint64_
     free(lo), free(hi);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
+  /* Two passes: count the windows to copy (an upper bound: stripes meeting in a window count it
+   * twice), then copy them, each recorded so that a refusal part way puts every one back. */
+  size_t cap = 0, n_undo = 0;
+  cow_undo *undo = NULL;
   fer_status st = FER_STATUS_OK;
-  for (uint32_t b = 0; b <= c->n_bindings && st == FER_STATUS_OK; b++) {
-    kv_buffer *buf = b < c->n_bindings ? &s->bind[b] : &s->mask;
-    if (buf->range == NULL) continue;
-    const size_t n = token_ranges(s, b, first_token, first_token + n_tokens, lo, hi);
-    for (size_t r = 0; r < n && st == FER_STATUS_OK; r++)
-      for (uint64_t k = lo[r] / c->granule; lo[r] < hi[r] && k <= (hi[r] - 1) / c->granule; k++) {
-        /* Read-only (mapped from another sequence), or this sequence's own granule that a fork
-         * maps too: either way a write here must not reach the other sharers. */
-        const int ro = buf->shared[k];
-        if (!ro && !mapped_elsewhere(s, b, k)) continue;
-        uint64_t fresh, copied;
-        const uint64_t old = buf->slot[k] - 1;
-        if ((st = fer_vmm_copy_on_write(buf->range, k * c->granule, &fresh, &copied)) != FER_STATUS_OK) break;
-        buf->slot[k] = fresh + 1;
-        buf->shared[k] = 0;
-        if (ro) {
-          s->sharing.shared_windows--;
-          s->committed_windows++;
-        }
-        s->sharing.cow_copies++;
-        /* if every other sharer is gone, this mapping was the last: release the old granule */
-        feri_vmm_granule_release_if_unmapped(c->vmm, old);
+  for (int pass = 0; pass < 2 && st == FER_STATUS_OK; pass++) {
+    if (pass == 1) {
+      if (cap == 0) break;
+      if ((undo = malloc(cap * sizeof *undo)) == NULL) {
+        st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
+        break;
       }
+    }
+    for (uint32_t b = 0; b <= c->n_bindings && st == FER_STATUS_OK; b++) {
+      kv_buffer *buf = b < c->n_bindings ? &s->bind[b] : &s->mask;
+      if (buf->range == NULL) continue;
+      const size_t n = token_ranges(s, b, first_token, first_token + n_tokens, lo, hi);
+      for (size_t r = 0; r < n && st == FER_STATUS_OK; r++)
+        for (uint64_t k = lo[r] / c->granule; lo[r] < hi[r] && k <= (hi[r] - 1) / c->granule; k++) {
+          /* Read-only (mapped from another sequence), or this sequence's own granule that a fork
+           * maps too: either way a write here must not reach the other sharers. */
+          const int ro = buf->shared[k];
+          if (!ro && !mapped_elsewhere(s, b, k)) continue;
+          if (pass == 0) {
+            cap++;
+            continue;
+          }
+          uint64_t fresh, copied;
+          const uint64_t old = buf->slot[k] - 1;
+          if ((st = fer_vmm_copy_on_write(buf->range, k * c->granule, &fresh, &copied)) != FER_STATUS_OK) break;
+          undo[n_undo++] = (cow_undo){.buf = buf, .k = k, .old = old, .fresh = fresh, .ro = ro};
+          buf->slot[k] = fresh + 1;
+          buf->shared[k] = 0;
+          if (ro) {
+            s->sharing.shared_windows--;
+            s->committed_windows++;
+          }
+          s->sharing.cow_copies++;
+        }
+    }
   }
+  if (st != FER_STATUS_OK) {
+    cow_rollback(s, undo, n_undo);
+  } else {
+    /* if every other sharer is gone, a replaced mapping was the last: release the old granule */
+    for (size_t i = 0; i < n_undo; i++) feri_vmm_granule_release_if_unmapped(c->vmm, undo[i].old);
+  }
+  free(undo);
   free(lo);
   free(hi);
   return st;

@@ -30,7 +30,8 @@ struct Snapshot {
     shared: u64,
     cow: u64,
     k0: usize,
-    values: Vec<u8>,
+    /// FNV-1a of every live byte (a short Debug when a test fails).
+    values: u64,
     pool_granules: u64,
     pool_os: u64,
     pool_windows: u64,
@@ -54,7 +55,8 @@ fn snapshot(s: &KvSeq<'_>, vmm: &Vmm, layers: u32) -> Snapshot {
     Snapshot {
         live: st.live_tokens, cap: st.capacity_tokens, growth: st.growth_events, moved: st.bytes_moved,
         address_changes: st.address_changes, committed: st.committed_bytes, shared: sh.shared_windows, cow: sh.cow_copies,
-        k0: s.view(0, 0).unwrap().data as usize, values,
+        k0: s.view(0, 0).unwrap().data as usize,
+        values: values.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)),
         pool_granules: vs.live_granules, pool_os: vs.os_bytes, pool_windows: vs.mapped_windows,
     }
 }
@@ -133,8 +135,10 @@ fn c_kv_003_a_governor_refuses_with_a_message_and_changes_nothing() {
     }
 }
 
-/// A fork the pool cannot give its private windows, and a copy-on-write it cannot give a granule,
-/// are refused with a message; out_child is NULL and nothing changes.
+/// A fork the pool cannot give its private windows, and a copy-on-write (make_writable, truncate;
+/// in the child or in the parent whose windows it shares) it cannot give every granule, are
+/// refused with a message; out_child is NULL and nothing changes: the windows copied before the
+/// refusal are put back.
 // EVIDENCE: C-KV-005
 #[test]
 fn c_kv_005_refused_fork_and_copy_keep_their_message_and_change_nothing() {
@@ -164,6 +168,17 @@ fn c_kv_005_refused_fork_and_copy_keep_their_message_and_change_nothing() {
     // a fork of 8 tokens (window 0 shared, nothing to copy) fits; its copy-on-write does not
     let mut c = parent.fork(8).unwrap();
     assert_eq!(c.sharing().unwrap().shared_windows, 2);
+    let child_before = snapshot(&c, &vmm, 1);
+    // one granule free: K's window is copied, V's is refused, and K's copy is put back (the child,
+    // and the parent whose windows it shares, exactly as before)
+    let parent_before = snapshot(&parent, &vmm, 1);
+    for e in [c.make_writable(0, 8).unwrap_err(), c.truncate(3).unwrap_err(), parent.make_writable(0, 1).unwrap_err(), parent.truncate(2).unwrap_err()] {
+        assert_eq!(e.code, status::BUDGET_EXCEEDED);
+        assert!(!e.message.is_empty(), "a refused copy-on-write left no message");
+        assert_eq!(snapshot(&c, &vmm, 1), child_before, "a refused copy-on-write changed the child");
+        assert_eq!(snapshot(&parent, &vmm, 1), parent_before, "a refused copy-on-write changed the parent");
+    }
+    // none free: refused at the first window
     let _hog = [vmm.granule_create().unwrap()];
     let child_before = snapshot(&c, &vmm, 1);
     let e = c.make_writable(0, 1).unwrap_err();
