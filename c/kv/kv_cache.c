@@ -19,8 +19,14 @@ struct fer_kv_cache {
   uint64_t granule;
   uint64_t row;      /* one token, one binding: heads x head_dim x elem */
   uint64_t head_row; /* head_dim x elem */
+  /* One token's bytes in a seq- or token-major reservation: row, or row x 2 x layers. Never the
+   * reservation divided by max_tokens: the vmm rounds a reservation up to whole granules, and a
+   * share of the slack per token would put token t past its real bytes (over-commit, forks
+   * sharing windows that hold the parent's later tokens, truncate zeroing the wrong bytes). */
+  uint64_t token_bytes;
   uint32_t n_bindings;
   uint64_t n_seqs;
+  struct fer_kv_seq *seqs; /* every live sequence, to tell which windows another one maps */
 };
 
 /* One reservation and the granule behind each of its windows. */
@@ -41,6 +47,7 @@ struct fer_kv_seq {
   kv_buffer mask;   /* bytes == 0 when the cache keeps no mask */
   uint64_t growth_events, bytes_moved, address_changes, committed_windows;
   fer_kv_seq_sharing sharing;
+  struct fer_kv_seq *prev, *next; /* in cache->seqs */
 };
 
 static int relocates(const fer_kv_cache *c) {
@@ -92,6 +99,8 @@ fer_status fer_kv_cache_create(fer_vmm *vmm, const fer_kv_cache_options *opts, f
   c->granule = vs.granule_bytes;
   c->row = row;
   c->head_row = (uint64_t)opts->geometry.head_dim * opts->geometry.elem_bytes;
+  /* no overflow: feri_kv_geometry_check bounded row x 2 x layers x max_tokens */
+  c->token_bytes = opts->geometry.layout == FER_KV_LAYOUT_TOKEN_MAJOR ? row * 2 * opts->geometry.n_layers : row;
   c->n_bindings = nb;
   *out = c;
   return FER_STATUS_OK;
@@ -109,19 +118,32 @@ fer_status fer_kv_cache_free(fer_kv_cache *c) {
 /* Bytes of one binding's reservation when its stripes are `stride` tokens long. */
 static uint64_t binding_bytes(const fer_kv_cache *c, uint64_t stride) {
   const fer_kv_geometry *g = &c->o.geometry;
-  return g->layout == FER_KV_LAYOUT_TOKEN_MAJOR ? stride * c->row * 2 * g->n_layers : stride * c->row;
+  return g->layout == FER_KV_LAYOUT_HEAD_MAJOR ? stride * c->row : stride * c->token_bytes;
 }
 
-static void buffer_free(fer_kv_cache *c, kv_buffer *b) {
-  if (b->range == NULL) return;
+/* Unmaps and releases a buffer. Fails (BUSY: the pool is frozen) only before changing anything. */
+static fer_status buffer_free(fer_kv_cache *c, kv_buffer *b) {
+  if (b->range == NULL) return FER_STATUS_OK;
   uint64_t windows = b->bytes / c->granule;
-  fer_vmm_range_free(b->range); /* unmaps every window */
+  fer_status st = fer_vmm_range_free(b->range); /* unmaps every window */
+  if (st != FER_STATUS_OK) return st;
   /* a granule another sharer still maps stays: the last sharer releases it */
   for (uint64_t k = 0; k < windows; k++)
     if (b->slot[k]) feri_vmm_granule_release_if_unmapped(c->vmm, b->slot[k] - 1);
   free(b->slot);
   free(b->shared);
   memset(b, 0, sizeof *b);
+  return FER_STATUS_OK;
+}
+
+/* Clean-up after a failure calls entry points, which clear the thread's message: these keep the
+ * failure's message (the header promises one) across it. */
+static void buffers_free_keep_message(fer_kv_cache *c, kv_buffer *bind, kv_buffer *mask) {
+  feri_error_stash e;
+  feri_error_save(&e);
+  for (uint32_t b = 0; bind != NULL && b < c->n_bindings; b++) buffer_free(c, &bind[b]);
+  if (mask != NULL) buffer_free(c, mask);
+  feri_error_restore(&e, FER_STATUS_OK);
 }
 
 static fer_status buffer_reserve(fer_kv_cache *c, kv_buffer *b, uint64_t bytes) {
@@ -139,7 +161,7 @@ static fer_status buffer_reserve(fer_kv_cache *c, kv_buffer *b, uint64_t bytes) 
     free(b->shared);
     fer_vmm_range_free(b->range);
     memset(b, 0, sizeof *b);
-    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_kv_seq: out of memory");
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_kv_seq: out of memory"); /* after the free: kept */
   }
   return FER_STATUS_OK;
 }
@@ -155,8 +177,10 @@ static fer_status buffer_commit(fer_kv_cache *c, kv_buffer *b, uint64_t off, uin
     fer_status st = fer_vmm_granule_create(c->vmm, &g);
     if (st != FER_STATUS_OK) return st;
     if ((st = fer_vmm_map(b->range, k * c->granule, g, FER_VMM_ACCESS_READ_WRITE)) != FER_STATUS_OK) {
+      feri_error_stash e;
+      feri_error_save(&e);
       fer_vmm_granule_release(c->vmm, g);
-      return st;
+      return feri_error_restore(&e, st);
     }
     b->slot[k] = g + 1;
     if (undo != NULL) undo[(*n_undo)++] = k;
@@ -164,13 +188,17 @@ static fer_status buffer_commit(fer_kv_cache *c, kv_buffer *b, uint64_t off, uin
   return FER_STATUS_OK;
 }
 
+/* Rolls back buffer_commit's windows; keeps the thread's message (the failure being rolled back). */
 static void buffer_uncommit(fer_kv_cache *c, kv_buffer *b, const uint64_t *undo, size_t n) {
+  feri_error_stash e;
+  feri_error_save(&e);
   for (size_t i = 0; i < n; i++) {
     uint64_t k = undo[i];
     fer_vmm_unmap(b->range, k * c->granule);
     fer_vmm_granule_release(c->vmm, b->slot[k] - 1);
     b->slot[k] = 0;
   }
+  feri_error_restore(&e, FER_STATUS_OK);
 }
 
 /* Commits the live bytes of `live` tokens into bind[] and mask laid out at `stride`. All or
@@ -195,7 +223,7 @@ static fer_status commit_live(fer_kv_cache *c, kv_buffer *bind, kv_buffer *mask,
       for (uint32_t h = 0; h < g->n_kv_heads && st == FER_STATUS_OK; h++)
         st = buffer_commit(c, buf, h * stride * c->head_row, live * c->head_row, undo[b], &n_undo[b]);
     } else {
-      st = buffer_commit(c, buf, 0, live * (buf->bytes / stride), undo[b], &n_undo[b]);
+      st = buffer_commit(c, buf, 0, live * c->token_bytes, undo[b], &n_undo[b]);
     }
   }
   uint64_t total = 0;
@@ -234,12 +262,14 @@ fer_status fer_kv_seq_create(fer_kv_cache *c, fer_kv_seq **out) {
   if (st == FER_STATUS_OK)
     st = buffer_reserve(c, &s->mask, (relocates(c) ? s->cap : max) * c->o.mask_bytes_per_token);
   if (st != FER_STATUS_OK) {
-    for (uint32_t b = 0; b < c->n_bindings; b++) buffer_free(c, &bind[b]);
-    buffer_free(c, &s->mask);
+    buffers_free_keep_message(c, bind, &s->mask);
     free(bind), free(s);
     return st;
   }
   c->n_seqs++;
+  s->next = c->seqs;
+  if (c->seqs != NULL) c->seqs->prev = s;
+  c->seqs = s;
   *out = s;
   return FER_STATUS_OK;
 }
@@ -248,8 +278,15 @@ fer_status fer_kv_seq_free(fer_kv_seq *s) {
   feri_error_clear();
   if (s == NULL) return FER_STATUS_OK;
   fer_kv_cache *c = s->cache;
-  for (uint32_t b = 0; b < c->n_bindings; b++) buffer_free(c, &s->bind[b]);
+  /* A frozen pool refuses the first range (BUSY) before anything is unmapped: then the sequence
+   * stays whole, rather than half freed behind a leaked range. */
+  fer_status st = buffer_free(c, &s->bind[0]);
+  if (st != FER_STATUS_OK) return st;
+  for (uint32_t b = 1; b < c->n_bindings; b++) buffer_free(c, &s->bind[b]);
   buffer_free(c, &s->mask);
+  if (s->prev != NULL) s->prev->next = s->next;
+  else c->seqs = s->next;
+  if (s->next != NULL) s->next->prev = s->prev;
   free(s->bind);
   free(s);
   c->n_seqs--;
@@ -263,9 +300,11 @@ static uint64_t bucket_for(const fer_kv_cache *c, uint64_t n) {
   return b < c->o.geometry.capacity_tokens ? b : c->o.geometry.capacity_tokens;
 }
 
-/* Head-major bucketed growth: new reservations laid out at the new capacity, the live bytes
- * committed and copied there head by head, the old ones released. All-or-nothing. */
-static fer_status relocate(fer_kv_seq *s, uint64_t new_cap) {
+/* Head-major bucketed growth to `live` tokens: new reservations laid out at the new capacity with
+ * every window of the new live length committed, the current live bytes copied there head by
+ * head, the old ones released. All or nothing: on failure the sequence keeps its old reservations
+ * and address. */
+static fer_status relocate(fer_kv_seq *s, uint64_t new_cap, uint64_t live) {
   fer_kv_cache *c = s->cache;
   const fer_kv_geometry *g = &c->o.geometry;
   kv_buffer *nb = calloc(c->n_bindings, sizeof *nb);
@@ -276,10 +315,9 @@ static fer_status relocate(fer_kv_seq *s, uint64_t new_cap) {
   for (uint32_t b = 0; b < c->n_bindings && st == FER_STATUS_OK; b++) st = buffer_reserve(c, &nb[b], binding_bytes(c, new_cap));
   if (st == FER_STATUS_OK) st = buffer_reserve(c, &nmask, new_cap * c->o.mask_bytes_per_token);
   uint64_t windows = 0;
-  if (st == FER_STATUS_OK) st = commit_live(c, nb, &nmask, new_cap, s->live, &windows);
+  if (st == FER_STATUS_OK) st = commit_live(c, nb, &nmask, new_cap, live, &windows);
   if (st != FER_STATUS_OK) {
-    for (uint32_t b = 0; b < c->n_bindings; b++) buffer_free(c, &nb[b]);
-    buffer_free(c, &nmask);
+    buffers_free_keep_message(c, nb, &nmask);
     free(nb);
     return st;
   }
@@ -323,12 +361,15 @@ fer_status fer_kv_seq_extend(fer_kv_seq *s, uint64_t live) {
                      (unsigned long long)c->o.geometry.capacity_tokens);
   fer_status st;
   uint64_t new_cap = live > s->cap ? bucket_for(c, live) : s->cap;
-  if (new_cap != s->cap && relocates(c) && (st = relocate(s, new_cap)) != FER_STATUS_OK) return st;
-  /* Commit the new live bytes (windows already mapped are skipped); all or nothing. A relocation
-   * done above stays: it holds the same live bytes, merely at a larger capacity. */
   uint64_t windows = 0;
-  st = commit_live(c, s->bind, &s->mask, s->stride, live, &windows);
-  if (st != FER_STATUS_OK) return st;
+  if (new_cap != s->cap && relocates(c)) {
+    /* the relocation commits the new live length itself, so a refusal leaves the old address */
+    if ((st = relocate(s, new_cap, live)) != FER_STATUS_OK) return st;
+  } else {
+    /* Commit the new live bytes (windows already mapped are skipped); all or nothing. */
+    st = commit_live(c, s->bind, &s->mask, s->stride, live, &windows);
+    if (st != FER_STATUS_OK) return st;
+  }
   if (new_cap != s->cap) s->growth_events++;
   s->cap = new_cap;
   s->live = live;
@@ -409,9 +450,8 @@ static size_t token_ranges(const fer_kv_seq *s, uint32_t b, uint64_t t0, uint64_
     }
     return g->n_kv_heads;
   }
-  const uint64_t per_token = s->bind[b].bytes / s->stride;
-  lo[0] = t0 * per_token;
-  hi[0] = t1 * per_token;
+  lo[0] = t0 * c->token_bytes;
+  hi[0] = t1 * c->token_bytes;
   return 1;
 }
 
@@ -428,13 +468,16 @@ fer_status fer_kv_seq_fork(const fer_kv_seq *parent, uint64_t prefix_tokens, fer
   if (prefix_tokens > parent->live)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: prefix of %llu tokens > the parent's %llu live", fn,
                      (unsigned long long)prefix_tokens, (unsigned long long)parent->live);
-  fer_kv_seq *s;
-  fer_status st = fer_kv_seq_create(c, &s);
-  if (st != FER_STATUS_OK) return st;
   uint64_t *lo = malloc(c->o.geometry.n_kv_heads * sizeof *lo), *hi = malloc(c->o.geometry.n_kv_heads * sizeof *hi);
   if (lo == NULL || hi == NULL) {
-    free(lo), free(hi), fer_kv_seq_free(s);
+    free(lo), free(hi);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
+  }
+  fer_kv_seq *s;
+  fer_status st = fer_kv_seq_create(c, &s);
+  if (st != FER_STATUS_OK) {
+    free(lo), free(hi);
+    return st;
   }
   const uint64_t G = c->granule;
   for (uint32_t b = 0; b <= c->n_bindings && st == FER_STATUS_OK; b++) {
@@ -443,10 +486,18 @@ fer_status fer_kv_seq_fork(const fer_kv_seq *parent, uint64_t prefix_tokens, fer
     if (dst->range == NULL) continue;
     const size_t n = token_ranges(s, b, 0, prefix_tokens, lo, hi);
     for (size_t r = 0; r < n && st == FER_STATUS_OK; r++) {
-      for (uint64_t k = lo[r] / G; k <= (hi[r] - 1) / G && st == FER_STATUS_OK; k++) {
+      for (uint64_t k = lo[r] / G; lo[r] < hi[r] && k <= (hi[r] - 1) / G && st == FER_STATUS_OK; k++) {
         if (dst->slot[k]) continue; /* done for an earlier range */
         const uint64_t w0 = k * G, w1 = w0 + G;
-        if (w0 >= lo[r] && w1 <= hi[r]) { /* the prefix fills the window: share it */
+        /* The prefix bytes in this window, over every range (head-major stripes may meet in one
+         * window): the window is shared only when they fill it, so no byte the parent writes later
+         * (its tokens past the prefix) can show through in the child. */
+        uint64_t inside = 0;
+        for (size_t q = 0; q < n; q++) {
+          const uint64_t a = lo[q] > w0 ? lo[q] : w0, e = hi[q] < w1 ? hi[q] : w1;
+          if (a < e) inside += e - a;
+        }
+        if (inside == G) {
           const uint64_t gid = src->slot[k] - 1;
           if ((st = fer_vmm_map(dst->range, w0, gid, FER_VMM_ACCESS_READ_ONLY)) != FER_STATUS_OK) break;
           dst->slot[k] = gid + 1;
@@ -469,13 +520,60 @@ fer_status fer_kv_seq_fork(const fer_kv_seq *parent, uint64_t prefix_tokens, fer
   free(lo);
   free(hi);
   if (st != FER_STATUS_OK) {
+    feri_error_stash e;
+    feri_error_save(&e);
     fer_kv_seq_free(s);
-    return st;
+    return feri_error_restore(&e, st);
   }
   s->live = prefix_tokens;
   s->cap = c->o.policy == FER_KV_POLICY_BUCKETED ? bucket_for(c, prefix_tokens) : c->o.geometry.capacity_tokens;
   *out_child = s;
   return FER_STATUS_OK;
+}
+
+/* Whether window k of buffer b of s maps a granule another sequence also maps. A fork maps the
+ * parent's window k of buffer b at its own window k of buffer b, so only that window of the other
+ * sequences can hold the same granule. */
+static int mapped_elsewhere(const fer_kv_seq *s, uint32_t b, uint64_t k) {
+  const fer_kv_cache *c = s->cache;
+  const kv_buffer *mine = b < c->n_bindings ? &s->bind[b] : &s->mask;
+  if (mine->slot[k] == 0) return 0;
+  for (const fer_kv_seq *o = c->seqs; o != NULL; o = o->next) {
+    if (o == s) continue;
+    const kv_buffer *theirs = b < c->n_bindings ? &o->bind[b] : &o->mask;
+    if (theirs->range != NULL && k < theirs->bytes / c->granule && theirs->slot[k] == mine->slot[k]) return 1;
+  }
+  return 0;
+}
+
+/* One window make_writable replaced, so a later refusal can put it back. */
+typedef struct cow_undo {
+  kv_buffer *buf;
+  uint64_t k, old, fresh;
+  int ro;
+} cow_undo;
+
+/* Puts the windows of undo[0 .. n) back on their old granules, newest first, and releases the
+ * copies: the state before make_writable (the old granules are still alive: their release waits
+ * for success). Keeps the thread's message (the refusal being rolled back). */
+static void cow_rollback(fer_kv_seq *s, const cow_undo *undo, size_t n) {
+  fer_kv_cache *c = s->cache;
+  feri_error_stash e;
+  feri_error_save(&e);
+  for (size_t i = n; i-- > 0;) {
+    const cow_undo *u = &undo[i];
+    fer_vmm_unmap(u->buf->range, u->k * c->granule);
+    fer_vmm_granule_release(c->vmm, u->fresh);
+    fer_vmm_map(u->buf->range, u->k * c->granule, u->old, u->ro ? FER_VMM_ACCESS_READ_ONLY : FER_VMM_ACCESS_READ_WRITE);
+    u->buf->slot[u->k] = u->old + 1;
+    u->buf->shared[u->k] = (uint8_t)u->ro;
+    if (u->ro) {
+      s->sharing.shared_windows++;
+      s->committed_windows--;
+    }
+    s->sharing.cow_copies--;
+  }
+  feri_error_restore(&e, FER_STATUS_OK);
 }
 
 fer_status fer_kv_seq_make_writable(fer_kv_seq *s, uint64_t first_token, uint64_t n_tokens) {
@@ -491,26 +589,54 @@ fer_status fer_kv_seq_make_writable(fer_kv_seq *s, uint64_t first_token, uint64_
     free(lo), free(hi);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
+  /* Two passes: count the windows to copy (an upper bound: stripes meeting in a window count it
+   * twice), then copy them, each recorded so that a refusal part way puts every one back. */
+  size_t cap = 0, n_undo = 0;
+  cow_undo *undo = NULL;
   fer_status st = FER_STATUS_OK;
-  for (uint32_t b = 0; b <= c->n_bindings && st == FER_STATUS_OK; b++) {
-    kv_buffer *buf = b < c->n_bindings ? &s->bind[b] : &s->mask;
-    if (buf->range == NULL) continue;
-    const size_t n = token_ranges(s, b, first_token, first_token + n_tokens, lo, hi);
-    for (size_t r = 0; r < n && st == FER_STATUS_OK; r++)
-      for (uint64_t k = lo[r] / c->granule; k <= (hi[r] - 1) / c->granule; k++) {
-        if (!buf->shared[k]) continue;
-        uint64_t fresh, copied;
-        const uint64_t old = buf->slot[k] - 1;
-        if ((st = fer_vmm_copy_on_write(buf->range, k * c->granule, &fresh, &copied)) != FER_STATUS_OK) break;
-        buf->slot[k] = fresh + 1;
-        buf->shared[k] = 0;
-        s->sharing.shared_windows--;
-        s->sharing.cow_copies++;
-        s->committed_windows++;
-        /* if every other sharer is gone, this mapping was the last: release the old granule */
-        feri_vmm_granule_release_if_unmapped(c->vmm, old);
+  for (int pass = 0; pass < 2 && st == FER_STATUS_OK; pass++) {
+    if (pass == 1) {
+      if (cap == 0) break;
+      if ((undo = malloc(cap * sizeof *undo)) == NULL) {
+        st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
+        break;
       }
+    }
+    for (uint32_t b = 0; b <= c->n_bindings && st == FER_STATUS_OK; b++) {
+      kv_buffer *buf = b < c->n_bindings ? &s->bind[b] : &s->mask;
+      if (buf->range == NULL) continue;
+      const size_t n = token_ranges(s, b, first_token, first_token + n_tokens, lo, hi);
+      for (size_t r = 0; r < n && st == FER_STATUS_OK; r++)
+        for (uint64_t k = lo[r] / c->granule; lo[r] < hi[r] && k <= (hi[r] - 1) / c->granule; k++) {
+          /* Read-only (mapped from another sequence), or this sequence's own granule that a fork
+           * maps too: either way a write here must not reach the other sharers. */
+          const int ro = buf->shared[k];
+          if (!ro && !mapped_elsewhere(s, b, k)) continue;
+          if (pass == 0) {
+            cap++;
+            continue;
+          }
+          uint64_t fresh, copied;
+          const uint64_t old = buf->slot[k] - 1;
+          if ((st = fer_vmm_copy_on_write(buf->range, k * c->granule, &fresh, &copied)) != FER_STATUS_OK) break;
+          undo[n_undo++] = (cow_undo){.buf = buf, .k = k, .old = old, .fresh = fresh, .ro = ro};
+          buf->slot[k] = fresh + 1;
+          buf->shared[k] = 0;
+          if (ro) {
+            s->sharing.shared_windows--;
+            s->committed_windows++;
+          }
+          s->sharing.cow_copies++;
+        }
+    }
   }
+  if (st != FER_STATUS_OK) {
+    cow_rollback(s, undo, n_undo);
+  } else {
+    /* if every other sharer is gone, a replaced mapping was the last: release the old granule */
+    for (size_t i = 0; i < n_undo; i++) feri_vmm_granule_release_if_unmapped(c->vmm, undo[i].old);
+  }
+  free(undo);
   free(lo);
   free(hi);
   return st;
@@ -525,13 +651,16 @@ fer_status fer_kv_seq_truncate(fer_kv_seq *s, uint64_t live) {
                      (unsigned long long)live, (unsigned long long)s->live);
   if (live == s->live) return FER_STATUS_OK;
   fer_kv_cache *c = s->cache;
-  /* shared windows become private first, so zeroing them cannot touch another sequence */
-  fer_status st = fer_kv_seq_make_writable(s, live, s->live - live);
-  if (st != FER_STATUS_OK) return st;
   uint64_t *lo = malloc(c->o.geometry.n_kv_heads * sizeof *lo), *hi = malloc(c->o.geometry.n_kv_heads * sizeof *hi);
   if (lo == NULL || hi == NULL) {
     free(lo), free(hi);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
+  }
+  /* shared windows become private first, so zeroing them cannot touch another sequence */
+  fer_status st = fer_kv_seq_make_writable(s, live, s->live - live);
+  if (st != FER_STATUS_OK) {
+    free(lo), free(hi);
+    return st;
   }
   for (uint32_t b = 0; b <= c->n_bindings; b++) {
     kv_buffer *buf = b < c->n_bindings ? &s->bind[b] : &s->mask;
@@ -546,8 +675,11 @@ fer_status fer_kv_seq_truncate(fer_kv_seq *s, uint64_t live) {
 }
 
 fer_status fer_kv_seq_get_sharing(const fer_kv_seq *s, fer_kv_seq_sharing *out) {
+  static const char *const fn = "fer_kv_seq_get_sharing";
   feri_error_clear();
-  if (s == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_kv_seq_get_sharing: NULL argument");
+  if (out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: out_sharing is NULL", fn);
+  memset(out, 0, sizeof *out);
+  if (s == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: seq is NULL", fn);
   *out = s->sharing;
   return FER_STATUS_OK;
 }

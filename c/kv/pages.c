@@ -79,6 +79,9 @@ static fer_status new_slot(fer_kv_pages *p, uint32_t *id, const char *fn) {
       *id = i;
       return FER_STATUS_OK;
     }
+  /* ids stay below UINT32_MAX, the "no sequence" id of a failed call */
+  if (p->n_seq_slots > UINT32_MAX / 2)
+    return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: %u sequence slots cannot double", fn, p->n_seq_slots);
   uint32_t n = p->n_seq_slots ? 2 * p->n_seq_slots : 4;
   seq_table *s = realloc(p->seq, n * sizeof *s);
   if (s == NULL) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -89,11 +92,27 @@ static fer_status new_slot(fer_kv_pages *p, uint32_t *id, const char *fn) {
   return FER_STATUS_OK;
 }
 
+fer_status feri_kv_pages_table_cap(uint32_t cap, uint32_t n, const char *fn, uint32_t *out) {
+  *out = cap;
+  if (n <= cap) return FER_STATUS_OK;
+  /* Doubled in 64 bits: a 32-bit capacity doubled past 2^31 wraps to 0 and never reaches n. A
+   * table never needs more than UINT32_MAX entries (page ids and counts are 32-bit), so the
+   * doubling stops there. */
+  uint64_t c = cap ? cap : 16;
+  while (c < n) c *= 2;
+  if (c > UINT32_MAX) c = UINT32_MAX;
+  if (c > SIZE_MAX / sizeof(uint32_t))
+    return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: a table of %llu pages overflows size_t", fn, (unsigned long long)c);
+  *out = (uint32_t)c;
+  return FER_STATUS_OK;
+}
+
 static fer_status ensure_table(seq_table *s, uint32_t n, const char *fn) {
   if (n <= s->cap) return FER_STATUS_OK;
-  uint32_t cap = s->cap ? s->cap : 16;
-  while (cap < n) cap *= 2;
-  uint32_t *t = realloc(s->page, cap * sizeof *t);
+  uint32_t cap;
+  fer_status st = feri_kv_pages_table_cap(s->cap, n, fn, &cap);
+  if (st != FER_STATUS_OK) return st;
+  uint32_t *t = realloc(s->page, (size_t)cap * sizeof *t);
   if (t == NULL) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
   s->page = t;
   s->cap = cap;
@@ -199,7 +218,11 @@ fer_status fer_kv_pages_table(const fer_kv_pages *p, uint32_t id, uint32_t *out,
   *out_n = s->n_pages;
   if (out_tokens != NULL) *out_tokens = s->tokens;
   if (cap < s->n_pages) return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: %u entries needed", fn, s->n_pages);
-  if (s->n_pages > 0 && out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: pages_out is NULL", fn);
+  if (s->n_pages > 0 && out == NULL) {
+    *out_n = 0;
+    if (out_tokens != NULL) *out_tokens = 0;
+    return feri_fail(FER_STATUS_NULL_ARG, "%s: pages_out is NULL", fn);
+  }
   if (s->n_pages > 0) memcpy(out, s->page, s->n_pages * sizeof *out);
   return FER_STATUS_OK;
 }
