@@ -18,7 +18,8 @@
  * uses O_NONBLOCK and the opened file is checked again with fstat() (same file, still regular), so
  * a path swapped for a FIFO in between cannot block either. O_NONBLOCK is cleared before return.
  * On failure *out_fd is -1 and *out_size 0. */
-fer_status feri_file_open_regular(const char *path, const char *fn, int *out_fd, uint64_t *out_size);
+fer_status feri_file_open_regular(const char *path, const char *fn, int *out_fd,
+                                  uint64_t *out_size);
 
 /* Reads the whole regular file at path (feri_file_open_regular) into a malloc'd buffer: at most the
  * size fstat reported at open, whatever the file does while it is read (a file that grows is read

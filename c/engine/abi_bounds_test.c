@@ -31,7 +31,8 @@ int main(void) {
     CHECK_STATUS(fer_attention_params_init(&p), FER_STATUS_OK);
     p.q_pos0 = NK - 1; /* every query sees every key */
     size_t need_all = 0, need = 1;
-    CHECK_STATUS(fer_attention_workspace_bytes(NULL, &q, &k, &v, &p, &ow, &need_all), FER_STATUS_OK);
+    CHECK_STATUS(fer_attention_workspace_bytes(NULL, &q, &k, &v, &p, &ow, &need_all),
+                 FER_STATUS_OK);
     CHECK_STATUS(fer_attention(NULL, &q, &k, &v, &p, &ow, NULL, 0), FER_STATUS_OK);
     for (int b = 0; b < 4; b++) {
       p.q_pos0 = big[b];

@@ -210,8 +210,10 @@ static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q
     int64_t hb = att_by_pos(p) ? min64(p->hkv, ATT_MAX_HBLOCK) : 1;
     const int even = att_by_pos(p) && p->n_chunks % (int64_t)slots == 0;
     const int64_t want = (int64_t)(even ? ATT_TASKS_PER_SLOT_BY_POS : ATT_TASKS_PER_SLOT) * slots;
-    /* n_chunks x blocks < want, without forming a product that could overflow */
-    while (hb > 1 && (p->n_chunks == 0 || ((p->hkv + hb - 1) / hb < want && p->n_chunks * ((p->hkv + hb - 1) / hb) < want)))
+    /* while n_chunks x blocks < want, tested without a product that could overflow */
+    for (int64_t blocks = (p->hkv + hb - 1) / hb;
+         hb > 1 && (p->n_chunks == 0 || (blocks < want && p->n_chunks * blocks < want));
+         blocks = (p->hkv + hb - 1) / hb)
       hb = (hb + 1) / 2;
     p->hblock = hb;
     p->n_hblocks = (p->hkv + hb - 1) / hb;
