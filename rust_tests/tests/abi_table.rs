@@ -914,10 +914,19 @@ fn rows(c: &mut Ctx) {
         });
     }
     if c.row("fer_vmm_set_governor") {
-        // governor NULL detaches (optional), but only while nothing is mapped: on the fixture's
-        // vmm (a window is mapped) that is BUSY, so the optional case is not run here
-        c.each("fer_vmm_set_governor", &[("vmm", N)], false, |h, n| {
-            (unsafe { fer_vmm_set_governor(nzm(n, 0, h.vmm), h.gov, FER_MEM_ROLE_KV as i32) }, vec![])
+        // governor NULL detaches (optional), but only while nothing is mapped: the fixture's vmm
+        // has a window mapped, so the cases run on a vmm of their own, with nothing mapped
+        let v = unsafe {
+            let mut vo: fer_vmm_options = std::mem::zeroed();
+            fer_vmm_options_init(&mut vo);
+            vo.granule_bytes = 1 << 16;
+            vo.max_granules = 2;
+            let mut v = null_mut();
+            ok(fer_vmm_create(&vo, &mut v), "a vmm with nothing mapped");
+            v
+        };
+        c.each("fer_vmm_set_governor", &[("vmm", N), ("governor", O)], true, |h, n| {
+            (unsafe { fer_vmm_set_governor(nzm(n, 0, v), nzm(n, 1, h.gov), FER_MEM_ROLE_KV as i32) }, vec![])
         });
     }
     if c.row("fer_dense_cache_create") {
