@@ -163,6 +163,7 @@ struct H {
     pseq: u32,
     n_vocab: usize,
     model_fd: i32,
+    dir: *const c_char,
 }
 
 fn ok(st: Status, what: &str) {
@@ -179,11 +180,15 @@ fn fixture() -> H {
         ok(fer_threadpool_create(&po, &mut h.pool), "pool");
         let arch = CString::new("llama").unwrap();
         ok(fer_tiny_model_image(arch.as_ptr(), 7, &mut h.image, &mut h.image_bytes), "tiny model");
-        let dir = std::env::temp_dir().join(format!("ferrite-abi-table-{}", std::process::id()));
+        // one directory per fixture: the tests of this file run in parallel, each with its own
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let k = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("ferrite-abi-table-{}-{k}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("tiny.gguf");
         std::fs::write(&path, std::slice::from_raw_parts(h.image.cast::<u8>(), h.image_bytes)).unwrap();
         h.model_path = CString::new(path.to_str().unwrap()).unwrap().into_raw();
+        h.dir = CString::new(dir.to_str().unwrap()).unwrap().into_raw();
         let f = std::fs::File::open(&path).unwrap();
         h.model_fd = std::os::unix::io::IntoRawFd::into_raw_fd(f);
         let mut cfg: fer_engine_config = std::mem::zeroed();
@@ -1299,6 +1304,10 @@ fn declared_functions() -> BTreeSet<String> {
 fn run_table(only_pending: bool) -> Ctx {
     let mut c = Ctx { h: fixture(), failures: Vec::new(), rows: BTreeSet::new(), cases: 0, only_pending };
     rows(&mut c);
+    // SAFETY: dir was made by CString::into_raw in fixture(); the open fd and the mappings outlive
+    // the names
+    let dir = unsafe { std::ffi::CStr::from_ptr(c.h.dir) }.to_str().unwrap().to_string();
+    let _ = std::fs::remove_dir_all(dir);
     c
 }
 
