@@ -16,8 +16,9 @@
  *   thread, read with fer_last_error_message(); a successful call clears it.
  * - Loaders that take a path read regular files only: anything else (a directory, a FIFO, a
  *   device such as /dev/zero, a socket) and a path that does not exist are INVALID_ARG naming the
- *   path, answered at once (a FIFO is never opened, so a missing writer cannot block the call), and
- *   a loader reads no more than the file's size. Claims: C-ABI-008.
+ *   path, answered at once (the type is checked before the file is opened, and the open does not
+ *   wait: a FIFO without a writer cannot block the call), and a loader reads no more than the
+ *   file's size. Claims: C-ABI-008.
  * - _free(NULL) is a no-op.
  */
 
@@ -667,8 +668,8 @@ void fer_sampler_free(fer_sampler *sampler);
 /**
  * Runs the chain over logits[0..vocab) in place (masked tokens become -inf) and reports in
  * *out_applied which processors ran (fer_logit_processor bits; 0 on failure). out_applied may be
- * NULL when the caller does not want the bits (the chain runs the same). Claims: C-ABI-010. Refuses NaN/+inf
- * logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then untouched),
+ * NULL when the caller does not want the bits (the chain runs the same; C-ABI-010). Refuses
+ * NaN/+inf logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then untouched),
  * token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns NO_CANDIDATES when
  * every logit ends masked (the logits then hold the masked result).
  */
@@ -1080,8 +1081,8 @@ fer_status fer_weight_store_options_init(fer_weight_store_options *opts);
 
 /**
  * Opens `bytes` of the file `fd` from `file_offset` (mapped read-only; fd may be closed after;
- * an fd that is not a regular file is INVALID_ARG) as weights in a range of `vmm`: FULL_RESIDENT when every granule fits the budget (all loaded
- * now), STREAMING otherwise. Resident granules are mapped read-only (the MMU refuses writes).
+ * an fd that is not a regular file is INVALID_ARG) as weights in a range of `vmm`: FULL_RESIDENT
+ * when every granule fits the budget (all loaded now), STREAMING otherwise. Resident granules are mapped read-only (the MMU refuses writes).
  * Claims: C-WS-001..C-WS-003.
  */
 fer_status fer_weight_store_open(fer_vmm *vmm, int fd, uint64_t file_offset, uint64_t bytes,

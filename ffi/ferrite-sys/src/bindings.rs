@@ -686,8 +686,8 @@ extern "C" {
 extern "C" {
     #[doc = " Runs the chain over logits[0..vocab) in place (masked tokens become -inf) and reports in"]
     #[doc = " *out_applied which processors ran (fer_logit_processor bits; 0 on failure). out_applied may be"]
-    #[doc = " NULL when the caller does not want the bits (the chain runs the same). Claims: C-ABI-010. Refuses NaN/+inf"]
-    #[doc = " logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then untouched),"]
+    #[doc = " NULL when the caller does not want the bits (the chain runs the same; C-ABI-010). Refuses"]
+    #[doc = " NaN/+inf logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then untouched),"]
     #[doc = " token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns NO_CANDIDATES when"]
     #[doc = " every logit ends masked (the logits then hold the masked result)."]
     pub fn fer_sampler_process(
@@ -1170,8 +1170,8 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Opens `bytes` of the file `fd` from `file_offset` (mapped read-only; fd may be closed after;"]
-    #[doc = " an fd that is not a regular file is INVALID_ARG) as weights in a range of `vmm`: FULL_RESIDENT when every granule fits the budget (all loaded"]
-    #[doc = " now), STREAMING otherwise. Resident granules are mapped read-only (the MMU refuses writes)."]
+    #[doc = " an fd that is not a regular file is INVALID_ARG) as weights in a range of `vmm`: FULL_RESIDENT"]
+    #[doc = " when every granule fits the budget (all loaded now), STREAMING otherwise. Resident granules are mapped read-only (the MMU refuses writes)."]
     #[doc = " Claims: C-WS-001..C-WS-003."]
     pub fn fer_weight_store_open(
         vmm: *mut fer_vmm,
