@@ -669,9 +669,9 @@ void fer_sampler_free(fer_sampler *sampler);
  * Runs the chain over logits[0..vocab) in place (masked tokens become -inf) and reports in
  * *out_applied which processors ran (fer_logit_processor bits; 0 on failure). out_applied may be
  * NULL when the caller does not want the bits (the chain runs the same; C-ABI-010). Refuses
- * NaN/+inf logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then untouched),
- * token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns NO_CANDIDATES when
- * every logit ends masked (the logits then hold the masked result).
+ * NaN/+inf logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then
+ * untouched), token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns
+ * NO_CANDIDATES when every logit ends masked (the logits then hold the masked result).
  */
 fer_status fer_sampler_process(fer_sampler *sampler, float *logits, size_t vocab,
                                const fer_sampling_context *ctx, uint32_t *out_applied);

@@ -687,9 +687,9 @@ extern "C" {
     #[doc = " Runs the chain over logits[0..vocab) in place (masked tokens become -inf) and reports in"]
     #[doc = " *out_applied which processors ran (fer_logit_processor bits; 0 on failure). out_applied may be"]
     #[doc = " NULL when the caller does not want the bits (the chain runs the same; C-ABI-010). Refuses"]
-    #[doc = " NaN/+inf logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then untouched),"]
-    #[doc = " token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns NO_CANDIDATES when"]
-    #[doc = " every logit ends masked (the logits then hold the masked result)."]
+    #[doc = " NaN/+inf logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then"]
+    #[doc = " untouched), token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns"]
+    #[doc = " NO_CANDIDATES when every logit ends masked (the logits then hold the masked result)."]
     pub fn fer_sampler_process(
         sampler: *mut fer_sampler,
         logits: *mut f32,
