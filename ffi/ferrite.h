@@ -1082,7 +1082,8 @@ fer_status fer_weight_store_options_init(fer_weight_store_options *opts);
 /**
  * Opens `bytes` of the file `fd` from `file_offset` (mapped read-only; fd may be closed after;
  * an fd that is not a regular file is INVALID_ARG) as weights in a range of `vmm`: FULL_RESIDENT
- * when every granule fits the budget (all loaded now), STREAMING otherwise. Resident granules are mapped read-only (the MMU refuses writes).
+ * when every granule fits the budget (all loaded now), STREAMING otherwise. Resident granules are
+ * mapped read-only (the MMU refuses writes).
  * Claims: C-WS-001..C-WS-003.
  */
 fer_status fer_weight_store_open(fer_vmm *vmm, int fd, uint64_t file_offset, uint64_t bytes,

@@ -1171,7 +1171,8 @@ extern "C" {
 extern "C" {
     #[doc = " Opens `bytes` of the file `fd` from `file_offset` (mapped read-only; fd may be closed after;"]
     #[doc = " an fd that is not a regular file is INVALID_ARG) as weights in a range of `vmm`: FULL_RESIDENT"]
-    #[doc = " when every granule fits the budget (all loaded now), STREAMING otherwise. Resident granules are mapped read-only (the MMU refuses writes)."]
+    #[doc = " when every granule fits the budget (all loaded now), STREAMING otherwise. Resident granules are"]
+    #[doc = " mapped read-only (the MMU refuses writes)."]
     #[doc = " Claims: C-WS-001..C-WS-003."]
     pub fn fer_weight_store_open(
         vmm: *mut fer_vmm,
