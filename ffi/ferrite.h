@@ -7,10 +7,18 @@
  *
  * Conventions that hold for every function below unless its comment says otherwise:
  * - Fallible calls return fer_status; FER_STATUS_OK is 0. Out-parameters are written only through
- *   trailing pointers; on failure they are zeroed (or set to NULL) where the function can do so.
+ *   trailing pointers; on failure every non-NULL out-parameter is zeroed (or set to NULL, a token
+ *   or id to -1 where the function says so), a NULL handle or another NULL argument included: they
+ *   are cleared before any check that can fail. Exceptions are named: a length out-parameter of
+ *   BUFFER_TOO_SMALL carries the size needed. Claims: C-ABI-007.
  * - Every pointer argument is checked: NULL gives FER_STATUS_NULL_ARG, never a crash.
  * - Nothing aborts, exits or prints. A failing call also leaves a detailed message for the calling
  *   thread, read with fer_last_error_message(); a successful call clears it.
+ * - Loaders that take a path read regular files only: anything else (a directory, a FIFO, a
+ *   device such as /dev/zero, a socket) and a path that does not exist are INVALID_ARG naming the
+ *   path, answered at once (the type is checked before the file is opened, and the open does not
+ *   wait: a FIFO without a writer cannot block the call), and a loader reads no more than the
+ *   file's size. Claims: C-ABI-008.
  * - _free(NULL) is a no-op.
  */
 
@@ -414,14 +422,16 @@ typedef struct fer_attention_params {
   /** Multiplier of q.k; 0 means 1 / sqrt(head_dim). */
   float scale;
   int32_t reserved;
-  /** Absolute position of the first query (decode: positions already cached); >= 0. */
+  /** Absolute position of the first query (decode: positions already cached); any value >= 0, up
+   * to INT64_MAX (a query whose position is past the keys sees all of them). Claims: C-ABI-009. */
   int64_t q_pos0;
 } fer_attention_params;
 
 /** Defaults: causal, scale 1 / sqrt(head_dim), q_pos0 0. */
 fer_status fer_attention_params_init(fer_attention_params *params);
 
-/** Scratch fer_attention needs for these arguments on this pool: the exact bytes of the tiles. */
+/** Scratch fer_attention needs for these arguments on this pool: the exact bytes of the tiles
+ * (SIZE_OVERFLOW when that number does not fit in size_t; *out_bytes is then 0). */
 fer_status fer_attention_workspace_bytes(const fer_threadpool *pool, const fer_tensor *q,
                                          const fer_tensor *k, const fer_tensor *v,
                                          const fer_attention_params *params,
@@ -657,10 +667,11 @@ void fer_sampler_free(fer_sampler *sampler);
 
 /**
  * Runs the chain over logits[0..vocab) in place (masked tokens become -inf) and reports in
- * *out_applied which processors ran (fer_logit_processor bits; 0 on failure). Refuses NaN/+inf
- * logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then untouched),
- * token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns NO_CANDIDATES when
- * every logit ends masked (the logits then hold the masked result).
+ * *out_applied which processors ran (fer_logit_processor bits; 0 on failure). out_applied may be
+ * NULL when the caller does not want the bits (the chain runs the same; C-ABI-010). Refuses
+ * NaN/+inf logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then
+ * untouched), token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns
+ * NO_CANDIDATES when every logit ends masked (the logits then hold the masked result).
  */
 fer_status fer_sampler_process(fer_sampler *sampler, float *logits, size_t vocab,
                                const fer_sampling_context *ctx, uint32_t *out_applied);
@@ -1069,9 +1080,10 @@ typedef struct fer_weight_store fer_weight_store;
 fer_status fer_weight_store_options_init(fer_weight_store_options *opts);
 
 /**
- * Opens `bytes` of the file `fd` from `file_offset` (mapped read-only; fd may be closed after)
- * as weights in a range of `vmm`: FULL_RESIDENT when every granule fits the budget (all loaded
- * now), STREAMING otherwise. Resident granules are mapped read-only (the MMU refuses writes).
+ * Opens `bytes` of the file `fd` from `file_offset` (mapped read-only; fd may be closed after;
+ * an fd that is not a regular file is INVALID_ARG) as weights in a range of `vmm`: FULL_RESIDENT
+ * when every granule fits the budget (all loaded now), STREAMING otherwise. Resident granules are
+ * mapped read-only (the MMU refuses writes).
  * Claims: C-WS-001..C-WS-003.
  */
 fer_status fer_weight_store_open(fer_vmm *vmm, int fd, uint64_t file_offset, uint64_t bytes,
@@ -1397,7 +1409,11 @@ typedef struct fer_tokenizer_info {
  */
 fer_status fer_tokenizer_from_json(const char *json, size_t len, fer_tokenizer **out);
 
-/** fer_tokenizer_from_json on a file's content; INVALID_ARG naming the path when it cannot be read. */
+/**
+ * fer_tokenizer_from_json on a file's content; INVALID_ARG naming the path when it is not a
+ * regular file (see the conventions at the top: a FIFO, directory or device is refused without
+ * being read) or cannot be read. At most the file's size is read. Claims: C-ABI-008.
+ */
 fer_status fer_tokenizer_from_json_file(const char *path, fer_tokenizer **out);
 
 /**
@@ -1407,7 +1423,8 @@ fer_status fer_tokenizer_from_json_file(const char *path, fer_tokenizer **out);
  * BPE by token score, with byte fallback). Control and unknown tokens are matched as special tokens,
  * user-defined ones always. The file is only read during the call. Statuses as
  * fer_tokenizer_from_json plus the GGUF parser's (CORRUPT naming the field); UNSUPPORTED naming
- * another model or pre-tokenizer type. Claims: C-TOK-002, C-TOK-014..C-TOK-016.
+ * another model or pre-tokenizer type; INVALID_ARG naming the path when it is not a regular file
+ * (C-ABI-008) or cannot be opened. Claims: C-TOK-002, C-TOK-014..C-TOK-016.
  */
 fer_status fer_tokenizer_from_gguf_file(const char *path, fer_tokenizer **out);
 
@@ -1547,7 +1564,8 @@ fer_status fer_engine_config_init(fer_engine_config *config);
 /**
  * Creates an engine: reads the environment into a copy of config (see fer_engine_config), checks
  * every field (INVALID_ARG naming the first bad one), opens the model and its tokenizer (CORRUPT or
- * UNSUPPORTED naming what is wrong), and makes the pool and the governor.
+ * UNSUPPORTED naming what is wrong; INVALID_ARG naming a model_path that is not a regular file,
+ * C-ABI-008), and makes the pool and the governor.
  */
 fer_status fer_engine_create(const fer_engine_config *config, fer_engine **out_engine);
 

@@ -159,6 +159,7 @@ fer_status fer_engine_free(fer_engine *e) {
 
 fer_status fer_engine_get_config(const fer_engine *e, fer_engine_config *out) {
   feri_error_clear();
+  if (out != NULL) memset(out, 0, sizeof *out); /* zeroed before any check that can fail */
   if (e == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_get_config: NULL argument");
   *out = e->cfg;
   return FER_STATUS_OK;
@@ -166,6 +167,7 @@ fer_status fer_engine_get_config(const fer_engine *e, fer_engine_config *out) {
 
 fer_status fer_engine_model_info(const fer_engine *e, fer_model_info *out) {
   feri_error_clear();
+  if (out != NULL) memset(out, 0, sizeof *out);
   if (e == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_model_info: NULL argument");
   *out = e->info;
   return FER_STATUS_OK;
@@ -173,6 +175,7 @@ fer_status fer_engine_model_info(const fer_engine *e, fer_model_info *out) {
 
 fer_status fer_engine_tokenizer(const fer_engine *e, const fer_tokenizer **out) {
   feri_error_clear();
+  if (out != NULL) *out = NULL;
   if (e == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_tokenizer: NULL argument");
   *out = e->tok;
   return FER_STATUS_OK;
@@ -182,9 +185,9 @@ fer_status fer_engine_chat_render(const fer_engine *e, const fer_chat_message *m
                                   char *out, size_t cap, size_t *out_len) {
   static const char *const fn = "fer_engine_chat_render";
   feri_error_clear();
+  if (out_len != NULL) *out_len = 0;
   if (e == NULL || out_len == NULL || (n > 0 && messages == NULL) || (cap > 0 && out == NULL))
     return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
-  *out_len = 0;
   if (e->chat_status != FER_STATUS_OK) return feri_fail(e->chat_status, "%s: %s", fn, e->chat_error);
   return feri_chat_render(&e->chat, messages, n, flags, out, cap, out_len);
 }
@@ -192,8 +195,8 @@ fer_status fer_engine_chat_render(const fer_engine *e, const fer_chat_message *m
 fer_status fer_engine_seq_create(fer_engine *e, uint32_t max_tokens, fer_engine_seq **out) {
   static const char *const fn = "fer_engine_seq_create";
   feri_error_clear();
+  if (out != NULL) *out = NULL;
   if (e == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
-  *out = NULL;
   if (max_tokens == 0 || max_tokens > e->cfg.max_tokens)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: max_tokens %u (1 .. the engine's %u)", fn, max_tokens, e->cfg.max_tokens);
   fer_status st = enter(e, fn);
@@ -294,8 +297,8 @@ fer_status fer_engine_seq_cancel(fer_engine_seq *q) {
 
 fer_status fer_engine_seq_get_stats(const fer_engine_seq *q, fer_engine_seq_stats *out) {
   feri_error_clear();
+  if (out != NULL) memset(out, 0, sizeof *out);
   if (q == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_seq_get_stats: NULL argument");
-  memset(out, 0, sizeof *out);
   out->n_tokens = feri_llama_seq_len(q->s);
   out->max_tokens = feri_llama_seq_max_tokens(q->s);
   out->admitted_bytes = q->admitted_bytes;
@@ -315,8 +318,8 @@ fer_status fer_engine_seq_get_stats(const fer_engine_seq *q, fer_engine_seq_stat
 
 fer_status fer_engine_get_stats(const fer_engine *e, fer_engine_stats *out) {
   feri_error_clear();
+  if (out != NULL) memset(out, 0, sizeof *out);
   if (e == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_get_stats: NULL argument");
-  memset(out, 0, sizeof *out);
   out->live_seqs = e->live_seqs;
   fer_governor_stats g;
   fer_governor_get_stats(e->gov, &g);
@@ -335,6 +338,8 @@ fer_status fer_engine_get_stats(const fer_engine *e, fer_engine_stats *out) {
 
 fer_status fer_tiny_model_image(const char *arch, uint64_t seed, void **out, size_t *out_bytes) {
   feri_error_clear();
+  if (out != NULL) *out = NULL;
+  if (out_bytes != NULL) *out_bytes = 0;
   if (arch == NULL || out == NULL || out_bytes == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_tiny_model_image: NULL argument");
   return feri_tiny_model_image(arch, seed, out, out_bytes);
 }

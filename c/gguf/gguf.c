@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/file.h"
 #include "core/status.h"
 
 /* Smallest encodings, for bounding counts by the bytes left: a pair is a key length (8), a key of
@@ -571,24 +572,20 @@ fer_status feri_gguf_open_file(const char *path, feri_gguf **out) {
   *out = NULL;
   if (path == NULL) return feri_fail(FER_STATUS_NULL_ARG, "feri_gguf_open_file: path is NULL");
   char ebuf[128];
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return feri_fail(FER_STATUS_INVALID_ARG, "gguf: cannot open '%s': %s", path,
-                     strerror_r(errno, ebuf, sizeof ebuf));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return feri_fail(FER_STATUS_INVALID_ARG, "gguf: '%s' is not a regular file", path);
-  }
-  if (sb.st_size == 0) {
+  /* a regular file or nothing: a FIFO or device is refused before it is opened (core/file.h) */
+  int fd;
+  uint64_t file_size;
+  fer_status st = feri_file_open_regular(path, "gguf", &fd, &file_size);
+  if (st != FER_STATUS_OK) return st;
+  if (file_size == 0) {
     close(fd);
     return feri_fail(FER_STATUS_CORRUPT, "gguf: '%s' is empty", path);
   }
-  if ((uint64_t)sb.st_size > SIZE_MAX) {
+  if (file_size > SIZE_MAX) {
     close(fd);
     return feri_fail(FER_STATUS_INVALID_ARG, "gguf: '%s' is too large to map", path);
   }
-  size_t size = (size_t)sb.st_size;
+  size_t size = (size_t)file_size;
   void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
   int map_errno = errno;
   close(fd);
@@ -596,7 +593,7 @@ fer_status feri_gguf_open_file(const char *path, feri_gguf **out) {
     return feri_fail(FER_STATUS_INVALID_ARG, "gguf: cannot map '%s': %s", path,
                      strerror_r(map_errno, ebuf, sizeof ebuf));
   feri_gguf *g;
-  fer_status st = feri_gguf_open(m, size, &g);
+  st = feri_gguf_open(m, size, &g);
   if (st != FER_STATUS_OK) {
     char msg[400];
     size_t len;

@@ -87,11 +87,33 @@ typedef struct att_plan {
 } att_plan;
 
 static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+/* Workspace size arithmetic. Shapes pass validation with element counts below 2^63, but zero
+ * strides (broadcast K and V) and empty q rows let the products of extents below exceed size_t;
+ * such a product sets *ovf and the plan answers SIZE_OVERFLOW instead of a wrapped size. */
+static size_t ws_mul(size_t a, size_t b, int *ovf) {
+  size_t r;
+  if (__builtin_mul_overflow(a, b, &r)) *ovf = 1;
+  return *ovf ? 0 : r;
+}
+static size_t ws_add(size_t a, size_t b, int *ovf) {
+  size_t r;
+  if (__builtin_add_overflow(a, b, &r)) *ovf = 1;
+  return *ovf ? 0 : r;
+}
+/* rounded up to WS_ALIGN; sizes this close to SIZE_MAX count as overflow */
+static size_t ws_align(size_t v, int *ovf) {
+  if (v > SIZE_MAX - WS_ALIGN) *ovf = 1;
+  return *ovf ? 0 : round_up(v, WS_ALIGN);
+}
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* Keys query position i (0-based in the call) sees: keys 0 .. att_visible - 1. */
+/* Keys query position i (0-based in the call) sees: keys 0 .. att_visible - 1. The causal limit
+ * q_pos0 + i + 1 is compared with the context before it is formed: q_pos0 may be any value >= 0
+ * (up to INT64_MAX), and the sum would overflow where the answer is simply all nk keys. */
 static int64_t att_visible(const att_plan *p, int64_t i) {
-  return p->causal ? min64(p->q_pos0 + i + 1, p->nk) : p->nk;
+  if (!p->causal || p->q_pos0 >= p->nk - 1 - i) return p->nk;
+  return p->q_pos0 + i + 1;
 }
 
 /* Whether one position's K rows of all heads lie closer together than one head's positions
@@ -164,12 +186,14 @@ static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q
   if (info[3].numel == 0) return FER_STATUS_OK;
   p->q_tiles = (p->nq + ATT_BQ - 1) / ATT_BQ;
   p->rows = p->group * min64(p->nq, ATT_BQ);
-  p->state_floats = (size_t)p->rows * (size_t)(p->dv + 2);
+  int ovf = 0;
+  p->state_floats = ws_mul((size_t)p->rows, ws_add((size_t)p->dv, 2, &ovf), &ovf);
   const uint32_t slots = feri_threadpool_slots(pool);
   /* per worker, both paths: the q rows widened to f32, one tile of scores per row and the group's
    * rescale factors. K and V are read in their own dtype: widening a tile to f32 once per task
    * was measured 1.9x slower at decode (the f32 tile no longer fits L1) */
-  size_t worker_floats = (size_t)p->rows * (size_t)ATT_BK + (size_t)p->group;
+  const size_t tile_floats = ws_add(ws_mul((size_t)p->rows, ATT_BK, &ovf), (size_t)p->group, &ovf);
+  size_t worker_floats = tile_floats;
   p->split = p->nq <= ATT_SPLIT_Q;
   if (p->split) {
     const int64_t kmax = att_visible(p, p->nq - 1);
@@ -186,27 +210,39 @@ static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q
     int64_t hb = att_by_pos(p) ? min64(p->hkv, ATT_MAX_HBLOCK) : 1;
     const int even = att_by_pos(p) && p->n_chunks % (int64_t)slots == 0;
     const int64_t want = (int64_t)(even ? ATT_TASKS_PER_SLOT_BY_POS : ATT_TASKS_PER_SLOT) * slots;
-    while (hb > 1 && p->n_chunks * ((p->hkv + hb - 1) / hb) < want) hb = (hb + 1) / 2;
+    /* while n_chunks x blocks < want, tested without a product that could overflow */
+    for (int64_t blocks = (p->hkv + hb - 1) / hb;
+         hb > 1 && (p->n_chunks == 0 || (blocks < want && p->n_chunks * blocks < want));
+         blocks = (p->hkv + hb - 1) / hb)
+      hb = (hb + 1) / 2;
     p->hblock = hb;
     p->n_hblocks = (p->hkv + hb - 1) / hb;
-    const int64_t units = p->n_chunks * p->n_hblocks;
+    int64_t units;
+    if (__builtin_mul_overflow(p->n_chunks, p->n_hblocks, &units)) ovf = 1, units = 0;
     p->chunks_per_task = units >= want ? units / want : 1;
     p->n_ctasks = (p->n_chunks + p->chunks_per_task - 1) / p->chunks_per_task;
     p->n_tasks = p->n_ctasks * p->n_hblocks;
     /* per head of a block: q rows, scores and rescale factors (the common ones above serve one) */
-    worker_floats += (size_t)p->hblock * (size_t)p->rows * (size_t)p->d +
-                     (size_t)(p->hblock - 1) * ((size_t)p->rows * ATT_BK + (size_t)p->group);
-    p->slots_bytes = round_up((size_t)(p->hkv * p->n_chunks) * p->state_floats * sizeof(float), WS_ALIGN);
+    const size_t q_floats = ws_mul((size_t)p->rows, (size_t)p->d, &ovf);
+    worker_floats = ws_add(worker_floats, ws_mul((size_t)p->hblock, q_floats, &ovf), &ovf);
+    worker_floats = ws_add(worker_floats, ws_mul((size_t)(p->hblock - 1), tile_floats, &ovf), &ovf);
+    const size_t slot_states = ws_mul((size_t)p->hkv, (size_t)p->n_chunks, &ovf);
+    p->slots_bytes = ws_align(ws_mul(ws_mul(slot_states, p->state_floats, &ovf), sizeof(float), &ovf), &ovf);
   } else {
     /* the folded state and the state of the chunk being computed */
     p->n_tasks = p->hkv * p->q_tiles;
-    worker_floats += (size_t)p->rows * (size_t)p->d + 2 * p->state_floats;
+    worker_floats = ws_add(worker_floats, ws_mul((size_t)p->rows, (size_t)p->d, &ovf), &ovf);
+    worker_floats = ws_add(worker_floats, ws_mul(2, p->state_floats, &ovf), &ovf);
   }
-  p->worker_bytes = round_up(worker_floats * sizeof(float), WS_ALIGN);
+  p->worker_bytes = ws_align(ws_mul(worker_floats, sizeof(float), &ovf), &ovf);
   /* the fold of the split path runs as tasks too, one per kv head */
   const int64_t tasks = p->split && p->hkv > p->n_tasks ? p->hkv : p->n_tasks;
   p->workers = tasks <= 1 ? 1u : slots;
-  p->total_bytes = p->slots_bytes + p->worker_bytes * p->workers;
+  p->total_bytes = ws_add(p->slots_bytes, ws_mul(p->worker_bytes, p->workers, &ovf), &ovf);
+  if (ovf)
+    return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: the workspace for q [%lld, %lld, %lld], k [%lld, %lld, .] "
+                     "and v's head_dim %lld does not fit in size_t", FN, (long long)p->hq, (long long)p->nq,
+                     (long long)p->d, (long long)p->hkv, (long long)p->nk, (long long)p->dv);
   return FER_STATUS_OK;
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/dtype.h"
+#include "core/file.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "gguf/gguf.h"
@@ -262,8 +263,11 @@ static fer_status place_in_store(feri_llama *m, const char *path, const feri_lla
   vo.max_granules = data_bytes / (o->granule_bytes ? o->granule_bytes : (2u << 20)) + 16;
   fer_status st = fer_vmm_create(&vo, &m->weight_vmm);
   if (st != FER_STATUS_OK) return st;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return feri_fail(FER_STATUS_INVALID_ARG, "model: cannot open '%s' for the weight store", path);
+  /* opened again by path: it must still be the regular file that was parsed (core/file.h) */
+  int fd;
+  uint64_t file_size;
+  st = feri_file_open_regular(path, "model (weight store)", &fd, &file_size);
+  if (st != FER_STATUS_OK) return st;
   fer_weight_store_options so;
   fer_weight_store_options_init(&so);
   so.eviction = o->eviction;

@@ -61,7 +61,9 @@ static fer_status check_f32_2d(const fer_tensor *t, const char *name, int64_t ro
   if (st != FER_STATUS_OK) return st;
   if (t->dtype != FER_DTYPE_F32)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: %s must be F32", FN, name);
-  if (t->rank != 2 || t->shape[0] != rows || (cols >= 0 && t->shape[1] != cols))
+  if (t->rank != 2)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: %s has rank %d, must be 2", FN, name, (int)t->rank);
+  if ((rows >= 0 && t->shape[0] != rows) || (cols >= 0 && t->shape[1] != cols))
     return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: %s must be [%lld, %lld]", FN, name, (long long)rows,
                      (long long)cols);
   return FER_STATUS_OK;
@@ -98,9 +100,10 @@ fer_status fer_moe(fer_threadpool *pool, const fer_tensor *x, const fer_tensor *
   fer_status st;
   if ((st = feri_qmatrix_validate(fc1, FN)) != FER_STATUS_OK) return st;
   if ((st = feri_qmatrix_validate(fc2, FN)) != FER_STATUS_OK) return st;
-  if (x->rank != 2) return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: x must be [rows, H]", FN);
+  /* x is validated as a descriptor before its rank is compared with 2: a rank outside 0 .. 8 is
+   * INVALID_ARG, as for every tensor (the header's promise), not SHAPE_MISMATCH */
+  if ((st = check_f32_2d(x, "x", -1, -1)) != FER_STATUS_OK) return st;
   const int64_t rows = x->shape[0], h = x->shape[1];
-  if ((st = check_f32_2d(x, "x", rows, h)) != FER_STATUS_OK) return st;
   if ((st = check_f32_2d(router_logits, "router_logits", rows, -1)) != FER_STATUS_OK) return st;
   if ((st = check_f32_2d(out, "out", rows, h)) != FER_STATUS_OK) return st;
   const int64_t e_count = router_logits->shape[1];

@@ -240,8 +240,8 @@ fer_status fer_tokenizer_token_to_id(const fer_tokenizer *tok, const char *text,
 
 fer_status fer_tokenizer_get_info(const fer_tokenizer *tok, fer_tokenizer_info *out_info) {
   feri_error_clear();
+  if (out_info) memset(out_info, 0, sizeof(*out_info)); /* zeroed before any check that can fail */
   if (!tok || !out_info) return feri_fail(FER_STATUS_NULL_ARG, "fer_tokenizer_get_info: NULL argument");
-  memset(out_info, 0, sizeof(*out_info));
   out_info->vocab_size = tok->vocab.n;
   out_info->n_merges = tok->n_merges;
   out_info->n_added = tok->n_added;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file.h"
 #include "core/status.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -588,32 +589,12 @@ fer_status fer_tokenizer_from_json_file(const char *path, fer_tokenizer **out) {
   feri_error_clear();
   if (out) *out = NULL;
   if (!path || !out) return feri_fail(FER_STATUS_NULL_ARG, "fer_tokenizer_from_json_file: NULL path or out");
-  FILE *f = fopen(path, "rb");
-  if (!f) return feri_fail(FER_STATUS_INVALID_ARG, "cannot open '%s': %s", path, strerror(errno));
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  for (;;) {
-    if (len == cap) {
-      cap = cap ? cap * 2 : 1 << 20;
-      char *p = realloc(buf, cap);
-      if (!p) {
-        free(buf);
-        fclose(f);
-        return feri_fail(FER_STATUS_OUT_OF_MEMORY, "reading '%s'", path);
-      }
-      buf = p;
-    }
-    size_t r = fread(buf + len, 1, cap - len, f);
-    len += r;
-    if (r == 0) break;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (err) {
-    free(buf);
-    return feri_fail(FER_STATUS_INVALID_ARG, "cannot read '%s'", path);
-  }
-  fer_status st = fer_tokenizer_from_json(buf, len, out);
+  /* a regular file only (a FIFO would block, /dev/zero never end), read up to its size */
+  char *buf;
+  size_t len;
+  fer_status st = feri_file_read_all(path, "fer_tokenizer_from_json_file", &buf, &len);
+  if (st != FER_STATUS_OK) return st;
+  st = fer_tokenizer_from_json(buf, len, out);
   free(buf);
   return st;
 }

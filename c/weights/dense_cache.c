@@ -58,6 +58,7 @@ fer_status fer_dense_cache_free(fer_dense_cache *cache) {
 
 fer_status fer_dense_cache_get_stats(const fer_dense_cache *cache, fer_dense_cache_stats *out_stats) {
   feri_error_clear();
+  if (out_stats != NULL) memset(out_stats, 0, sizeof *out_stats); /* zeroed before any check that can fail */
   if (cache == NULL || out_stats == NULL)
     return feri_fail(FER_STATUS_NULL_ARG, "fer_dense_cache_get_stats: cache and out_stats must not be NULL");
   *out_stats = cache->stats;

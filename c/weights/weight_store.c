@@ -112,6 +112,9 @@ fer_status fer_weight_store_open(fer_vmm *vmm, int fd, uint64_t file_offset, uin
   struct stat fs;
   if (fstat(fd, &fs) != 0)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s_open: fd %d is not an open file", FN, fd);
+  /* a pipe or device reports no size to check the range against, and may not map at all */
+  if (!S_ISREG(fs.st_mode))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s_open: fd %d is not a regular file", FN, fd);
   if ((uint64_t)fs.st_size < file_offset || (uint64_t)fs.st_size - file_offset < bytes)
     return feri_fail(FER_STATUS_CORRUPT, "%s_open: the file has %llu bytes; %llu bytes at offset %llu do not fit",
                      FN, (unsigned long long)fs.st_size, (unsigned long long)bytes, (unsigned long long)file_offset);
@@ -173,6 +176,7 @@ fer_status fer_weight_store_open(fer_vmm *vmm, int fd, uint64_t file_offset, uin
 
 fer_status fer_weight_store_base(const fer_weight_store *store, const void **out_base) {
   feri_error_clear();
+  if (out_base != NULL) *out_base = NULL; /* set before any check that can fail */
   if (store == NULL || out_base == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s_base: NULL argument", FN);
   *out_base = store->base;
   return FER_STATUS_OK;
@@ -180,6 +184,7 @@ fer_status fer_weight_store_base(const fer_weight_store *store, const void **out
 
 fer_status fer_weight_store_get_stats(const fer_weight_store *store, fer_weight_store_stats *out_stats) {
   feri_error_clear();
+  if (out_stats != NULL) memset(out_stats, 0, sizeof *out_stats);
   if (store == NULL || out_stats == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s_get_stats: NULL argument", FN);
   *out_stats = store->stats;
   return FER_STATUS_OK;

@@ -851,3 +851,318 @@ fn c_abi_006_message_read_truncated_and_per_thread() {
     assert!(!e.message.is_empty() && e.message == ferrite::last_error_message());
     assert!(e.to_string().contains(&e.message));
 }
+
+// ---------------------------------------------------------------------------------------------
+// issue 18 part 3: promises the header makes on input that is valid but extreme, or not a file
+
+/// A contiguous f32 [h, n, d] descriptor over `buf`.
+fn t3(buf: &mut [f32], h: i64, n: i64, d: i64) -> fer_tensor {
+    assert!(buf.len() as i64 >= h * n * d);
+    desc(buf.as_mut_ptr(), dtype::F32, &[h, n, d])
+}
+
+// EVIDENCE: C-ABI-009
+#[test]
+fn c_abi_009_attention_with_q_pos0_near_i64_max() {
+    // one kv head, 3 keys; nq = 1 (decode split) and nq = 5 (the rows path): every query whose
+    // position is at or past the keys sees all 3, as with q_pos0 = 2 (the last key's position)
+    let (nk, d) = (3i64, 4i64);
+    let mut kb: Vec<f32> = (0..nk * d).map(|i| (i as f32 * 0.37).sin()).collect();
+    let mut vb: Vec<f32> = (0..nk * d).map(|i| (i as f32 * 0.11).cos()).collect();
+    for nq in [1i64, 5] {
+        let mut qb: Vec<f32> = (0..nq * d).map(|i| (i as f32 * 0.5).sin()).collect();
+        let k = t3(&mut kb, 1, nk, d);
+        let v = t3(&mut vb, 1, nk, d);
+        let q = t3(&mut qb, 1, nq, d);
+        let run = |q_pos0: i64| -> (Status, usize, Status, Vec<f32>, String) {
+            let mut p = ferrite::attention_params();
+            p.causal = 1;
+            p.q_pos0 = q_pos0;
+            let mut ob = vec![f32::NAN; (nq * d) as usize];
+            let o = desc(ob.as_mut_ptr(), dtype::F32, &[1, nq, d]);
+            let mut need = usize::MAX;
+            // SAFETY: every descriptor covers its buffer; need is a valid out-pointer.
+            let st_ws = unsafe { sys::fer_attention_workspace_bytes(null(), &q, &k, &v, &p, &o, &mut need) };
+            let msg = ferrite::last_error_message();
+            let st = unsafe { sys::fer_attention(null_mut(), &q, &k, &v, &p, &o, null_mut(), 0) };
+            (st_ws, need, st, ob, msg)
+        };
+        let (_, need_all, st, want, _) = run(nk - 1);
+        assert_eq!(st, OK, "nq {nq}, q_pos0 {}: {}", nk - 1, ferrite::last_error_message());
+        for q_pos0 in [i64::MAX, i64::MAX - 1, i64::MAX - 4, i64::MAX / 2, nk + 7] {
+            let (st_ws, need, st, got, msg) = run(q_pos0);
+            let ctx = format!("nq {nq}, causal, q_pos0 {q_pos0}");
+            assert_eq!((st_ws, need), (OK, need_all), "{ctx}: workspace bytes ({msg})");
+            assert_eq!(st, OK, "{ctx}: {}", ferrite::last_error_message());
+            assert_eq!(
+                got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "{ctx}: a query past the keys sees all of them"
+            );
+        }
+    }
+}
+
+// EVIDENCE: C-ABI-009 (a workspace larger than size_t is SIZE_OVERFLOW, *out_bytes 0)
+#[test]
+fn c_abi_009_attention_workspace_that_does_not_fit_size_t() {
+    // zero strides broadcast K and V over 2^39 positions (no memory behind them); 2^30 query heads
+    // of one kv head at 4 queries: 2^31 chunk states of 2^32 rows x (2^20 + 2) floats each
+    let mut kb = [0f32; 4];
+    let mut ob = [0f32; 4];
+    let mut q = desc(kb.as_mut_ptr(), dtype::F32, &[1 << 30, 4, 1]);
+    q.strides = [0; 8];
+    let mut k = desc(kb.as_mut_ptr(), dtype::F32, &[1, 1 << 39, 1]);
+    k.strides = [0; 8];
+    let mut v = desc(kb.as_mut_ptr(), dtype::F32, &[1, 1 << 39, 1 << 20]);
+    v.strides = [0; 8];
+    let o = desc(ob.as_mut_ptr(), dtype::F32, &[1 << 30, 4, 1 << 20]);
+    let mut p = ferrite::attention_params();
+    p.causal = 0; // every query sees all 2^39 keys
+    let mut need = usize::MAX;
+    // SAFETY: only the plan runs (nothing behind out is touched when the plan fails).
+    let st = unsafe { sys::fer_attention_workspace_bytes(null(), &q, &k, &v, &p, &o, &mut need) };
+    refused(st, SIZE_OVERFLOW, "attention workspace past size_t");
+    assert_eq!(need, 0, "*out_bytes is 0 on failure");
+    // SAFETY: as above; the call must refuse before it allocates or writes.
+    let st = unsafe { sys::fer_attention(null_mut(), &q, &k, &v, &p, &o, null_mut(), 0) };
+    refused(st, SIZE_OVERFLOW, "attention with a workspace past size_t");
+}
+
+/// A temporary directory holding a FIFO without a writer, a subdirectory and a missing name.
+struct NotFiles {
+    dir: std::path::PathBuf,
+}
+
+impl NotFiles {
+    fn new(tag: &str) -> NotFiles {
+        let dir = std::env::temp_dir().join(format!("ferrite-notfiles-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("subdir")).unwrap();
+        let fifo = dir.join("fifo");
+        let st = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+        assert!(st.success(), "mkfifo {}", fifo.display());
+        NotFiles { dir }
+    }
+    /// (what, path): every one must be refused at once with INVALID_ARG.
+    fn paths(&self) -> Vec<(&'static str, String)> {
+        let p = |n: &str| self.dir.join(n).to_str().unwrap().to_string();
+        vec![
+            ("a FIFO without a writer", p("fifo")),
+            ("a directory", p("subdir")),
+            ("/dev/zero", "/dev/zero".to_string()),
+            ("/dev/null", "/dev/null".to_string()),
+            ("a path that does not exist", p("missing.json")),
+        ]
+    }
+    /// Releases a loader blocked on the FIFO (a writer opens and closes it), so a failing test ends.
+    fn unblock(&self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(0o4000) // O_NONBLOCK: succeeds only while a reader waits
+            .open(self.dir.join("fifo"));
+    }
+}
+
+impl Drop for NotFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs `call` on a thread; None when it is still running after `secs` seconds (a hang: the FIFO
+/// is then given a writer, so the thread can end).
+fn within<T: Send + 'static>(secs: u64, nf: &NotFiles, call: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(call());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            nf.unblock();
+            None
+        }
+    }
+}
+
+type PathLoader = fn(&std::ffi::CStr) -> (Status, bool, String);
+
+fn load_json_file(p: &std::ffi::CStr) -> (Status, bool, String) {
+    let mut out = 0x5a5a_usize as *mut sys::fer_tokenizer;
+    // SAFETY: a NUL-terminated path and a valid out-pointer.
+    let st = unsafe { sys::fer_tokenizer_from_json_file(p.as_ptr(), &mut out) };
+    (st, out.is_null(), ferrite::last_error_message())
+}
+
+fn load_gguf_file(p: &std::ffi::CStr) -> (Status, bool, String) {
+    let mut out = 0x5a5a_usize as *mut sys::fer_tokenizer;
+    // SAFETY: as above.
+    let st = unsafe { sys::fer_tokenizer_from_gguf_file(p.as_ptr(), &mut out) };
+    (st, out.is_null(), ferrite::last_error_message())
+}
+
+fn load_engine(p: &std::ffi::CStr) -> (Status, bool, String) {
+    // SAFETY: a config from fer_engine_config_init with model_path set; valid out-pointer.
+    unsafe {
+        let mut cfg: sys::fer_engine_config = std::mem::zeroed();
+        assert_eq!(sys::fer_engine_config_init(&mut cfg), OK);
+        cfg.model_path = p.as_ptr();
+        let mut out = 0x5a5a_usize as *mut sys::fer_engine;
+        let st = sys::fer_engine_create(&cfg, &mut out);
+        (st, out.is_null(), ferrite::last_error_message())
+    }
+}
+
+// EVIDENCE: C-ABI-008
+#[test]
+fn c_abi_008_loaders_refuse_what_is_not_a_regular_file_at_once() {
+    let nf = NotFiles::new("loaders");
+    let loaders: [(&str, PathLoader); 3] = [
+        ("fer_tokenizer_from_json_file", load_json_file),
+        ("fer_tokenizer_from_gguf_file", load_gguf_file),
+        ("fer_engine_create(model_path)", load_engine),
+    ];
+    let mut failures = Vec::new();
+    for (name, load) in loaders {
+        for (what, path) in nf.paths() {
+            let ctx = format!("{name} on {what} ({path})");
+            let c = std::ffi::CString::new(path.clone()).unwrap();
+            match within(30, &nf, move || load(&c)) {
+                None => failures.push(format!("{ctx}: no answer within 30 s (blocks or reads without end)")),
+                Some((st, out_null, msg)) => {
+                    if st != INVALID_ARG || !out_null || !msg.contains(&path) {
+                        failures.push(format!(
+                            "{ctx}: status {} (want INVALID_ARG), out NULL {out_null}, message {msg:?} (must name the path)",
+                            ferrite::status_str(st)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} refusals broken:\n{}", failures.len(), failures.join("\n"));
+}
+
+// EVIDENCE: C-ABI-008 (a weight store refuses an fd that is not a regular file)
+#[test]
+fn c_abi_008_weight_store_refuses_a_fifo_fd() {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let nf = NotFiles::new("store");
+    let fifo = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(0o4000) // O_NONBLOCK: opening the reading end does not wait for a writer
+        .open(nf.dir.join("fifo"))
+        .unwrap();
+    let vmm = ferrite::mem::Vmm::cpu(1 << 16, 8).unwrap();
+    // SAFETY: valid pointers; the store reads nothing from a refused fd.
+    unsafe {
+        let mut o: sys::fer_weight_store_options = std::mem::zeroed();
+        assert_eq!(sys::fer_weight_store_options_init(&mut o), OK);
+        o.budget_bytes = 1 << 20;
+        let mut out = 0x5a5a_usize as *mut sys::fer_weight_store;
+        let st = sys::fer_weight_store_open(vmm.as_ptr(), fifo.as_raw_fd(), 0, 4096, &o, &mut out);
+        refused(st, INVALID_ARG, "fer_weight_store_open on a FIFO");
+        assert!(out.is_null());
+    }
+}
+
+// EVIDENCE: C-ABI-008 (a regular file is read to its size and parsed as before)
+#[test]
+fn c_abi_008_json_file_is_read_whole() {
+    let dir = std::env::temp_dir().join(format!("ferrite-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tokenizer.json");
+    let json = r#"{"added_tokens":[],"model":{"type":"WordLevel","vocab":{"a":0,"b":1,"[UNK]":2},"unk_token":"[UNK]"}}"#;
+    std::fs::write(&path, json).unwrap();
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let mut tok = null_mut();
+    // SAFETY: NUL-terminated path, valid out-pointers; the tokenizer is freed below.
+    unsafe {
+        let st = sys::fer_tokenizer_from_json_file(c.as_ptr(), &mut tok);
+        assert_eq!(st, OK, "{}", ferrite::last_error_message());
+        let mut info: sys::fer_tokenizer_info = std::mem::zeroed();
+        assert_eq!(sys::fer_tokenizer_get_info(tok, &mut info), OK);
+        assert_eq!(info.vocab_size, 3);
+        assert_eq!(sys::fer_tokenizer_free(tok), OK);
+    }
+    // an empty file is read (zero bytes) and refused by the parser, not by the reader
+    std::fs::write(&path, "").unwrap();
+    let (st, out_null, msg) = load_json_file(&c);
+    assert!(out_null && st == BAD_FORMAT, "empty tokenizer.json: {} {msg}", ferrite::status_str(st));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// EVIDENCE: C-ABI-004 (fer_moe: a rank outside 0 .. 8 is INVALID_ARG as for every tensor)
+#[test]
+fn c_abi_004_moe_x_of_a_rank_outside_0_to_8() {
+    // E = 2 experts, H = I = 32, Q8_0 blocks of zeros (a valid scale of 0)
+    let (e, h, i) = (2i64, 32i64, 32i64);
+    let fc1b = vec![0u8; (e * i * 34) as usize];
+    let fc2b = vec![0u8; (e * h * 34) as usize];
+    let qm = |b: &[u8], rows: i64, cols: i64| sys::fer_qmatrix {
+        data: b.as_ptr().cast(),
+        bytes: b.len() as u64,
+        dtype: dtype::Q8_0,
+        reserved: 0,
+        rows,
+        cols,
+        row_stride: cols / 32 * 34,
+    };
+    let (fc1, fc2) = (qm(&fc1b, e * i, h), qm(&fc2b, e * h, i));
+    let mut xb = vec![0.5f32; h as usize];
+    let mut lb = vec![0.25f32, -0.5];
+    let mut ob = vec![f32::NAN; h as usize];
+    let lg = desc(lb.as_mut_ptr(), dtype::F32, &[1, e]);
+    let out = desc(ob.as_mut_ptr(), dtype::F32, &[1, h]);
+    let p = ferrite::moe_params();
+    for rank in [9, -1, i32::MIN, i32::MAX] {
+        let mut x = desc(xb.as_mut_ptr(), dtype::F32, &[1, h]);
+        x.rank = rank;
+        // SAFETY: every descriptor covers its buffer.
+        let st = unsafe { sys::fer_moe(null_mut(), &x, &lg, &fc1, &fc2, &p, &out) };
+        refused(st, INVALID_ARG, &format!("fer_moe with x of rank {rank}"));
+        assert!(ob.iter().all(|v| v.is_nan()), "a refused fer_moe wrote out");
+    }
+    // a valid rank that is not 2 stays SHAPE_MISMATCH
+    let x = desc(xb.as_mut_ptr(), dtype::F32, &[h]);
+    let st = unsafe { sys::fer_moe(null_mut(), &x, &lg, &fc1, &fc2, &p, &out) };
+    refused(st, SHAPE_MISMATCH, "fer_moe with x of rank 1");
+    let x = desc(xb.as_mut_ptr(), dtype::F32, &[1, h]);
+    assert_eq!(unsafe { sys::fer_moe(null_mut(), &x, &lg, &fc1, &fc2, &p, &out) }, OK, "{}", ferrite::last_error_message());
+}
+
+// EVIDENCE: C-ABI-010
+#[test]
+fn c_abi_010_sampler_process_out_applied_may_be_null() {
+    // SAFETY: valid pointers; the sampler is freed below.
+    unsafe {
+        let mut p: sys::fer_sampling_params = std::mem::zeroed();
+        assert_eq!(sys::fer_sampling_params_init(&mut p), OK);
+        p.top_k = 2;
+        p.temperature = 0.5;
+        let mut s = null_mut();
+        assert_eq!(sys::fer_sampler_create(&p, &mut s), OK);
+        let ctx: sys::fer_sampling_context = std::mem::zeroed();
+        let base = [0.5f32, 2.0, -1.0, 1.5];
+        let (mut with, mut without) = (base, base);
+        let mut applied = u32::MAX;
+        assert_eq!(sys::fer_sampler_process(s, with.as_mut_ptr(), 4, &ctx, &mut applied), OK);
+        let st = sys::fer_sampler_process(s, without.as_mut_ptr(), 4, &ctx, null_mut());
+        assert_eq!(st, OK, "out_applied = NULL is allowed: {}", ferrite::last_error_message());
+        assert_message_clear("fer_sampler_process(out_applied = NULL)");
+        assert_eq!(with.map(f32::to_bits), without.map(f32::to_bits), "the chain runs the same");
+        assert_eq!(
+            applied,
+            (sys::FER_PROCESSOR_TEMPERATURE | sys::FER_PROCESSOR_TOP_K) as u32
+        );
+        // a refused call with out_applied = NULL still refuses (and leaves the logits alone)
+        let mut bad = [f32::NAN, 1.0, 0.0, 0.0];
+        let st = sys::fer_sampler_process(s, bad.as_mut_ptr(), 4, &ctx, null_mut());
+        refused(st, INVALID_ARG, "NaN logit, out_applied = NULL");
+        assert!(bad[0].is_nan() && bad[1] == 1.0);
+        sys::fer_sampler_free(s);
+    }
+}

@@ -423,7 +423,8 @@ pub struct fer_attention_params {
     #[doc = " Multiplier of q.k; 0 means 1 / sqrt(head_dim)."]
     pub scale: f32,
     pub reserved: i32,
-    #[doc = " Absolute position of the first query (decode: positions already cached); >= 0."]
+    #[doc = " Absolute position of the first query (decode: positions already cached); any value >= 0, up"]
+    #[doc = " to INT64_MAX (a query whose position is past the keys sees all of them). Claims: C-ABI-009."]
     pub q_pos0: i64,
 }
 extern "C" {
@@ -431,7 +432,8 @@ extern "C" {
     pub fn fer_attention_params_init(params: *mut fer_attention_params) -> fer_status;
 }
 extern "C" {
-    #[doc = " Scratch fer_attention needs for these arguments on this pool: the exact bytes of the tiles."]
+    #[doc = " Scratch fer_attention needs for these arguments on this pool: the exact bytes of the tiles"]
+    #[doc = " (SIZE_OVERFLOW when that number does not fit in size_t; *out_bytes is then 0)."]
     pub fn fer_attention_workspace_bytes(
         pool: *const fer_threadpool,
         q: *const fer_tensor,
@@ -683,10 +685,11 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Runs the chain over logits[0..vocab) in place (masked tokens become -inf) and reports in"]
-    #[doc = " *out_applied which processors ran (fer_logit_processor bits; 0 on failure). Refuses NaN/+inf"]
-    #[doc = " logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then untouched),"]
-    #[doc = " token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns NO_CANDIDATES when"]
-    #[doc = " every logit ends masked (the logits then hold the masked result)."]
+    #[doc = " *out_applied which processors ran (fer_logit_processor bits; 0 on failure). out_applied may be"]
+    #[doc = " NULL when the caller does not want the bits (the chain runs the same; C-ABI-010). Refuses"]
+    #[doc = " NaN/+inf logits with INVALID_ARG unless FER_SAMPLING_FLAG_ALLOW_NONFINITE (logits are then"]
+    #[doc = " untouched), token ids outside [0, vocab) in ctx or the bias with INVALID_ARG, and returns"]
+    #[doc = " NO_CANDIDATES when every logit ends masked (the logits then hold the masked result)."]
     pub fn fer_sampler_process(
         sampler: *mut fer_sampler,
         logits: *mut f32,
@@ -1166,9 +1169,10 @@ extern "C" {
     pub fn fer_weight_store_options_init(opts: *mut fer_weight_store_options) -> fer_status;
 }
 extern "C" {
-    #[doc = " Opens `bytes` of the file `fd` from `file_offset` (mapped read-only; fd may be closed after)"]
-    #[doc = " as weights in a range of `vmm`: FULL_RESIDENT when every granule fits the budget (all loaded"]
-    #[doc = " now), STREAMING otherwise. Resident granules are mapped read-only (the MMU refuses writes)."]
+    #[doc = " Opens `bytes` of the file `fd` from `file_offset` (mapped read-only; fd may be closed after;"]
+    #[doc = " an fd that is not a regular file is INVALID_ARG) as weights in a range of `vmm`: FULL_RESIDENT"]
+    #[doc = " when every granule fits the budget (all loaded now), STREAMING otherwise. Resident granules are"]
+    #[doc = " mapped read-only (the MMU refuses writes)."]
     #[doc = " Claims: C-WS-001..C-WS-003."]
     pub fn fer_weight_store_open(
         vmm: *mut fer_vmm,
@@ -1553,7 +1557,9 @@ extern "C" {
     ) -> fer_status;
 }
 extern "C" {
-    #[doc = " fer_tokenizer_from_json on a file's content; INVALID_ARG naming the path when it cannot be read."]
+    #[doc = " fer_tokenizer_from_json on a file's content; INVALID_ARG naming the path when it is not a"]
+    #[doc = " regular file (see the conventions at the top: a FIFO, directory or device is refused without"]
+    #[doc = " being read) or cannot be read. At most the file's size is read. Claims: C-ABI-008."]
     pub fn fer_tokenizer_from_json_file(
         path: *const ::std::os::raw::c_char,
         out: *mut *mut fer_tokenizer,
@@ -1566,7 +1572,8 @@ extern "C" {
     #[doc = " BPE by token score, with byte fallback). Control and unknown tokens are matched as special tokens,"]
     #[doc = " user-defined ones always. The file is only read during the call. Statuses as"]
     #[doc = " fer_tokenizer_from_json plus the GGUF parser's (CORRUPT naming the field); UNSUPPORTED naming"]
-    #[doc = " another model or pre-tokenizer type. Claims: C-TOK-002, C-TOK-014..C-TOK-016."]
+    #[doc = " another model or pre-tokenizer type; INVALID_ARG naming the path when it is not a regular file"]
+    #[doc = " (C-ABI-008) or cannot be opened. Claims: C-TOK-002, C-TOK-014..C-TOK-016."]
     pub fn fer_tokenizer_from_gguf_file(
         path: *const ::std::os::raw::c_char,
         out: *mut *mut fer_tokenizer,
@@ -1737,7 +1744,8 @@ extern "C" {
 extern "C" {
     #[doc = " Creates an engine: reads the environment into a copy of config (see fer_engine_config), checks"]
     #[doc = " every field (INVALID_ARG naming the first bad one), opens the model and its tokenizer (CORRUPT or"]
-    #[doc = " UNSUPPORTED naming what is wrong), and makes the pool and the governor."]
+    #[doc = " UNSUPPORTED naming what is wrong; INVALID_ARG naming a model_path that is not a regular file,"]
+    #[doc = " C-ABI-008), and makes the pool and the governor."]
     pub fn fer_engine_create(
         config: *const fer_engine_config,
         out_engine: *mut *mut fer_engine,
