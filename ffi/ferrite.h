@@ -7,9 +7,10 @@
  *
  * Conventions that hold for every function below unless its comment says otherwise:
  * - Fallible calls return fer_status; FER_STATUS_OK is 0. Out-parameters are written only through
- *   trailing pointers; on failure every non-NULL out-parameter is zeroed (or set to NULL, a token
- *   or id to -1 where the function says so), a NULL handle or another NULL argument included: they
- *   are cleared before any check that can fail. Exceptions are named: a length out-parameter of
+ *   trailing pointers; on failure every non-NULL out-parameter is zeroed (or set to NULL; a token
+ *   to -1 and an id for which 0 is valid to UINT32_MAX / UINT64_MAX, where the function says so),
+ *   a NULL handle or another NULL argument included: they are cleared before any check that can
+ *   fail. Exceptions are named: a length out-parameter of
  *   BUFFER_TOO_SMALL carries the size needed. Claims: C-ABI-007.
  * - Every pointer argument is checked: NULL gives FER_STATUS_NULL_ARG, never a crash.
  * - Nothing aborts, exits or prints. A failing call also leaves a detailed message for the calling
@@ -848,7 +849,10 @@ fer_status fer_vmm_free(fer_vmm *vmm);
 /** Fills *out_stats. */
 fer_status fer_vmm_get_stats(const fer_vmm *vmm, fer_vmm_stats *out_stats);
 
-/** Creates one physical granule (zero-filled) and returns its id. BUDGET_EXCEEDED at max_granules. */
+/**
+ * Creates one physical granule (zero-filled) and returns its id. BUDGET_EXCEEDED at max_granules.
+ * On failure *out_granule is UINT64_MAX (no granule: 0 is a valid id).
+ */
 fer_status fer_vmm_granule_create(fer_vmm *vmm, uint64_t *out_granule);
 
 /** Releases a granule's physical memory; BUSY while it is mapped anywhere, INVALID_ARG for an unknown id. */
@@ -878,7 +882,8 @@ fer_status fer_vmm_unmap(fer_vmm_range *range, uint64_t offset);
  * Copy-on-write of one window: creates a granule holding a copy of the bytes of the granule mapped
  * at `offset`, and maps it there read-write in its place. Other mappings of the old granule are
  * untouched (they keep seeing the old bytes); the old granule stays alive for its owner to release.
- * *out_granule receives the new id, *out_bytes_copied the bytes copied (one granule). A governor
+ * *out_granule receives the new id, *out_bytes_copied the bytes copied (one granule); on failure
+ * they are UINT64_MAX (no granule) and 0. A governor
  * attached to the pool is charged for the new granule first (BUDGET_EXCEEDED changes nothing).
  * INVALID_ARG when nothing is mapped at offset; BUSY while frozen; UNSUPPORTED on the CUDA backend
  * for now. Claims: C-MEM-007.
@@ -1218,7 +1223,10 @@ fer_status fer_kv_cache_free(fer_kv_cache *cache);
 /** Creates an empty sequence (capacity min_bucket, or max_tokens under FIXED_MAX). */
 fer_status fer_kv_seq_create(fer_kv_cache *cache, fer_kv_seq **out_seq);
 
-/** Unmaps and releases everything of the sequence. NULL is OK. */
+/**
+ * Unmaps and releases everything of the sequence. NULL is OK. BUSY while the pool is frozen: then
+ * nothing is freed and the sequence stays whole.
+ */
 fer_status fer_kv_seq_free(fer_kv_seq *seq);
 
 /**
@@ -1234,7 +1242,9 @@ fer_status fer_kv_seq_get_stats(const fer_kv_seq *seq, fer_kv_seq_stats *out_sta
 /**
  * A strided view [n_kv_heads, live_tokens, head_dim] of K (kv 0) or V (kv 1) of `layer`, in the
  * sequence's layout, for kernels to read and write. Valid until the next fer_kv_seq_extend (a
- * head-major bucketed growth moves it) or fer_kv_seq_free.
+ * head-major bucketed growth moves it) or fer_kv_seq_free. Positions a fork shares are the same
+ * bytes in both sequences: a child's shared windows are read-only (a write faults), and a parent
+ * that writes there changes its child too unless it calls fer_kv_seq_make_writable first.
  */
 fer_status fer_kv_seq_view(const fer_kv_seq *seq, uint32_t layer, uint32_t kv, fer_tensor *out_view);
 
@@ -1253,15 +1263,18 @@ fer_status fer_kv_seq_truncate(fer_kv_seq *seq, uint64_t live_tokens);
  * read-only (no new bytes: an extra sharer costs nothing for them); a window the prefix fills
  * only in part gets a granule of its own with the prefix bytes copied. A granule lives until its
  * last sharer frees it. The child then extends as any sequence; its new tokens land in its own
- * windows. UNSUPPORTED for a relocating cache (head-major, bucketed). Claims: C-KV-005.
+ * windows. UNSUPPORTED for a relocating cache (head-major, bucketed); BUSY, with nothing built,
+ * while the pool is frozen. Claims: C-KV-005.
  */
 fer_status fer_kv_seq_fork(const fer_kv_seq *parent, uint64_t prefix_tokens, fer_kv_seq **out_child);
 
 /**
  * Copy-on-write: makes the windows holding tokens [first_token, first_token + n_tokens) of every
- * binding (and the mask) writable in this sequence. Each such window still shared is replaced by a
- * private copy of its granule (one granule copied per window, counted); private windows and every
- * other sharer are untouched. Claims: C-KV-005.
+ * binding (and the mask) writable in this sequence. Each such window still shared (mapped
+ * read-only from another sequence, or this sequence's own window that a fork maps) is replaced by
+ * a private copy of its granule (one granule copied per window, counted); private windows and
+ * every other sharer are untouched. All or nothing: a refusal (BUDGET_EXCEEDED, BUSY) changes
+ * nothing. Claims: C-KV-005.
  */
 fer_status fer_kv_seq_make_writable(fer_kv_seq *seq, uint64_t first_token, uint64_t n_tokens);
 
@@ -1275,6 +1288,7 @@ typedef struct fer_kv_seq_sharing {
   uint64_t fork_bytes_copied;
 } fer_kv_seq_sharing;
 
+/** Fills *out_sharing (zeroed on failure). */
 fer_status fer_kv_seq_get_sharing(const fer_kv_seq *seq, fer_kv_seq_sharing *out_sharing);
 
 /**
@@ -1300,7 +1314,7 @@ fer_status fer_kv_pages_create(uint32_t n_pages, uint32_t page_tokens, fer_kv_pa
 /** Frees the pool; BUSY (nothing freed) while sequences are alive. NULL is OK. */
 fer_status fer_kv_pages_free(fer_kv_pages *pages);
 
-/** Creates an empty sequence; *out_seq is its id. */
+/** Creates an empty sequence; *out_seq is its id (UINT32_MAX on failure: 0 is a valid id). */
 fer_status fer_kv_pages_seq_create(fer_kv_pages *pages, uint32_t *out_seq);
 
 /**
@@ -1309,7 +1323,10 @@ fer_status fer_kv_pages_seq_create(fer_kv_pages *pages, uint32_t *out_seq);
  */
 fer_status fer_kv_pages_append(fer_kv_pages *pages, uint32_t seq, uint32_t n_tokens);
 
-/** Forks a sequence: the child shares every page of the parent (reference counts + 1). */
+/**
+ * Forks a sequence: the child shares every page of the parent (reference counts + 1). *out_child
+ * is the child's id (UINT32_MAX on failure).
+ */
 fer_status fer_kv_pages_fork(fer_kv_pages *pages, uint32_t seq, uint32_t *out_child);
 
 /** Removes a sequence; its pages return to the free list when no other sequence holds them. */

@@ -385,10 +385,10 @@ fer_status fer_matmul_quant(fer_threadpool *pool, const fer_tensor *a, const fer
 
 fer_status fer_qblock_size(fer_dtype dtype, int64_t *out_block_elems, int64_t *out_block_bytes) {
   feri_error_clear();
+  if (out_block_elems != NULL) *out_block_elems = 0;
+  if (out_block_bytes != NULL) *out_block_bytes = 0;
   if (out_block_elems == NULL || out_block_bytes == NULL)
     return feri_fail(FER_STATUS_NULL_ARG, "fer_qblock_size: an out-pointer is NULL");
-  *out_block_elems = 0;
-  *out_block_bytes = 0;
   const size_t bb = feri_qblock_bytes(dtype);
   if (bb == 0)
     return feri_fail(FER_STATUS_INVALID_ARG, "fer_qblock_size: %s is not block-quantized", feri_dtype_name(dtype));

@@ -468,6 +468,9 @@ fer_status fer_kv_seq_fork(const fer_kv_seq *parent, uint64_t prefix_tokens, fer
   if (prefix_tokens > parent->live)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: prefix of %llu tokens > the parent's %llu live", fn,
                      (unsigned long long)prefix_tokens, (unsigned long long)parent->live);
+  /* a frozen pool would refuse the child's maps, and then the ranges of the half-built child too:
+   * refuse before building anything */
+  if (feri_vmm_is_frozen(c->vmm)) return feri_fail(FER_STATUS_BUSY, "%s: the pool is frozen", fn);
   uint64_t *lo = malloc(c->o.geometry.n_kv_heads * sizeof *lo), *hi = malloc(c->o.geometry.n_kv_heads * sizeof *hi);
   if (lo == NULL || hi == NULL) {
     free(lo), free(hi);

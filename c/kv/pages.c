@@ -209,9 +209,9 @@ fer_status fer_kv_pages_table(const fer_kv_pages *p, uint32_t id, uint32_t *out,
                               uint64_t *out_tokens) {
   static const char *const fn = "fer_kv_pages_table";
   feri_error_clear();
+  if (out_tokens != NULL) *out_tokens = 0;
   if (out_n == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: out_n is NULL", fn);
   *out_n = 0;
-  if (out_tokens != NULL) *out_tokens = 0;
   fer_status st = FER_STATUS_OK;
   const seq_table *s = get_seq(p, id, fn, &st);
   if (s == NULL) return st;

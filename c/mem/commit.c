@@ -80,9 +80,9 @@ fer_status fer_kv_live_ranges(const fer_kv_geometry *g, uint64_t live, uint32_t 
                               fer_byte_range *ranges, size_t cap, size_t *out_n, uint32_t *out_n_bindings) {
   static const char *const fn = "fer_kv_live_ranges";
   feri_error_clear();
+  if (out_n_bindings != NULL) *out_n_bindings = 0;
   if (out_n == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: out_n is NULL", fn);
   *out_n = 0;
-  if (out_n_bindings != NULL) *out_n_bindings = 0;
   uint64_t row;
   uint32_t nb;
   fer_status st = feri_kv_geometry_check(g, fn, &row, &nb);
@@ -92,12 +92,14 @@ fer_status fer_kv_live_ranges(const fer_kv_geometry *g, uint64_t live, uint32_t 
                      (unsigned long long)live, (unsigned long long)g->capacity_tokens);
   if (binding >= nb)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: binding %u >= %u bindings", fn, binding, nb);
-  if (out_n_bindings != NULL) *out_n_bindings = nb;
   /* Head-major: one range per head, head h at h x (capacity x head row); the others: one range. */
   size_t need = g->layout == FER_KV_LAYOUT_HEAD_MAJOR ? g->n_kv_heads : 1;
+  /* a size query (cap too small, ranges may be NULL) answers the counts; a NULL array that would
+   * be written answers NULL_ARG with the out-parameters still zero */
+  if (cap >= need && ranges == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: ranges is NULL", fn);
   *out_n = need;
+  if (out_n_bindings != NULL) *out_n_bindings = nb;
   if (cap < need) return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: %zu ranges needed", fn, need);
-  if (ranges == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: ranges is NULL", fn);
   const uint64_t head_row = (uint64_t)g->head_dim * g->elem_bytes; /* no overflow: row fits */
   switch (g->layout) {
     case FER_KV_LAYOUT_HEAD_MAJOR:

@@ -157,6 +157,8 @@ fer_status fer_vmm_granule_release(fer_vmm *v, uint64_t g) {
   return FER_STATUS_OK;
 }
 
+bool feri_vmm_is_frozen(const fer_vmm *v) { return v != NULL && v->frozen; }
+
 bool feri_vmm_granule_release_if_unmapped(fer_vmm *v, uint64_t g) {
   if (v == NULL || g >= v->max_granules || !v->live[g] || v->map_count[g] > 0) return false;
   if (v->be->granule_free(v->state, g, v->granule, "fer_vmm") != FER_STATUS_OK) return false;
@@ -314,9 +316,9 @@ fer_status fer_vmm_set_governor(fer_vmm *v, fer_governor *gov, fer_mem_role role
 fer_status fer_vmm_copy_on_write(fer_vmm_range *r, uint64_t offset, uint64_t *out_granule, uint64_t *out_bytes) {
   static const char *const fn = "fer_vmm_copy_on_write";
   feri_error_clear();
+  if (out_granule != NULL) *out_granule = UINT64_MAX;
+  if (out_bytes != NULL) *out_bytes = 0;
   if (out_granule == NULL || out_bytes == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: an out-parameter is NULL", fn);
-  *out_granule = UINT64_MAX;
-  *out_bytes = 0;
   if (r == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: range is NULL", fn);
   fer_vmm *v = r->vmm;
   if (v->frozen) return feri_fail(FER_STATUS_BUSY, "%s: the pool is frozen", fn);

@@ -11,4 +11,8 @@
  * error, so the caller's error state is left alone. */
 bool feri_vmm_granule_release_if_unmapped(fer_vmm *vmm, uint64_t g);
 
+/* Whether map, unmap and range_free answer BUSY now: an owner that would build something it
+ * could not take apart again (a KV fork maps windows) asks first. */
+bool feri_vmm_is_frozen(const fer_vmm *vmm);
+
 #endif

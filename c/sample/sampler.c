@@ -311,9 +311,9 @@ static fer_status sample_common(fer_sampler *s, const char *fn, float *logits, s
                                 const fer_sampling_context *ctx, int have_u, double u, int32_t *out_token,
                                 float *out_logprob) {
   feri_error_clear();
+  if (out_logprob != NULL) *out_logprob = 0.0f;
   if (out_token == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: out_token is NULL", fn);
   *out_token = -1;
-  if (out_logprob != NULL) *out_logprob = 0.0f;
   if (have_u && !(u >= 0.0 && u < 1.0))
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: uniform %g outside [0, 1)", fn, u);
   fer_status st = enter(s, fn);

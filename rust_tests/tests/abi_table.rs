@@ -9,12 +9,6 @@
 //!
 //! The table is checked against the header: a function declared in ffi/ferrite.h without a row
 //! (or a row naming no function of the header) fails `c_abi_011_every_declared_function_has_a_row`.
-//!
-//! Rows of functions in files outside this branch's (c/kv, c/mem, c/sample's draw, c/kernels'
-//! matmul.c), whose fix belongs to another helper or the lead, are listed in PENDING with the owner:
-//! their failures are printed as PENDING by `c_abi_011_pending_rows_report` and do not fail the
-//! main test; the ignored test `c_abi_011_pending_rows_strict` runs them strictly (run it with
-//! `-- --ignored` once the fixes are merged, then take the rows out of PENDING).
 
 use ferrite::status::*;
 use ferrite::sys::*;
@@ -24,29 +18,6 @@ use std::ffi::CString;
 use std::mem::{size_of, MaybeUninit};
 use std::os::raw::{c_char, c_void};
 use std::ptr::{null, null_mut};
-
-/// Rows whose failures are in files outside this branch, with where the fix belongs. Each failed
-/// in the first run of this table (see the report of c_abi_011_pending_rows_report).
-const PENDING: &[(&str, &str)] = &[
-    // c/kv: the kv helper fixes fer_kv_* (issue 18 part 3 names get_sharing)
-    ("fer_kv_seq_get_sharing", "c/kv/kv_cache.c: *out_sharing left as the caller's bytes when seq is NULL"),
-    ("fer_kv_pages_seq_create", "c/kv/pages.c: *out_seq left when pages is NULL"),
-    ("fer_kv_pages_fork", "c/kv/pages.c: *out_child left when pages is NULL"),
-    ("fer_kv_pages_table", "c/kv/pages.c: *out_n / *out_tokens left when another pointer is NULL"),
-    // c/mem (no helper assigned: for the lead)
-    ("fer_kv_live_ranges", "c/mem/commit.c: *out_n / *out_n_bindings left when another pointer is NULL"),
-    ("fer_vmm_granule_create", "c/mem/vmm.c: *out_granule left when vmm is NULL"),
-    ("fer_vmm_copy_on_write", "c/mem/vmm.c: *out_granule / *out_bytes_copied left when another pointer is NULL"),
-    // c/sample/sampler.c outside fer_sampler_process (the sampling helper's)
-    ("fer_sampler_sample", "c/sample/sampler.c: *out_logprob left when out_token is NULL"),
-    ("fer_sampler_sample_uniform", "c/sample/sampler.c: *out_logprob left when out_token is NULL"),
-    // c/kernels/matmul.c (not this branch's)
-    ("fer_qblock_size", "c/kernels/matmul.c: one out-parameter left when the other is NULL"),
-];
-
-fn pending(func: &str) -> Option<&'static str> {
-    PENDING.iter().find(|(f, _)| *f == func).map(|(_, why)| *why)
-}
 
 // ---------------------------------------------------------------------------------------------
 // sentinels
@@ -317,13 +288,12 @@ struct Ctx {
     failures: Vec<String>,
     rows: BTreeSet<&'static str>,
     cases: usize,
-    only_pending: bool,
 }
 
 impl Ctx {
     fn row(&mut self, func: &'static str) -> bool {
         self.rows.insert(func);
-        pending(func).is_some() == self.only_pending
+        true
     }
 
     /// One case: `call` with argument `arg` NULL (or "" for the all-valid call) expecting `want`.
@@ -354,8 +324,7 @@ impl Ctx {
             }
         }
         if !bad.is_empty() {
-            let tag = pending(func).map(|why| format!("PENDING ({why}) ")).unwrap_or_default();
-            self.failures.push(format!("{tag}{what}: {}", bad.join("; ")));
+            self.failures.push(format!("{what}: {}", bad.join("; ")));
         }
     }
 
@@ -837,7 +806,7 @@ fn rows(c: &mut Ctx) {
         c.each("fer_vmm_granule_create", &[("vmm", N), ("out_granule", N)], false, |h, n| {
             let mut g: u64 = sentinel();
             let st = unsafe { fer_vmm_granule_create(nzm(n, 0, h.vmm), nzm(n, 1, &mut g)) };
-            (st, vec![("out_granule", n[1] || g == 0)])
+            (st, vec![("out_granule", n[1] || g == u64::MAX)])
         });
     }
     if c.row("fer_vmm_granule_release") {
@@ -873,7 +842,7 @@ fn rows(c: &mut Ctx) {
         c.each("fer_vmm_copy_on_write", &[("range", N), ("out_granule", N), ("out_bytes_copied", N)], false, |h, n| {
             let (mut g, mut b): (u64, u64) = (sentinel(), sentinel());
             let st = unsafe { fer_vmm_copy_on_write(nzm(n, 0, h.range), 0, nzm(n, 1, &mut g), nzm(n, 2, &mut b)) };
-            (st, vec![("out_granule", n[1] || g == 0), ("out_bytes_copied", n[2] || b == 0)])
+            (st, vec![("out_granule", n[1] || g == u64::MAX), ("out_bytes_copied", n[2] || b == 0)])
         });
     }
     if c.row("fer_vmm_set_frozen") {
@@ -1058,7 +1027,7 @@ fn rows(c: &mut Ctx) {
         c.each("fer_kv_pages_seq_create", &[("pages", N), ("out_seq", N)], false, |h, n| {
             let mut s: u32 = sentinel();
             let st = unsafe { fer_kv_pages_seq_create(nzm(n, 0, h.pages), nzm(n, 1, &mut s)) };
-            (st, vec![("out_seq", n[1] || s == 0)])
+            (st, vec![("out_seq", n[1] || s == u32::MAX)])
         });
     }
     if c.row("fer_kv_pages_append") {
@@ -1068,7 +1037,7 @@ fn rows(c: &mut Ctx) {
         c.each("fer_kv_pages_fork", &[("pages", N), ("out_child", N)], false, |h, n| {
             let mut s: u32 = sentinel();
             let st = unsafe { fer_kv_pages_fork(nzm(n, 0, h.pages), h.pseq, nzm(n, 1, &mut s)) };
-            (st, vec![("out_child", n[1] || s == 0)])
+            (st, vec![("out_child", n[1] || s == u32::MAX)])
         });
     }
     if c.row("fer_kv_pages_seq_free") {
@@ -1301,8 +1270,8 @@ fn declared_functions() -> BTreeSet<String> {
     names
 }
 
-fn run_table(only_pending: bool) -> Ctx {
-    let mut c = Ctx { h: fixture(), failures: Vec::new(), rows: BTreeSet::new(), cases: 0, only_pending };
+fn run_table() -> Ctx {
+    let mut c = Ctx { h: fixture(), failures: Vec::new(), rows: BTreeSet::new(), cases: 0 };
     rows(&mut c);
     // SAFETY: dir was made by CString::into_raw in fixture(); the open fd and the mappings outlive
     // the names
@@ -1316,7 +1285,7 @@ fn run_table(only_pending: bool) -> Ctx {
 fn c_abi_011_every_declared_function_has_a_row() {
     let declared = declared_functions();
     assert!(declared.len() >= 100, "the header parse found only {} functions", declared.len());
-    let c = run_table(false);
+    let c = run_table();
     let rows: BTreeSet<String> = c.rows.iter().map(|s| s.to_string()).collect();
     let missing: Vec<_> = declared.difference(&rows).collect();
     let unknown: Vec<_> = rows.difference(&declared).collect();
@@ -1330,31 +1299,8 @@ fn c_abi_011_every_declared_function_has_a_row() {
 // EVIDENCE: C-ABI-011
 #[test]
 fn c_abi_011_null_arguments_of_every_entry_point() {
-    let c = run_table(false);
+    let c = run_table();
     assert!(c.cases > 200, "only {} cases ran", c.cases);
     assert!(c.failures.is_empty(), "{} of {} cases broke a promise:\n{}", c.failures.len(), c.cases, c.failures.join("\n"));
     eprintln!("{} cases over {} rows", c.cases, c.rows.len());
-}
-
-/// The rows of PENDING, strictly: red until their fixes are merged (then take them out).
-#[test]
-#[ignore = "rows whose fixes are in other branches' files: run with --ignored after the merge"]
-fn c_abi_011_pending_rows_strict() {
-    let c = run_table(true);
-    assert!(c.failures.is_empty(), "{} pending cases fail:\n{}", c.failures.len(), c.failures.join("\n"));
-}
-
-/// The pending rows, run and reported without failing; a row that passes now is named, so that it
-/// can leave PENDING.
-#[test]
-fn c_abi_011_pending_rows_report() {
-    let c = run_table(true);
-    for f in &c.failures {
-        eprintln!("{f}");
-    }
-    for (func, _) in PENDING {
-        if !c.failures.iter().any(|f| f.contains(&format!(") {func}("))) {
-            eprintln!("{func} passes every case now: take it out of PENDING in rust_tests/tests/abi_table.rs");
-        }
-    }
 }

@@ -240,6 +240,39 @@ fn c_kv_003_freeing_on_a_frozen_pool_is_busy_and_frees_nothing() {
     assert_eq!((vs.live_granules, vs.mapped_windows, vs.os_bytes), (0, 0, 0));
 }
 
+/// A fork on a frozen pool is BUSY with a message before anything is built: no child, no range
+/// left behind (a half-built child could not be freed while the pool is frozen), and the cache
+/// frees once the parent does.
+// EVIDENCE: C-KV-003
+#[test]
+fn c_kv_003_a_fork_on_a_frozen_pool_is_busy_and_builds_nothing() {
+    let vmm = Vmm::cpu(4096, 64).unwrap();
+    let cache = KvCache::new(&vmm, &options(mem::SEQ_MAJOR, mem::FIXED_MAX, 2, 1, 64, 64, 4)).unwrap();
+    let mut parent: *mut sys::fer_kv_seq = ptr::null_mut();
+    // SAFETY: cache alive; out valid.
+    assert_eq!(unsafe { sys::fer_kv_seq_create(cache.as_ptr(), &mut parent) }, status::OK);
+    // SAFETY: parent alive.
+    assert_eq!(unsafe { sys::fer_kv_seq_extend(parent, 40) }, status::OK);
+    let before = vmm.stats().unwrap();
+    vmm.set_frozen(true).unwrap();
+    let mut child: *mut sys::fer_kv_seq = 8 as *mut sys::fer_kv_seq;
+    // SAFETY: parent alive; the call refuses.
+    assert_eq!(unsafe { sys::fer_kv_seq_fork(parent, 40, &mut child) }, status::BUSY);
+    assert!(child.is_null(), "a refused fork left *out_child set");
+    assert!(!last_error_message().is_empty());
+    let after = vmm.stats().unwrap();
+    assert_eq!((after.live_granules, after.mapped_windows), (before.live_granules, before.mapped_windows));
+    vmm.set_frozen(false).unwrap();
+    // SAFETY: parent alive; freed once.
+    assert_eq!(unsafe { sys::fer_kv_seq_free(parent) }, status::OK);
+    let vs = vmm.stats().unwrap();
+    assert_eq!((vs.live_granules, vs.mapped_windows), (0, 0));
+    // no half-built child is left holding the cache (or its ranges): the cache frees
+    // SAFETY: the cache has no sequence left; it is freed here once and not dropped again.
+    assert_eq!(unsafe { sys::fer_kv_cache_free(cache.as_ptr()) }, status::OK, "{}", last_error_message());
+    std::mem::forget(cache);
+}
+
 /// Arguments out of range or overflowing 64 bits are refused with INVALID_ARG or SIZE_OVERFLOW
 /// and a message, and change nothing.
 // EVIDENCE: C-KV-003 C-KV-010

@@ -892,6 +892,7 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Creates one physical granule (zero-filled) and returns its id. BUDGET_EXCEEDED at max_granules."]
+    #[doc = " On failure *out_granule is UINT64_MAX (no granule: 0 is a valid id)."]
     pub fn fer_vmm_granule_create(vmm: *mut fer_vmm, out_granule: *mut u64) -> fer_status;
 }
 extern "C" {
@@ -938,7 +939,8 @@ extern "C" {
     #[doc = " Copy-on-write of one window: creates a granule holding a copy of the bytes of the granule mapped"]
     #[doc = " at `offset`, and maps it there read-write in its place. Other mappings of the old granule are"]
     #[doc = " untouched (they keep seeing the old bytes); the old granule stays alive for its owner to release."]
-    #[doc = " *out_granule receives the new id, *out_bytes_copied the bytes copied (one granule). A governor"]
+    #[doc = " *out_granule receives the new id, *out_bytes_copied the bytes copied (one granule); on failure"]
+    #[doc = " they are UINT64_MAX (no granule) and 0. A governor"]
     #[doc = " attached to the pool is charged for the new granule first (BUDGET_EXCEEDED changes nothing)."]
     #[doc = " INVALID_ARG when nothing is mapped at offset; BUSY while frozen; UNSUPPORTED on the CUDA backend"]
     #[doc = " for now. Claims: C-MEM-007."]
@@ -1335,7 +1337,8 @@ extern "C" {
         -> fer_status;
 }
 extern "C" {
-    #[doc = " Unmaps and releases everything of the sequence. NULL is OK."]
+    #[doc = " Unmaps and releases everything of the sequence. NULL is OK. BUSY while the pool is frozen: then"]
+    #[doc = " nothing is freed and the sequence stays whole."]
     pub fn fer_kv_seq_free(seq: *mut fer_kv_seq) -> fer_status;
 }
 extern "C" {
@@ -1354,7 +1357,9 @@ extern "C" {
 extern "C" {
     #[doc = " A strided view [n_kv_heads, live_tokens, head_dim] of K (kv 0) or V (kv 1) of `layer`, in the"]
     #[doc = " sequence's layout, for kernels to read and write. Valid until the next fer_kv_seq_extend (a"]
-    #[doc = " head-major bucketed growth moves it) or fer_kv_seq_free."]
+    #[doc = " head-major bucketed growth moves it) or fer_kv_seq_free. Positions a fork shares are the same"]
+    #[doc = " bytes in both sequences: a child's shared windows are read-only (a write faults), and a parent"]
+    #[doc = " that writes there changes its child too unless it calls fer_kv_seq_make_writable first."]
     pub fn fer_kv_seq_view(
         seq: *const fer_kv_seq,
         layer: u32,
@@ -1376,7 +1381,8 @@ extern "C" {
     #[doc = " read-only (no new bytes: an extra sharer costs nothing for them); a window the prefix fills"]
     #[doc = " only in part gets a granule of its own with the prefix bytes copied. A granule lives until its"]
     #[doc = " last sharer frees it. The child then extends as any sequence; its new tokens land in its own"]
-    #[doc = " windows. UNSUPPORTED for a relocating cache (head-major, bucketed). Claims: C-KV-005."]
+    #[doc = " windows. UNSUPPORTED for a relocating cache (head-major, bucketed); BUSY, with nothing built,"]
+    #[doc = " while the pool is frozen. Claims: C-KV-005."]
     pub fn fer_kv_seq_fork(
         parent: *const fer_kv_seq,
         prefix_tokens: u64,
@@ -1385,9 +1391,11 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Copy-on-write: makes the windows holding tokens [first_token, first_token + n_tokens) of every"]
-    #[doc = " binding (and the mask) writable in this sequence. Each such window still shared is replaced by a"]
-    #[doc = " private copy of its granule (one granule copied per window, counted); private windows and every"]
-    #[doc = " other sharer are untouched. Claims: C-KV-005."]
+    #[doc = " binding (and the mask) writable in this sequence. Each such window still shared (mapped"]
+    #[doc = " read-only from another sequence, or this sequence's own window that a fork maps) is replaced by"]
+    #[doc = " a private copy of its granule (one granule copied per window, counted); private windows and"]
+    #[doc = " every other sharer are untouched. All or nothing: a refusal (BUDGET_EXCEEDED, BUSY) changes"]
+    #[doc = " nothing. Claims: C-KV-005."]
     pub fn fer_kv_seq_make_writable(
         seq: *mut fer_kv_seq,
         first_token: u64,
@@ -1406,6 +1414,7 @@ pub struct fer_kv_seq_sharing {
     pub fork_bytes_copied: u64,
 }
 extern "C" {
+    #[doc = " Fills *out_sharing (zeroed on failure)."]
     pub fn fer_kv_seq_get_sharing(
         seq: *const fer_kv_seq,
         out_sharing: *mut fer_kv_seq_sharing,
@@ -1439,7 +1448,7 @@ extern "C" {
     pub fn fer_kv_pages_free(pages: *mut fer_kv_pages) -> fer_status;
 }
 extern "C" {
-    #[doc = " Creates an empty sequence; *out_seq is its id."]
+    #[doc = " Creates an empty sequence; *out_seq is its id (UINT32_MAX on failure: 0 is a valid id)."]
     pub fn fer_kv_pages_seq_create(pages: *mut fer_kv_pages, out_seq: *mut u32) -> fer_status;
 }
 extern "C" {
@@ -1448,7 +1457,8 @@ extern "C" {
     pub fn fer_kv_pages_append(pages: *mut fer_kv_pages, seq: u32, n_tokens: u32) -> fer_status;
 }
 extern "C" {
-    #[doc = " Forks a sequence: the child shares every page of the parent (reference counts + 1)."]
+    #[doc = " Forks a sequence: the child shares every page of the parent (reference counts + 1). *out_child"]
+    #[doc = " is the child's id (UINT32_MAX on failure)."]
     pub fn fer_kv_pages_fork(pages: *mut fer_kv_pages, seq: u32, out_child: *mut u32)
         -> fer_status;
 }
