@@ -9,15 +9,7 @@ use proptest::prelude::*;
 
 const G: u64 = 2 << 20;
 
-fn options(layout: i32, policy: i32, layers: u32, heads: u32, dim: u32, max: u64, mask: u32) -> mem::KvCacheOptions {
-    let mut o = mem::kv_cache_options();
-    o.policy = policy;
-    o.geometry = mem::kv_geometry(layout, layers, heads, dim, 2, max);
-    o.dtype = sys::FER_DTYPE_F16 as i32;
-    o.mask_bytes_per_token = mask;
-    o.min_bucket = 8;
-    o
-}
+use common::kv_f16_options as options;
 
 /// original-system.md B: qwen2.5-0.5b geometry (24 layers, 2 KV heads, head_dim 64, f16) with an
 /// 8-byte mask entry per token (12,296 bytes per token), one token at a time from a bucket of 8:

@@ -4,19 +4,13 @@
 //! pool, arguments out of range or overflowing) changes nothing: not the sequence's stats, its
 //! address, its values, nor the pool's or the governor's counts.
 
+mod common;
+
 use ferrite::mem::{self, role, Governor, KvCache, KvSeq, Vmm};
 use ferrite::{last_error_message, status, sys};
 use std::ptr;
 
-fn options(layout: i32, policy: i32, layers: u32, heads: u32, dim: u32, max: u64, mask: u32) -> mem::KvCacheOptions {
-    let mut o = mem::kv_cache_options();
-    o.policy = policy;
-    o.geometry = mem::kv_geometry(layout, layers, heads, dim, 2, max);
-    o.dtype = sys::FER_DTYPE_F16 as i32;
-    o.mask_bytes_per_token = mask;
-    o.min_bucket = 8;
-    o
-}
+use common::kv_f16_options as options;
 
 /// Everything a refused call must leave as it was.
 #[derive(Debug, PartialEq)]

@@ -504,3 +504,18 @@ pub fn assert_message_clear(context: &str) {
         ferrite::last_error_message()
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// KV cache options
+
+/// f16 KV cache options: `layout`, `policy`, the geometry (layers, kv heads, head dim, max
+/// tokens), `mask` bytes per token, min_bucket 8.
+pub fn kv_f16_options(layout: i32, policy: i32, layers: u32, heads: u32, dim: u32, max: u64, mask: u32) -> ferrite::mem::KvCacheOptions {
+    let mut o = ferrite::mem::kv_cache_options();
+    o.policy = policy;
+    o.geometry = ferrite::mem::kv_geometry(layout, layers, heads, dim, 2, max);
+    o.dtype = ferrite::sys::FER_DTYPE_F16 as i32;
+    o.mask_bytes_per_token = mask;
+    o.min_bucket = 8;
+    o
+}
