@@ -82,8 +82,20 @@ const feri_fast_ops *feri_fast_ops_for(feri_sample_impl impl) {
  * when fewer than k are. Bisection on the key: the answer is the largest T with at least k keys
  * >= T, found in 32 counting passes whatever the order or ties of the keys. */
 static int32_t kth_largest_skey(const feri_fast_ops *ops, const int32_t *keys, size_t n, size_t k, int32_t floor) {
-  int64_t lo = (int64_t)floor + 1, hi = INT32_MAX; /* count(>= lo) >= k; count(> hi) < k */
-  if (ops->count_ge(keys, n, (int32_t)lo) < k) return floor;
+  /* The bisection starts from the smallest and largest key above floor: logits cluster, so this
+   * range is far narrower than 32 bits. */
+  int32_t kmin = INT32_MAX, kmax = floor;
+  size_t above = 0;
+  for (size_t i = 0; i < n; i++) {
+    const int32_t v = keys[i];
+    if (v > floor) {
+      above++;
+      kmin = v < kmin ? v : kmin;
+      kmax = v > kmax ? v : kmax;
+    }
+  }
+  if (above < k) return floor;
+  int64_t lo = kmin, hi = kmax; /* count(>= lo) >= k; count(> hi) = 0 < k */
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
     if (ops->count_ge(keys, n, (int32_t)mid) >= k) lo = mid;

@@ -10,13 +10,6 @@
 #define FERI_AVX2 __attribute__((target("avx2")))
 #define FERI_AVX512 __attribute__((target("avx2,avx512f")))
 
-/* Set bits of a 16-bit mask, without relying on a POPCNT instruction. */
-static inline unsigned popcount16(unsigned v) {
-  v = v - ((v >> 1) & 0x5555u);
-  v = (v & 0x3333u) + ((v >> 2) & 0x3333u);
-  v = (v + (v >> 4)) & 0x0f0fu;
-  return (v + (v >> 8)) & 0x1fu;
-}
 
 /* The scalar forms, for the partial last chunk. */
 static int chunk_max_tail(const float *x, size_t n, float *cmax) {
@@ -79,9 +72,11 @@ FERI_AVX512 static size_t mask_scale_avx512(float *x, size_t n, const float *cma
   for (; i + FERI_FAST_CHUNK <= n; i += FERI_FAST_CHUNK, c++) {
     float *p = x + i;
     if (!(cmax[c] >= lo)) {
+#pragma GCC unroll 8
       for (int j = 0; j < FERI_FAST_CHUNK; j += 16) _mm512_storeu_ps(p + j, ninf);
       continue;
     }
+#pragma GCC unroll 8
     for (int j = 0; j < FERI_FAST_CHUNK; j += 16) {
       const __m512 v = _mm512_loadu_ps(p + j);
       const __mmask16 keep = _mm512_cmp_ps_mask(v, vlo, _CMP_GE_OQ);
@@ -96,7 +91,7 @@ FERI_AVX512 static size_t mask_scale_avx512(float *x, size_t n, const float *cma
        * FERI_FAST_ID_SLACK entries of room past the end */
       const __m512i id = _mm512_add_epi32(lane, _mm512_set1_epi32((int)(i + (size_t)j)));
       _mm512_storeu_si512((void *)(ids + m), _mm512_maskz_compress_epi32(live, id));
-      m += popcount16(live);
+      m += (size_t)__builtin_popcount(live); /* POPCNT: implied by the AVX targets, as on every such CPU */
     }
   }
   if (i < n) m += mask_scale_tail(x + i, i, n - i, cmax[c], lo, t, ids + m);
@@ -137,15 +132,21 @@ FERI_AVX2 static int chunk_max_avx2(const float *x, size_t n, float *cmax) {
   size_t i = 0, c = 0;
   for (; i + FERI_FAST_CHUNK <= n; i += FERI_FAST_CHUNK, c++) {
     const float *p = x + i;
-    __m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + 8);
-    __m256 un = _mm256_cmp_ps(m0, m1, _CMP_UNORD_Q);
-    for (int j = 16; j < FERI_FAST_CHUNK; j += 16) {
-      const __m256 a = _mm256_loadu_ps(p + j), b = _mm256_loadu_ps(p + j + 8);
-      un = _mm256_or_ps(un, _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+    /* four running maxima, so that the max latency does not serialise the chunk */
+    __m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + 8), m2 = _mm256_loadu_ps(p + 16),
+           m3 = _mm256_loadu_ps(p + 24);
+    __m256 un = _mm256_or_ps(_mm256_cmp_ps(m0, m1, _CMP_UNORD_Q), _mm256_cmp_ps(m2, m3, _CMP_UNORD_Q));
+#pragma GCC unroll 4
+    for (int j = 32; j < FERI_FAST_CHUNK; j += 32) {
+      const __m256 a = _mm256_loadu_ps(p + j), b = _mm256_loadu_ps(p + j + 8), c2 = _mm256_loadu_ps(p + j + 16),
+                   d = _mm256_loadu_ps(p + j + 24);
+      un = _mm256_or_ps(un, _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q), _mm256_cmp_ps(c2, d, _CMP_UNORD_Q)));
       m0 = _mm256_max_ps(m0, a);
       m1 = _mm256_max_ps(m1, b);
+      m2 = _mm256_max_ps(m2, c2);
+      m3 = _mm256_max_ps(m3, d);
     }
-    const __m256 m = _mm256_max_ps(m0, m1);
+    const __m256 m = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
     bad = _mm256_or_ps(bad, _mm256_or_ps(un, _mm256_cmp_ps(m, inf, _CMP_EQ_OQ)));
     cmax[c] = hmax8(m);
   }
@@ -160,21 +161,35 @@ FERI_AVX2 static size_t mask_scale_avx2(float *x, size_t n, const float *cmax, f
   for (; i + FERI_FAST_CHUNK <= n; i += FERI_FAST_CHUNK, c++) {
     float *p = x + i;
     if (!(cmax[c] >= lo)) {
+#pragma GCC unroll 16
       for (int j = 0; j < FERI_FAST_CHUNK; j += 8) _mm256_storeu_ps(p + j, ninf);
       continue;
     }
-    for (int j = 0; j < FERI_FAST_CHUNK; j += 8) {
-      const __m256 v = _mm256_loadu_ps(p + j);
-      const __m256 keep = _mm256_cmp_ps(v, vlo, _CMP_GE_OQ);
-      if (_mm256_testz_ps(keep, keep)) {
-        _mm256_storeu_ps(p + j, ninf);
+    for (int j = 0; j < FERI_FAST_CHUNK; j += 32) {
+      /* most groups of four vectors hold no survivor: one test for the four */
+      const __m256 k4 = _mm256_or_ps(
+          _mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(p + j), vlo, _CMP_GE_OQ),
+                       _mm256_cmp_ps(_mm256_loadu_ps(p + j + 8), vlo, _CMP_GE_OQ)),
+          _mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(p + j + 16), vlo, _CMP_GE_OQ),
+                       _mm256_cmp_ps(_mm256_loadu_ps(p + j + 24), vlo, _CMP_GE_OQ)));
+      if (_mm256_testz_ps(k4, k4)) {
+        _mm256_storeu_ps(p + j, ninf), _mm256_storeu_ps(p + j + 8, ninf);
+        _mm256_storeu_ps(p + j + 16, ninf), _mm256_storeu_ps(p + j + 24, ninf);
         continue;
       }
-      const __m256 y = divide ? _mm256_div_ps(v, vt) : v;
-      const __m256 live = _mm256_and_ps(keep, _mm256_cmp_ps(y, ninf, _CMP_NEQ_OQ));
-      _mm256_storeu_ps(p + j, _mm256_blendv_ps(ninf, y, live));
-      for (unsigned bits = (unsigned)_mm256_movemask_ps(live); bits; bits &= bits - 1)
-        ids[m++] = (uint32_t)(i + (size_t)j + (size_t)__builtin_ctz(bits));
+      for (int q = j; q < j + 32; q += 8) {
+        const __m256 v = _mm256_loadu_ps(p + q);
+        const __m256 keep = _mm256_cmp_ps(v, vlo, _CMP_GE_OQ);
+        if (_mm256_testz_ps(keep, keep)) {
+          _mm256_storeu_ps(p + q, ninf);
+          continue;
+        }
+        const __m256 y = divide ? _mm256_div_ps(v, vt) : v;
+        const __m256 live = _mm256_and_ps(keep, _mm256_cmp_ps(y, ninf, _CMP_NEQ_OQ));
+        _mm256_storeu_ps(p + q, _mm256_blendv_ps(ninf, y, live));
+        for (unsigned bits = (unsigned)_mm256_movemask_ps(live); bits; bits &= bits - 1)
+          ids[m++] = (uint32_t)(i + (size_t)q + (size_t)__builtin_ctz(bits));
+      }
     }
   }
   if (i < n) m += mask_scale_tail(x + i, i, n - i, cmax[c], lo, t, ids + m);

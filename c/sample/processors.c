@@ -57,14 +57,22 @@ void feri_repetition_penalty(feri_chain *c, float penalty, int32_t window) {
   const fer_sampling_context *ctx = c->ctx;
   size_t len = ctx->n_prompt + ctx->n_generated;
   size_t start = window > 0 && (size_t)window < len ? len - (size_t)window : 0;
-  for (size_t i = start; i < len; i++) {
-    int32_t t = history_at(ctx, i);
-    if (c->marks[t]) continue; /* once per distinct token */
-    c->marks[t] = 1;
-    float l = c->logits[t];
-    c->logits[t] = l > 0 ? l / penalty : l * penalty; /* HF: shrink toward "less likely" */
-  }
-  for (size_t i = start; i < len; i++) c->marks[history_at(ctx, i)] = 0;
+  /* The window's part of the prompt, then of the generated tokens (the same order as walking
+   * prompt ++ generated, without a branch per token to pick the array). */
+  const int32_t *parts[2] = {ctx->prompt_tokens, ctx->generated_tokens};
+  const size_t from[2] = {start < ctx->n_prompt ? start : ctx->n_prompt,
+                          start > ctx->n_prompt ? start - ctx->n_prompt : 0};
+  const size_t to[2] = {ctx->n_prompt, ctx->n_generated};
+  for (int q = 0; q < 2; q++)
+    for (size_t i = from[q]; i < to[q]; i++) {
+      int32_t t = parts[q][i];
+      if (c->marks[t]) continue; /* once per distinct token */
+      c->marks[t] = 1;
+      float l = c->logits[t];
+      c->logits[t] = l > 0 ? l / penalty : l * penalty; /* HF: shrink toward "less likely" */
+    }
+  for (int q = 0; q < 2; q++)
+    for (size_t i = from[q]; i < to[q]; i++) c->marks[parts[q][i]] = 0;
 }
 
 void feri_frequency_presence(feri_chain *c, float frequency, float presence) {

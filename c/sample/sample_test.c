@@ -226,7 +226,10 @@ static void make_params(rng32 *r, uint32_t combo, size_t vocab, fer_sampling_par
     p->logit_bias_tokens = bias_tok;
     p->logit_bias_values = bias_val;
   }
-  if (combo & 2) p->repetition_penalty = rnd(r) % 8 == 0 ? 1e-30f : 0.5f + rnd_unit(r) * 1.5f;
+  if (combo & 2) {
+    p->repetition_penalty = rnd(r) % 8 == 0 ? 1e-30f : 0.5f + rnd_unit(r) * 1.5f;
+    p->repetition_window = rnd(r) % 3 == 0 ? (int32_t)(rnd(r) % 20) : 0;
+  }
   if (combo & 4) p->frequency_penalty = rnd(r) % 8 == 0 ? -1e30f : (rnd_unit(r) - 0.5f) * 2.0f;
   if (combo & 8) p->presence_penalty = (rnd_unit(r) - 0.5f) * 2.0f;
   if (combo & 16) p->no_repeat_ngram_size = 1 + (int32_t)(rnd(r) % 3);
