@@ -12,12 +12,27 @@
 
 static int chunk_max_portable(const float *x, size_t n, float *cmax) {
   int bad = 0;
-  for (size_t i = 0, c = 0; i < n; c++) {
-    const size_t end = n - i > FERI_FAST_CHUNK ? i + FERI_FAST_CHUNK : n;
+  size_t i = 0, c = 0;
+  /* Whole chunks with eight running maxima: one maximum would make every element wait for the
+   * previous compare (and mispredict on rising runs). */
+  for (; n - i >= FERI_FAST_CHUNK; i += FERI_FAST_CHUNK, c++) {
+    float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int b = 0;
+    for (size_t j = 0; j < FERI_FAST_CHUNK; j += 8)
+      for (int q = 0; q < 8; q++) {
+        const float v = x[i + j + (size_t)q];
+        b |= !(v < INFINITY); /* NaN or +inf */
+        m[q] = v > m[q] ? v : m[q];
+      }
+    for (int q = 1; q < 8; q++) m[0] = m[q] > m[0] ? m[q] : m[0];
+    cmax[c] = m[0];
+    bad |= b;
+  }
+  if (i < n) {
     float m = -INFINITY;
-    for (; i < end; i++) {
+    for (; i < n; i++) {
       const float v = x[i];
-      bad |= !(v < INFINITY); /* NaN or +inf */
+      bad |= !(v < INFINITY);
       m = v > m ? v : m;
     }
     cmax[c] = m;
@@ -28,18 +43,23 @@ static int chunk_max_portable(const float *x, size_t n, float *cmax) {
 static size_t mask_scale_portable(float *x, size_t n, const float *cmax, float lo, float t, uint32_t *ids) {
   size_t m = 0;
   for (size_t i = 0, c = 0; i < n; c++) {
-    const size_t end = n - i > FERI_FAST_CHUNK ? i + FERI_FAST_CHUNK : n;
+    const size_t len = n - i > FERI_FAST_CHUNK ? FERI_FAST_CHUNK : n - i;
+    float *p = x + i;
     if (!(cmax[c] >= lo)) {
-      for (; i < end; i++) x[i] = -INFINITY;
-      continue;
+      if (len == FERI_FAST_CHUNK) /* a fixed count, which the compiler turns into wide stores */
+        for (size_t j = 0; j < FERI_FAST_CHUNK; j++) p[j] = -INFINITY;
+      else
+        for (size_t j = 0; j < len; j++) p[j] = -INFINITY;
+    } else {
+      for (size_t j = 0; j < len; j++) {
+        const float v = p[j];
+        const float y = v >= lo ? (t == 1.0f ? v : v / t) : -INFINITY;
+        p[j] = y;
+        ids[m] = (uint32_t)(i + j);
+        m += y != -INFINITY;
+      }
     }
-    for (; i < end; i++) {
-      const float v = x[i];
-      const float y = v >= lo ? (t == 1.0f ? v : v / t) : -INFINITY;
-      x[i] = y;
-      ids[m] = (uint32_t)i;
-      m += y != -INFINITY;
-    }
+    i += len;
   }
   return m;
 }
