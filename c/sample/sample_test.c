@@ -302,7 +302,8 @@ static int same_as_reference(feri_sample_impl impl, const fer_sampling_params *p
 }
 
 /* Every processor combination (and NaN/+inf allowed or not), each on random logits of a random
- * size crossing the chunk and vector boundaries, for every fast level the CPU has. */
+ * size crossing the chunk and vector boundaries, for every fast level the CPU has.
+ * EVIDENCE: C-SAMP-013 */
 static void fast_front_equals_reference(void) {
   feri_sample_impl impls[3] = {FERI_SAMPLE_IMPL_FAST_PORTABLE, FERI_SAMPLE_IMPL_FAST_AVX2,
                                FERI_SAMPLE_IMPL_FAST_AVX512};
