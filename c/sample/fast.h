@@ -20,8 +20,9 @@
  * monotone (correctly rounded), so selecting on the undivided logits and dividing only the
  * survivors gives the same survivors and values, with the thresholds carried through the division
  * by a search for the smallest logit whose quotient reaches them (rounding can merge neighbours).
- * Whenever pass 1 sees NaN or +inf (before or after the sparse penalties) the fast front restores
- * the logits it changed and the reference front runs instead, so refusals, NaN masking and the
+ * The sparse processors (bias, penalties, bans) run before pass 1 on logits whose old bits are
+ * kept: when one of those old values, or any value pass 1 reads, is NaN or +inf, the fast front
+ * puts the old bits back and the reference front runs instead, so refusals, NaN masking and the
  * +inf rules stay the reference's. */
 #ifndef FERI_SAMPLE_FAST_H
 #define FERI_SAMPLE_FAST_H
