@@ -10,7 +10,13 @@
 #include <stdint.h>
 
 #include "ferrite.h"
-#include "ferrite.h"
+
+/* One candidate of typical-p's ordering. */
+typedef struct feri_scored {
+  double score;
+  uint32_t pos;
+  uint32_t id;
+} feri_scored;
 
 typedef struct feri_chain {
   float *logits;
@@ -27,7 +33,16 @@ typedef struct feri_chain {
   double *weights;
   uint8_t *marks;
   uint32_t *counts;
+  /* The fast front's chunk maxima (vocab / FERI_FAST_CHUNK rounded up), and typical-p's ordering
+   * (vocab long; NULL unless the sampler runs typical-p). */
+  float *cmax;
+  feri_scored *scored;
 } feri_chain;
+
+/* The sparse processors, in the chain's order (logit bias, repetition, frequency and presence
+ * penalties, no-repeat-n-gram, min-new-tokens): each touches only the bias tokens, the history's
+ * tokens and eos. Returns their fer_logit_processor bits. */
+uint32_t feri_chain_sparse(feri_chain *c, const fer_sampling_params *p);
 
 /* Fills cand with the finite logits' ids unless it is already valid. */
 void feri_chain_candidates(feri_chain *c);

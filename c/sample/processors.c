@@ -57,14 +57,22 @@ void feri_repetition_penalty(feri_chain *c, float penalty, int32_t window) {
   const fer_sampling_context *ctx = c->ctx;
   size_t len = ctx->n_prompt + ctx->n_generated;
   size_t start = window > 0 && (size_t)window < len ? len - (size_t)window : 0;
-  for (size_t i = start; i < len; i++) {
-    int32_t t = history_at(ctx, i);
-    if (c->marks[t]) continue; /* once per distinct token */
-    c->marks[t] = 1;
-    float l = c->logits[t];
-    c->logits[t] = l > 0 ? l / penalty : l * penalty; /* HF: shrink toward "less likely" */
-  }
-  for (size_t i = start; i < len; i++) c->marks[history_at(ctx, i)] = 0;
+  /* The window's part of the prompt, then of the generated tokens (the same order as walking
+   * prompt ++ generated, without a branch per token to pick the array). */
+  const int32_t *parts[2] = {ctx->prompt_tokens, ctx->generated_tokens};
+  const size_t from[2] = {start < ctx->n_prompt ? start : ctx->n_prompt,
+                          start > ctx->n_prompt ? start - ctx->n_prompt : 0};
+  const size_t to[2] = {ctx->n_prompt, ctx->n_generated};
+  for (int q = 0; q < 2; q++)
+    for (size_t i = from[q]; i < to[q]; i++) {
+      int32_t t = parts[q][i];
+      if (c->marks[t]) continue; /* once per distinct token */
+      c->marks[t] = 1;
+      float l = c->logits[t];
+      c->logits[t] = l > 0 ? l / penalty : l * penalty; /* HF: shrink toward "less likely" */
+    }
+  for (int q = 0; q < 2; q++)
+    for (size_t i = from[q]; i < to[q]; i++) c->marks[parts[q][i]] = 0;
 }
 
 void feri_frequency_presence(feri_chain *c, float frequency, float presence) {
@@ -99,6 +107,32 @@ void feri_min_new_tokens(feri_chain *c, int32_t min_new, int32_t eos) {
   }
 }
 
+uint32_t feri_chain_sparse(feri_chain *c, const fer_sampling_params *p) {
+  uint32_t a = 0;
+  if (p->n_logit_bias > 0) {
+    feri_logit_bias(c, p->logit_bias_tokens, p->logit_bias_values, p->n_logit_bias);
+    a |= FER_PROCESSOR_LOGIT_BIAS;
+  }
+  if (p->repetition_penalty != 1.0f) {
+    feri_repetition_penalty(c, p->repetition_penalty, p->repetition_window);
+    a |= FER_PROCESSOR_REPETITION_PENALTY;
+  }
+  if (p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f) {
+    feri_frequency_presence(c, p->frequency_penalty, p->presence_penalty);
+    a |= (p->frequency_penalty != 0.0f ? FER_PROCESSOR_FREQUENCY_PENALTY : 0) |
+         (p->presence_penalty != 0.0f ? FER_PROCESSOR_PRESENCE_PENALTY : 0);
+  }
+  if (p->no_repeat_ngram_size > 0) {
+    feri_no_repeat_ngram(c, p->no_repeat_ngram_size);
+    a |= FER_PROCESSOR_NO_REPEAT_NGRAM;
+  }
+  if (p->min_new_tokens > 0) {
+    feri_min_new_tokens(c, p->min_new_tokens, p->eos_token_id);
+    a |= FER_PROCESSOR_MIN_NEW_TOKENS;
+  }
+  return a;
+}
+
 void feri_temperature(feri_chain *c, float temperature) {
   feri_divide(c->logits, c->vocab, temperature);
   c->cand_valid = 0; /* a huge logit over a tiny temperature can overflow to -inf */
@@ -115,20 +149,25 @@ void feri_greedy(feri_chain *c) {
   c->cand_valid = 1;
 }
 
+/* Keys order -0 below +0 while the header's rule compares floats (-0 == +0): a threshold of +0
+ * must keep -0 too, so it becomes the key of -0. Without this a -0 logit was kept or masked
+ * depending on which zero the selection happened to return. */
+static uint32_t zero_as_one(uint32_t key) { return key == feri_float_key(0.0f) ? feri_float_key(-0.0f) : key; }
+
 void feri_top_k(feri_chain *c, int32_t k) {
   uint32_t thr;
   if (c->cand_valid) {
     if ((size_t)k >= c->n_cand) return;
     for (size_t j = 0; j < c->n_cand; j++) c->keys[j] = feri_float_key(c->logits[c->cand[j]]);
-    thr = feri_kth_largest_of_keys(c->keys, c->n_cand, (size_t)k, c->ids);
+    thr = zero_as_one(feri_kth_largest_of_keys(c->keys, c->n_cand, (size_t)k, c->ids));
     for (size_t j = 0; j < c->n_cand; j++) c->marks[j] = feri_float_key(c->logits[c->cand[j]]) >= thr;
     feri_chain_keep(c);
     return;
   }
   /* Small k (the common case): one heap pass; otherwise radix select. */
-  thr = (size_t)k <= FERI_HEAP_TOPK_MAX
-            ? feri_kth_largest_key_small(c->logits, c->vocab, (size_t)k, (float *)(void *)c->keys)
-            : feri_kth_largest_key(c->logits, c->vocab, (size_t)k, c->keys);
+  thr = zero_as_one((size_t)k <= FERI_HEAP_TOPK_MAX
+                        ? feri_kth_largest_key_small(c->logits, c->vocab, (size_t)k, (float *)(void *)c->keys)
+                        : feri_kth_largest_key(c->logits, c->vocab, (size_t)k, c->keys));
   /* -inf has the lowest key of any non-NaN value, so keeping key >= max(thr, key(-inf) + 1) keeps
    * the finite values at or above the threshold (ties included) and nothing masked. */
   const uint32_t floor_key = feri_float_key(-INFINITY);
@@ -137,9 +176,15 @@ void feri_top_k(feri_chain *c, int32_t k) {
   c->cand_valid = 1;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
+/* Ascending insertion sort of at most 64 distinct values: no callback per comparison, and the
+ * order is the one qsort gave (the values are distinct, so any correct sort agrees). */
+static void sort_u64_small(uint64_t *v, size_t n) {
+  for (size_t i = 1; i < n; i++) {
+    uint64_t x = v[i];
+    size_t j = i;
+    for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+    v[j] = x;
+  }
 }
 
 /* The boundary key of top-p: the largest key K such that the candidates with key >= K hold at
@@ -179,7 +224,7 @@ static uint32_t mass_boundary(feri_chain *c, size_t n, double target) {
   /* At most 64 survivors: sort them by key, descending, and walk the mass. */
   uint64_t order[64];
   for (size_t j = 0; j < n; j++) order[j] = ((uint64_t)(~c->keys[j]) << 32) | j;
-  qsort(order, n, sizeof *order, cmp_u64);
+  sort_u64_small(order, n);
   uint32_t boundary = n ? c->keys[order[n - 1] & 0xffffffffu] : 0;
   for (size_t j = 0; j < n; j++) {
     size_t at = (size_t)(order[j] & 0xffffffffu);
@@ -198,7 +243,7 @@ void feri_top_p(feri_chain *c, float p) {
   float mx;
   double total = feri_chain_weights(c, &mx);
   for (size_t j = 0; j < c->n_cand; j++) c->keys[j] = feri_float_key(c->logits[c->cand[j]]);
-  uint32_t boundary = mass_boundary(c, c->n_cand, (double)p * total);
+  uint32_t boundary = zero_as_one(mass_boundary(c, c->n_cand, (double)p * total));
   for (size_t j = 0; j < c->n_cand; j++) c->marks[j] = feri_float_key(c->logits[c->cand[j]]) >= boundary;
   feri_chain_keep(c);
 }
@@ -213,14 +258,8 @@ void feri_min_p(feri_chain *c, float min_p) {
   feri_chain_keep(c);
 }
 
-typedef struct scored {
-  double score;
-  uint32_t pos;
-  uint32_t id;
-} scored;
-
 static int cmp_scored(const void *a, const void *b) {
-  const scored *x = a, *y = b;
+  const feri_scored *x = a, *y = b;
   if (x->score != y->score) return x->score < y->score ? -1 : 1;
   return x->id < y->id ? -1 : x->id > y->id;
 }
@@ -235,8 +274,7 @@ void feri_typical_p(feri_chain *c, float p) {
     double q = c->weights[j] / total;
     if (q > 0) entropy -= q * log(q);
   }
-  scored *s = malloc(n * sizeof *s);
-  if (s == NULL) return; /* the caller checked memory at create; keep the logits unfiltered */
+  feri_scored *s = c->scored; /* sized at the first call for this vocabulary: no allocation here */
   for (size_t j = 0; j < n; j++) {
     double q = c->weights[j] / total;
     s[j].score = q > 0 ? fabs(-log(q) - entropy) : INFINITY;
@@ -250,7 +288,6 @@ void feri_typical_p(feri_chain *c, float p) {
     cum += c->weights[s[j].pos] / total;
     if (cum >= (double)p) break;
   }
-  free(s);
   feri_chain_keep(c);
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "sample/chain.h"
+#include "sample/fast.h"
 #include "sample/select.h"
 #include "testing/check.h"
 
@@ -176,9 +177,210 @@ static void select_tables_agree(void) {
   }
 }
 
+/* ---- the fast front against the reference front ---- */
+
+typedef struct rng32 {
+  uint64_t s;
+} rng32;
+
+static uint32_t rnd(rng32 *r) {
+  r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
+  return (uint32_t)(r->s >> 33);
+}
+
+static float rnd_unit(rng32 *r) { return (float)rnd(r) / 2147483648.0f; } /* [0, 1) */
+
+/* Logits of one of five shapes (heavy ties around zero, spread, the original bench's rising runs,
+ * huge magnitudes, all masked), with specials sprinkled in: -inf, +-0, subnormals, +-FLT_MAX, and
+ * when `nonfinite` NaN and +inf. */
+static void fill_logits(rng32 *r, float *x, size_t n, int nonfinite) {
+  static const float special[] = {-INFINITY, 0.0f, -0.0f, 1e-45f, -1e-45f, 3.4e38f, -3.4e38f, 0.5f};
+  const uint32_t shape = rnd(r) % 5, every = 2 + rnd(r) % 30;
+  for (size_t i = 0; i < n; i++) {
+    float v;
+    switch (shape) {
+      case 0: v = (float)((int)(rnd(r) % 7) - 3) * 0.5f; break; /* ties, including +0 */
+      case 1: v = (rnd_unit(r) - 0.5f) * 40.0f; break;
+      case 2: v = ((float)(i * 17 % 997) - 498.0f) / 73.0f; break;
+      case 3: v = (rnd_unit(r) - 0.5f) * 3e38f * 2.0f; break;
+      default: v = -INFINITY; break;
+    }
+    if (rnd(r) % every == 0) v = special[rnd(r) % 8];
+    if (nonfinite && rnd(r) % 97 == 0) v = rnd(r) % 2 ? NAN : INFINITY;
+    x[i] = v;
+  }
+}
+
+/* A configuration from the bits of `combo` (each processor on or off; two bits pick temperature
+ * 1, 0, an ordinary value or an extreme one), with random values. */
+static void make_params(rng32 *r, uint32_t combo, size_t vocab, fer_sampling_params *p, int32_t *bias_tok,
+                        float *bias_val) {
+  fer_sampling_params_init(p);
+  p->seed = rnd(r);
+  if (combo & 1) {
+    p->n_logit_bias = 1 + rnd(r) % 4;
+    for (uint32_t i = 0; i < p->n_logit_bias; i++) {
+      bias_tok[i] = (int32_t)(rnd(r) % vocab);
+      bias_val[i] = i == 0 && rnd(r) % 2 ? -INFINITY : (rnd_unit(r) - 0.5f) * 8.0f;
+    }
+    p->logit_bias_tokens = bias_tok;
+    p->logit_bias_values = bias_val;
+  }
+  if (combo & 2) {
+    p->repetition_penalty = rnd(r) % 8 == 0 ? 1e-30f : 0.5f + rnd_unit(r) * 1.5f;
+    p->repetition_window = rnd(r) % 3 == 0 ? (int32_t)(rnd(r) % 20) : 0;
+  }
+  if (combo & 4) p->frequency_penalty = rnd(r) % 8 == 0 ? -1e30f : (rnd_unit(r) - 0.5f) * 2.0f;
+  if (combo & 8) p->presence_penalty = (rnd_unit(r) - 0.5f) * 2.0f;
+  if (combo & 16) p->no_repeat_ngram_size = 1 + (int32_t)(rnd(r) % 3);
+  if (combo & 32) {
+    p->min_new_tokens = 1000;
+    p->eos_token_id = (int32_t)(rnd(r) % vocab);
+  }
+  switch ((combo >> 6) & 3) {
+    case 0: break;
+    case 1: p->temperature = 0.0f; break;
+    case 2: p->temperature = 0.05f + rnd_unit(r) * 3.0f; break;
+    default: p->temperature = rnd(r) % 2 ? 1e-3f : 1e6f; break;
+  }
+  if (combo & 256) {
+    const uint32_t pick = rnd(r) % 4;
+    p->top_k = pick == 0 ? 1 + (int32_t)(rnd(r) % 8) : pick == 1 ? 50 : pick == 2 ? 200 + (int32_t)(rnd(r) % 100)
+                                                                                   : (int32_t)vocab + 1;
+  }
+  if (combo & 512) p->top_p = 0.05f + rnd_unit(r) * 0.94f;
+  if (combo & 1024) p->min_p = rnd(r) % 4 == 0 ? 1.0f : rnd_unit(r) * 0.3f;
+  if (combo & 2048) p->typical_p = 0.05f + rnd_unit(r) * 0.94f;
+  if (combo & 4096) {
+    p->xtc_threshold = rnd_unit(r) * 0.3f;
+    p->xtc_probability = 0.5f + rnd_unit(r) * 0.5f;
+  }
+  if (combo & 8192) p->flags |= FER_SAMPLING_FLAG_ALLOW_NONFINITE;
+  if (rnd(r) % 2) p->flags |= FER_SAMPLING_FLAG_FUSE_TOP_K_TOP_P;
+}
+
+/* One case through the reference and through `impl`: the same status, applied bits and logits,
+ * bit for bit (NaN included), and the same token and log-probability from the draw. */
+static int same_as_reference(feri_sample_impl impl, const fer_sampling_params *p, const float *logits, size_t n,
+                             const fer_sampling_context *ctx, double u) {
+  fer_sampler *ref = NULL, *fast = NULL;
+  CHECK_STATUS(fer_sampler_create(p, &ref), FER_STATUS_OK);
+  CHECK_STATUS(fer_sampler_create(p, &fast), FER_STATUS_OK);
+  CHECK_STATUS(feri_sampler_set_impl(ref, FERI_SAMPLE_IMPL_REFERENCE), FER_STATUS_OK);
+  CHECK_STATUS(feri_sampler_set_impl(fast, impl), FER_STATUS_OK);
+  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+  int ok = 1;
+  for (int round = 0; round < 2 && ok; round++) { /* twice: the second call reuses the scratch */
+    memcpy(a, logits, n * sizeof *a), memcpy(b, logits, n * sizeof *b);
+    uint32_t applied_a = 1, applied_b = 2;
+    fer_status sa = fer_sampler_process(ref, a, n, ctx, &applied_a);
+    fer_status sb = fer_sampler_process(fast, b, n, ctx, &applied_b);
+    ok = sa == sb && applied_a == applied_b && memcmp(a, b, n * sizeof *a) == 0;
+    if (!ok) {
+      size_t i = 0;
+      while (i < n && memcmp(&a[i], &b[i], sizeof *a) == 0) i++;
+      printf("  process: status %d vs %d, applied 0x%x vs 0x%x, first difference at %zu of %zu", (int)sa, (int)sb,
+             applied_a, applied_b, i, n);
+      if (i < n) printf(" (%a from %a vs %a)", (double)logits[i], (double)a[i], (double)b[i]);
+      printf("\n");
+    }
+  }
+  if (ok) {
+    memcpy(a, logits, n * sizeof *a), memcpy(b, logits, n * sizeof *b);
+    int32_t ta = -2, tb = -3;
+    float la = 1, lb = 2;
+    fer_status sa = fer_sampler_sample_uniform(ref, a, n, ctx, u, &ta, &la);
+    fer_status sb = fer_sampler_sample_uniform(fast, b, n, ctx, u, &tb, &lb);
+    ok = sa == sb && ta == tb && memcmp(&la, &lb, sizeof la) == 0 && memcmp(a, b, n * sizeof *a) == 0;
+    if (!ok)
+      printf("  draw at u = %g: status %d vs %d, token %d vs %d, logprob %a vs %a\n", u, (int)sa, (int)sb, ta, tb,
+             (double)la, (double)lb);
+  }
+  free(a), free(b);
+  fer_sampler_free(ref), fer_sampler_free(fast);
+  return ok;
+}
+
+/* Every processor combination (and NaN/+inf allowed or not), each on random logits of a random
+ * size crossing the chunk and vector boundaries, for every fast level the CPU has.
+ * EVIDENCE: C-SAMP-013 */
+static void fast_front_equals_reference(void) {
+  feri_sample_impl impls[3] = {FERI_SAMPLE_IMPL_FAST_PORTABLE, FERI_SAMPLE_IMPL_FAST_AVX2,
+                               FERI_SAMPLE_IMPL_FAST_AVX512};
+  const char *names[3] = {"portable", "AVX2", "AVX-512"};
+  enum { MAX_VOCAB = 1200, MAX_HISTORY = 48 };
+  float *x = malloc(MAX_VOCAB * sizeof *x);
+  int32_t hist[MAX_HISTORY], bias_tok[4];
+  float bias_val[4];
+  for (int l = 0; l < 3; l++) {
+    if (feri_fast_ops_for(impls[l]) == NULL) {
+      printf("SKIPPED: the %s fast front (the CPU lacks it)\n", names[l]);
+      continue;
+    }
+    rng32 r = {.s = 0x5eed + (uint64_t)l};
+    int failures = 0;
+    for (uint32_t combo = 0; combo < (1u << 14); combo++) {
+      const size_t vocab = rnd(&r) % 4 == 0 ? 1 + rnd(&r) % 40 : 100 + rnd(&r) % (MAX_VOCAB - 100);
+      fill_logits(&r, x, vocab, combo % 3 == 0);
+      const size_t n_hist = rnd(&r) % MAX_HISTORY, n_prompt = n_hist / 2;
+      for (size_t i = 0; i < n_hist; i++) hist[i] = (int32_t)(rnd(&r) % (vocab < 20 ? vocab : 20));
+      const fer_sampling_context ctx = {.prompt_tokens = hist, .n_prompt = n_prompt,
+                                        .generated_tokens = hist + n_prompt, .n_generated = n_hist - n_prompt};
+      fer_sampling_params p;
+      make_params(&r, combo, vocab, &p, bias_tok, bias_val);
+      if (!same_as_reference(impls[l], &p, x, vocab, &ctx, rnd_unit(&r)) && failures++ < 5)
+        printf("  %s fast front differs: combo 0x%x vocab %zu top_k %d temperature %g\n", names[l], combo, vocab,
+               p.top_k, (double)p.temperature);
+    }
+    /* the original bench's vocabulary and chain, and a large one around the chunk size */
+    const size_t big[2] = {32000, 151936 + 77};
+    for (int b = 0; b < 2; b++) {
+      float *y = malloc(big[b] * sizeof *y);
+      for (int trial = 0; trial < 6; trial++) {
+        fill_logits(&r, y, big[b], trial == 5);
+        fer_sampling_params p;
+        make_params(&r, 0x68e | (uint32_t)(trial % 2) << 8, 97, &p, bias_tok, bias_val);
+        const fer_sampling_context ctx = {.prompt_tokens = hist, .n_prompt = 20, .generated_tokens = hist + 20,
+                                          .n_generated = 20};
+        if (!same_as_reference(impls[l], &p, y, big[b], &ctx, rnd_unit(&r)) && failures++ < 5)
+          printf("  %s fast front differs at vocab %zu, trial %d\n", names[l], big[b], trial);
+      }
+      free(y);
+    }
+    CHECK(failures == 0);
+  }
+  free(x);
+  /* the level selection: an unknown level is refused, a pinned one is kept */
+  fer_sampler *s = make(NULL);
+  CHECK_STATUS(feri_sampler_set_impl(s, (feri_sample_impl)99), FER_STATUS_INVALID_ARG);
+  CHECK_STATUS(feri_sampler_set_impl(s, FERI_SAMPLE_IMPL_FAST_PORTABLE), FER_STATUS_OK);
+  fer_sampler_free(s);
+}
+
+/* The header compares floats, so -0 ties with +0 at a top-k or top-p threshold: whichever zero
+ * the selection meets first, both stay (the reference front once kept -0 only when it came
+ * first). */
+static void signed_zero_ties(void) {
+  fer_sampling_context ctx = {0};
+  const float orders[2][3] = {{0.0f, -0.0f, -1.0f}, {-0.0f, 0.0f, -1.0f}};
+  for (int impl = FERI_SAMPLE_IMPL_REFERENCE; impl <= FERI_SAMPLE_IMPL_FAST_PORTABLE; impl++)
+    for (int o = 0; o < 2; o++) {
+      fer_sampler *s = make(set_topk2);
+      CHECK_STATUS(feri_sampler_set_impl(s, (feri_sample_impl)impl), FER_STATUS_OK);
+      float l[3];
+      memcpy(l, orders[o], sizeof l);
+      uint32_t applied;
+      CHECK_STATUS(fer_sampler_process(s, l, 3, &ctx, &applied), FER_STATUS_OK);
+      CHECK(l[0] == 0.0f && l[1] == 0.0f && l[2] == -INFINITY);
+      fer_sampler_free(s);
+    }
+}
+
 int main(void) {
   select_tables_agree();
   kth_matches_sort();
   known_answers();
+  signed_zero_ties();
+  fast_front_equals_reference();
   return feri_test_finish("sample_test");
 }

@@ -6,6 +6,7 @@
 
 #include "core/status.h"
 #include "sample/chain.h"
+#include "sample/fast.h"
 #include "sample/rng.h"
 #include "sample/select.h"
 
@@ -17,6 +18,9 @@ struct fer_sampler {
   uint32_t *cand, *keys, *ids, *counts;
   double *weights;
   uint8_t *marks;
+  float *cmax;
+  feri_scored *scored;
+  feri_sample_impl impl; /* AUTO unless a test pinned it */
   _Atomic int in_use;
 };
 
@@ -80,26 +84,43 @@ static fer_status check_params(const fer_sampling_params *p) {
 
 static void free_scratch(fer_sampler *s) {
   free(s->cand), free(s->keys), free(s->ids), free(s->counts), free(s->weights), free(s->marks);
+  free(s->cmax), free(s->scored);
   s->cand = s->keys = s->ids = s->counts = NULL;
   s->weights = NULL;
   s->marks = NULL;
+  s->cmax = NULL;
+  s->scored = NULL;
   s->capacity = 0;
 }
 
 static fer_status ensure_scratch(fer_sampler *s, size_t vocab) {
   if (vocab <= s->capacity) return FER_STATUS_OK;
   free_scratch(s);
-  s->cand = malloc(vocab * sizeof *s->cand);
+  s->cand = malloc((vocab + FERI_FAST_ID_SLACK) * sizeof *s->cand);
   s->keys = malloc(vocab * sizeof *s->keys);
   s->ids = malloc(vocab * sizeof *s->ids);
   s->counts = calloc(vocab, sizeof *s->counts);
   s->weights = malloc(vocab * sizeof *s->weights);
   s->marks = calloc(vocab, sizeof *s->marks);
-  if (!s->cand || !s->keys || !s->ids || !s->counts || !s->weights || !s->marks) {
+  s->cmax = malloc((vocab / FERI_FAST_CHUNK + 1) * sizeof *s->cmax);
+  int need_scored = s->params.typical_p < 1.0f;
+  s->scored = need_scored ? malloc(vocab * sizeof *s->scored) : NULL;
+  if (!s->cand || !s->keys || !s->ids || !s->counts || !s->weights || !s->marks || !s->cmax ||
+      (need_scored && !s->scored)) {
     free_scratch(s);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_sampler: no memory for scratch of vocab %zu", vocab);
   }
   s->capacity = vocab;
+  return FER_STATUS_OK;
+}
+
+fer_status feri_sampler_set_impl(fer_sampler *s, feri_sample_impl impl) {
+  if (s == NULL) return feri_fail(FER_STATUS_NULL_ARG, "feri_sampler_set_impl: sampler is NULL");
+  if (impl < FERI_SAMPLE_IMPL_AUTO || impl > FERI_SAMPLE_IMPL_FAST_AVX512)
+    return feri_fail(FER_STATUS_INVALID_ARG, "feri_sampler_set_impl: unknown implementation %d", (int)impl);
+  if (impl >= FERI_SAMPLE_IMPL_FAST_PORTABLE && feri_fast_ops_for(impl) == NULL)
+    return feri_fail(FER_STATUS_UNSUPPORTED, "feri_sampler_set_impl: this CPU lacks implementation %d", (int)impl);
+  s->impl = impl;
   return FER_STATUS_OK;
 }
 
@@ -170,6 +191,22 @@ static fer_status check_logits(const char *fn, float *logits, size_t vocab, int 
   return FER_STATUS_OK;
 }
 
+/* The fer_logit_processor bits of the front of the chain (up to top-k), from the parameters alone:
+ * a bit is set when the processor is enabled, whether or not it changed anything. */
+static uint32_t front_bits(const fer_sampling_params *p, int fuse) {
+  uint32_t a = 0;
+  if (p->n_logit_bias > 0) a |= FER_PROCESSOR_LOGIT_BIAS;
+  if (p->repetition_penalty != 1.0f) a |= FER_PROCESSOR_REPETITION_PENALTY;
+  if (p->frequency_penalty != 0.0f) a |= FER_PROCESSOR_FREQUENCY_PENALTY;
+  if (p->presence_penalty != 0.0f) a |= FER_PROCESSOR_PRESENCE_PENALTY;
+  if (p->no_repeat_ngram_size > 0) a |= FER_PROCESSOR_NO_REPEAT_NGRAM;
+  if (p->min_new_tokens > 0) a |= FER_PROCESSOR_MIN_NEW_TOKENS;
+  if (p->temperature == 0.0f) a |= FER_PROCESSOR_GREEDY;
+  else if (p->temperature != 1.0f) a |= FER_PROCESSOR_TEMPERATURE;
+  if (p->top_k > 0) a |= fuse ? FER_PROCESSOR_TOP_K_TOP_P_FUSED : FER_PROCESSOR_TOP_K;
+  return a;
+}
+
 /* Validates, runs the configured processors in order, and leaves the survivors' ids in s->cand
  * (ascending) with their count in *n_cand. */
 static fer_status run_chain(fer_sampler *s, const char *fn, float *logits, size_t vocab,
@@ -189,44 +226,27 @@ static fer_status run_chain(fer_sampler *s, const char *fn, float *logits, size_
   if (p->min_new_tokens > 0 && (size_t)p->eos_token_id >= vocab)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: eos_token_id %d outside the vocabulary", fn, p->eos_token_id);
   if ((st = ensure_scratch(s, vocab)) != FER_STATUS_OK) return st;
-  if ((st = check_logits(fn, logits, vocab, p->flags & FER_SAMPLING_FLAG_ALLOW_NONFINITE)) != FER_STATUS_OK) return st;
 
   feri_chain c = {.logits = logits, .vocab = vocab, .ctx = ctx, .cand = s->cand, .keys = s->keys,
-                  .ids = s->ids, .weights = s->weights, .marks = s->marks, .counts = s->counts};
-  uint32_t a = 0;
-  if (p->n_logit_bias > 0) {
-    feri_logit_bias(&c, p->logit_bias_tokens, p->logit_bias_values, p->n_logit_bias);
-    a |= FER_PROCESSOR_LOGIT_BIAS;
-  }
-  if (p->repetition_penalty != 1.0f) {
-    feri_repetition_penalty(&c, p->repetition_penalty, p->repetition_window);
-    a |= FER_PROCESSOR_REPETITION_PENALTY;
-  }
-  if (p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f) {
-    feri_frequency_presence(&c, p->frequency_penalty, p->presence_penalty);
-    a |= (p->frequency_penalty != 0.0f ? FER_PROCESSOR_FREQUENCY_PENALTY : 0) |
-         (p->presence_penalty != 0.0f ? FER_PROCESSOR_PRESENCE_PENALTY : 0);
-  }
-  if (p->no_repeat_ngram_size > 0) {
-    feri_no_repeat_ngram(&c, p->no_repeat_ngram_size);
-    a |= FER_PROCESSOR_NO_REPEAT_NGRAM;
-  }
-  if (p->min_new_tokens > 0) {
-    feri_min_new_tokens(&c, p->min_new_tokens, p->eos_token_id);
-    a |= FER_PROCESSOR_MIN_NEW_TOKENS;
-  }
-  if (p->temperature == 0.0f) {
-    feri_greedy(&c);
-    a |= FER_PROCESSOR_GREEDY;
-  } else if (p->temperature != 1.0f) {
-    feri_temperature(&c, p->temperature);
-    a |= FER_PROCESSOR_TEMPERATURE;
+                  .ids = s->ids, .weights = s->weights, .marks = s->marks, .counts = s->counts,
+                  .cmax = s->cmax, .scored = s->scored};
+  /* The front of the chain (check, sparse processors, temperature or greedy, top-k): the fast
+   * front when it can decide (it hands back untouched logits when it meets NaN or +inf), else the
+   * reference processors one at a time. Both give the same logits and candidates (fast.h). */
+  const feri_fast_ops *ops = feri_fast_ops_for(s->impl);
+  if (ops == NULL || !feri_fast_front(&c, p, ops)) {
+    if ((st = check_logits(fn, logits, vocab, p->flags & FER_SAMPLING_FLAG_ALLOW_NONFINITE)) != FER_STATUS_OK)
+      return st;
+    feri_chain_sparse(&c, p);
+    if (p->temperature == 0.0f) {
+      feri_greedy(&c);
+    } else if (p->temperature != 1.0f) {
+      feri_temperature(&c, p->temperature);
+    }
+    if (p->top_k > 0) feri_top_k(&c, p->top_k);
   }
   int fuse = (p->flags & FER_SAMPLING_FLAG_FUSE_TOP_K_TOP_P) && p->top_k > 0 && p->top_p < 1.0f;
-  if (p->top_k > 0) {
-    feri_top_k(&c, p->top_k);
-    a |= fuse ? FER_PROCESSOR_TOP_K_TOP_P_FUSED : FER_PROCESSOR_TOP_K;
-  }
+  uint32_t a = front_bits(p, fuse);
   if (p->top_p < 1.0f) {
     feri_top_p(&c, p->top_p);
     a |= fuse ? 0 : FER_PROCESSOR_TOP_P;

@@ -38,6 +38,30 @@ fn case(max_vocab: usize) -> impl Strategy<Value = Case> {
     })
 }
 
+/// Logits for the fast front's edges: a vocabulary within 3 of a multiple of 128 (or tiny),
+/// values from ties around zero (both signs), spread, or near f32::MAX, with -inf and subnormals.
+fn edge_case() -> impl Strategy<Value = Case> {
+    let vocab = prop_oneof![1usize..8, (1usize..24, -3i64..4).prop_map(|(m, d)| (m as i64 * 128 + d).max(1) as usize)];
+    (vocab, 0u8..3, 0usize..40, 0usize..40).prop_flat_map(|(vocab, shape, np, ng)| {
+        let base = match shape {
+            0 => prop_oneof![(-3i32..4).prop_map(|v| v as f32 * 0.5), Just(-0.0f32), Just(0.0f32)].boxed(),
+            1 => (-20.0f32..20.0).boxed(),
+            _ => (-1.7e38f32..1.7e38).prop_map(|v| v * 2.0).boxed(),
+        };
+        let value = prop_oneof![
+            10 => base,
+            1 => Just(f32::NEG_INFINITY),
+            1 => prop_oneof![Just(1e-45f32), Just(-1e-45f32), Just(-0.0f32), Just(f32::MAX), Just(f32::MIN)],
+        ];
+        (
+            proptest::collection::vec(value, vocab),
+            proptest::collection::vec(0..vocab as i32, np),
+            proptest::collection::vec(0..vocab as i32, ng),
+        )
+            .prop_map(|(logits, prompt, generated)| Case { logits, prompt, generated })
+    })
+}
+
 fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
@@ -149,6 +173,22 @@ proptest! {
             (Err(a), Err(b)) => prop_assert_eq!(a, b),
             (w, s) => prop_assert!(false, "whole {:?} vs parts {:?}", w.map(|x| x.1), s),
         }
+    }
+
+    // EVIDENCE: C-SAMP-013
+    /// The fast front (pass 1 over chunk maxima, pass 2 masking, selection before the temperature
+    /// division) against the oracle on what could trip it: vocabularies just around multiples of
+    /// the 128-logit chunk, +0 and -0 tied at thresholds, subnormals, magnitudes near f32::MAX that
+    /// a small temperature overflows to +-inf and a huge one rounds together, and the whole chain.
+    #[test]
+    fn c_samp_013_fast_front_matches_oracle_on_edges(
+        c in edge_case(), k in 0i32..300, top_p in 0.05f32..1.0, min_p in 0.0f32..0.5,
+        temp in prop_oneof![Just(1.0f32), Just(0.0f32), Just(1e-3f32), Just(1e6f32), 0.05f32..3.0],
+        rep in 0.5f32..2.0, freq in -1.0f32..1.0, pres in -1.0f32..1.0) {
+        let p = Params { top_k: k, top_p, min_p, temperature: temp, repetition_penalty: rep,
+                         frequency_penalty: freq, presence_penalty: pres, ..Params::default() };
+        agree(&p, &c, 0)?;
+        agree(&Params { top_k: k.max(1), temperature: temp, ..Params::default() }, &c, 0)?;
     }
 
     // EVIDENCE: C-SAMP-012
