@@ -561,7 +561,8 @@ enum fer_sampling_flag {
  * - MIN_NEW_TOKENS: eos_token_id is banned while fewer than min_new_tokens tokens are generated.
  * - TEMPERATURE: logit /= temperature. GREEDY (temperature 0): only the first maximum survives.
  * - TOP_K: tokens whose logit is >= the k-th largest finite logit survive. Ties at the threshold
- *   all survive, so more than k may; k >= the number of finite logits keeps all.
+ *   all survive, so more than k may; k >= the number of finite logits keeps all. Comparisons
+ *   are IEEE float comparisons, so -0 and +0 are equal: a threshold of either zero keeps both.
  * - TOP_P (nucleus): with p_i the softmax of the surviving logits, sorted descending, take the
  *   smallest prefix whose mass (summed in double) reaches top_p; every token whose logit is >= the
  *   last logit of that prefix survives (ties kept). top_p = 1 is off.
