@@ -9,7 +9,14 @@
 # the CPU has AVX512F, and AVX512VL+VNNI for the GEMV). The load average is printed before and after
 # each round: on a shared machine compare within rounds. Builds the peer on first use
 # (scripts/peers/build-llamacpp.sh) and prints its flags beside each llama.cpp line.
-# usage: scripts/model/bench_engine.sh [ROUNDS (5)] [THREADS (2)]
+#
+# With a third argument `cpu` it measures CPU time instead of wall time (for a shared, loaded
+# machine, where a process waiting for a core shows up in wall time but not in CPU time; use it at 1
+# thread, since spinning threads burn CPU time): each side runs the short prompt + 1 and + 65
+# tokens, the long prompt + 1 and + 129, and the differences of the runs' user+system seconds give
+# the CPU seconds per decoded token and of the 512-token prefill (load and setup cancel out).
+# FERRITE_BENCH_PEER_B=DIR adds a second libllama build (DIR/build/bin, DIR/src) as a third side.
+# usage: scripts/model/bench_engine.sh [ROUNDS (5)] [THREADS (2)] [cpu]
 # EVIDENCE: C-ENG-006 C-ENG-018 C-ENG-019
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -62,6 +69,43 @@ run() { # PROMPT DECODE_TOKENS
     >/dev/null | grep -o "prefill.*tok/s; matmul\|peak RSS.*" | tr '\n' ' ' | sed 's/; matmul/;/; s/^/ferrite:   /; s/ *$//'
   echo " [$fer_isa]"
 }
+if [ "${3:-}" = cpu ]; then
+  peer_b=${FERRITE_BENCH_PEER_B:-}
+  if [ -n "$peer_b" ]; then
+    c++ -O2 -std=c++17 "$root/scripts/model/llamacpp_greedy.cpp" -I "$peer_b/src/include" -I "$peer_b/src/ggml/include" \
+      -L "$peer_b/build/bin" -lllama -Wl,-rpath,"$peer_b/build/bin" -o "$peer_b/llamacpp-greedy"
+    peer_b_isa=$(sed -n 's/^isa: //p' "$peer_b/build-flags.txt" 2>/dev/null || true)
+    [ -n "$peer_b_isa" ] || peer_b_isa="ggml-cpu.c compiled with $(grep -o '"command": "[^"]*ggml-cpu/ggml-cpu.c' \
+      "$peer_b/build/compile_commands.json" 2>/dev/null | grep -o ' -m[a-z0-9.-]*' | awk '!s[$0]++' | tr -d '\n')"
+    echo "peer B: $peer_b: $peer_b_isa"
+  fi
+  cpu_s() { # SIDE PROMPT STEPS: user+system seconds of one whole run
+    local t; t=$(mktemp)
+    case $1 in
+      llama.cpp) /usr/bin/time -f '%U %S' -o "$t" "$peer/llamacpp-greedy" "$model" "$2" "$3" "$threads" >/dev/null 2>&1 ;;
+      peerB) /usr/bin/time -f '%U %S' -o "$t" "$peer_b/llamacpp-greedy" "$model" "$2" "$3" "$threads" >/dev/null 2>&1 ;;
+      ferrite) /usr/bin/time -f '%U %S' -o "$t" "$ferrite" generate --model "$model" --prompt "$2" --max-tokens "$3" \
+        --ignore-eos --threads "$threads" >/dev/null 2>&1 ;;
+    esac
+    awk '{printf "%.2f", $1 + $2}' "$t"; rm -f "$t"
+  }
+  sides="llama.cpp ferrite"
+  [ -n "$peer_b" ] && sides="peerB $sides"
+  for round in $(seq "$rounds"); do
+    echo "round $round (load $(cut -d' ' -f1-3 /proc/loadavg)):"
+    for side in $sides; do
+      s1=$(cpu_s "$side" "The capital of France is" 1); s65=$(cpu_s "$side" "The capital of France is" 65)
+      l1=$(cpu_s "$side" "$long" 1); l129=$(cpu_s "$side" "$long" 129)
+      tag=$peer_isa; [ "$side" = ferrite ] && tag=$fer_isa; [ "$side" = peerB ] && tag=$peer_b_isa
+      awk -v side="$side" -v s1="$s1" -v s65="$s65" -v l1="$l1" -v l129="$l129" -v tag="$tag" 'BEGIN {
+        printf "%-9s CPU s: short+1 %.2f, short+65 %.2f, long+1 %.2f, long+129 %.2f; prefill 512: %.3f s (%.1f tok/CPU-s); decode after 512: %.2f ms/tok (%.1f tok/CPU-s); after 5: %.2f ms/tok (%.1f tok/CPU-s) [%s]\n",
+          side ":", s1, s65, l1, l129, l1 - s1, 512 / (l1 - s1), (l129 - l1) / 128 * 1000, 128 / (l129 - l1),
+          (s65 - s1) / 64 * 1000, 64 / (s65 - s1), tag }'
+    done
+  done
+  echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 for round in $(seq "$rounds"); do
   echo "round $round, 512-token prompt + 128 tokens (load $(cut -d' ' -f1-3 /proc/loadavg)):"
   run "$long" 128
