@@ -2,11 +2,12 @@
 # llama.cpp's greedy decoding of 10 prompts x 64 tokens on the real model, with the top-5 logits of
 # every step: the reference c/model/llama_test.c checks ferrite against, teacher-forced (ferrite
 # is fed llama.cpp's tokens and must pick the same argmax wherever llama.cpp's top-2 margin exceeds
-# 0.5, and at 98% of all positions). Needs the libllama of scripts/tokenizer/make_goldens.py.
+# 0.5, and at 98% of all positions). The peer comes from
+# scripts/peers/build-llamacpp.sh.
 # usage: scripts/model/make_agreement_golden.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-peer="${FERRITE_PEERS_DIR:-$HOME/.cache/ferrite-peers}/llama.cpp"
+peer=$("$root/scripts/peers/build-llamacpp.sh") # builds the peer on first use (with this CPU's ISAs)
 model="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}/smollm2-135m-instruct-q4_1.gguf"
 c++ -O2 -std=c++17 "$root/scripts/model/llamacpp_greedy.cpp" -I "$peer/src/include" -I "$peer/src/ggml/include" \
   -L "$peer/build/bin" -lllama -Wl,-rpath,"$peer/build/bin" -o "$peer/llamacpp-greedy"
@@ -26,4 +27,5 @@ The mitochondria is the powerhouse of the cell because
 Dear hiring manager, I am writing to apply for
 The quick brown fox
 PROMPTS
+"$root/scripts/peers/record-peer.sh" "$peer" smollm2-agreement.txt
 grep -c '^prompt' "$out"

@@ -2,12 +2,12 @@
 # llama.cpp's perplexity of the real model on 2,000 tokens of English prose, with every position's
 # negative log-likelihood: the reference c/model/llama_test.c checks ferrite's perplexity against
 # (within 1%). The text is the tokenizer corpus's English prose documents (docutils' documentation,
-# public domain) joined by blank lines, so it is generated from committed data. Needs the libllama
-# of scripts/tokenizer/make_goldens.py.
+# public domain) joined by blank lines, so it is generated from committed data. The peer comes from
+# scripts/peers/build-llamacpp.sh.
 # usage: scripts/model/make_perplexity_golden.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-peer="${FERRITE_PEERS_DIR:-$HOME/.cache/ferrite-peers}/llama.cpp"
+peer=$("$root/scripts/peers/build-llamacpp.sh") # builds the peer on first use (with this CPU's ISAs)
 model="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}/smollm2-135m-instruct-q4_1.gguf"
 c++ -O2 -std=c++17 "$root/scripts/model/llamacpp_perplexity.cpp" -I "$peer/src/include" -I "$peer/src/ggml/include" \
   -L "$peer/build/bin" -lllama -Wl,-rpath,"$peer/build/bin" -o "$peer/llamacpp-perplexity"
@@ -26,4 +26,5 @@ open(f"{root}/testdata/model/perplexity-text.txt", "w", encoding="utf-8").write(
 PY
 "$peer/llamacpp-perplexity" "$model" "$root/testdata/model/perplexity-text.txt" 2000 2 2>/dev/null \
   > "$root/testdata/model/smollm2-perplexity.txt"
+"$root/scripts/peers/record-peer.sh" "$peer" smollm2-perplexity.txt
 tail -1 "$root/testdata/model/smollm2-perplexity.txt"

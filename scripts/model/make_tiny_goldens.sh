@@ -2,12 +2,12 @@
 # llama.cpp's logits for the seeded tiny models of the three architectures (llama, qwen2 with q/k/v
 # biases, qwen3 with QK-norm and a separate head size), teacher-forced on a fixed id sequence with
 # f32 K and V: the reference c/model/arch_test.c checks ferrite's forward pass against. The models
-# are written by `ferrite tiny-model` (seed 1), so both programs run the same file. Needs the
-# libllama of scripts/tokenizer/make_goldens.py.
+# are written by `ferrite tiny-model` (seed 1), so both programs run the same file. The peer (libllama,
+# built with this CPU's instruction sets) comes from scripts/peers/build-llamacpp.sh.
 # usage: scripts/model/make_tiny_goldens.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-peer="${FERRITE_PEERS_DIR:-$HOME/.cache/ferrite-peers}/llama.cpp"
+peer=$("$root/scripts/peers/build-llamacpp.sh") # builds the peer on first use (with this CPU's ISAs)
 c++ -O2 -std=c++17 "$root/scripts/model/llamacpp_logits.cpp" -I "$peer/src/include" -I "$peer/src/ggml/include" \
   -L "$peer/build/bin" -lllama -Wl,-rpath,"$peer/build/bin" -o "$peer/llamacpp-logits"
 (cd "$root" && bazel build //c/tools:ferrite >/dev/null 2>&1)
@@ -20,3 +20,4 @@ for arch in llama qwen2 qwen3; do
   "$peer/llamacpp-logits" "$tmp/$arch.gguf" 1 $ids 2>/dev/null > "$root/testdata/model/tiny-$arch-logits.txt"
   echo "$arch: $(grep -c '^logits' "$root/testdata/model/tiny-$arch-logits.txt") rows"
 done
+"$root/scripts/peers/record-peer.sh" "$peer" tiny-llama-logits.txt tiny-qwen2-logits.txt tiny-qwen3-logits.txt

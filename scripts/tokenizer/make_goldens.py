@@ -40,8 +40,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tarfile
-import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RS = b"\x1e"
@@ -49,7 +47,6 @@ TOKENIZERS_VERSION = "0.23.3"
 VENV_PKGS = ["tokenizers==0.23.3", "gguf==0.19.0", "numpy==2.4.6", "pyyaml==6.0.4"]
 LLAMA_SDIST = ("llama-cpp-python==0.3.36", "llama_cpp_python-0.3.36.tar.gz",
                "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e")
-LLAMA_PREFIX = "llama_cpp_python-0.3.36/vendor/llama.cpp/"
 
 VOCABS = {  # file in FERRITE_DATA_DIR, sha256, where it comes from
     "qwen2.5": ("qwen2.5-tokenizer.json", "c0382117ea329cdf097041132f6d735924b697924d6f6fc3945713e96ce87539",
@@ -263,59 +260,30 @@ def ensure_data():
             sys.exit(f"make_goldens: {p} does not have sha256 {sha}; run scripts/fetch-test-data.sh")
 
 
-def fetch_llama_sdist():
-    req, fname, sha = LLAMA_SDIST
-    dl = os.path.join(peers_dir(), "dl")
-    path = os.path.join(dl, fname)
-    if os.path.exists(path) and sha256_file(path) == sha:
-        return path
-    os.makedirs(dl, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dl) as tmp:
-        rq = os.path.join(tmp, "req.txt")
-        with open(rq, "w") as f:
-            f.write(f"{req} --hash=sha256:{sha}\n")
-        log(f"pip download {req} (sdist, 77 MB)")
-        run([sys.executable, "-m", "pip", "download", "--quiet", "--no-cache-dir", "--no-deps", "--no-binary",
-             "llama-cpp-python", "--require-hashes", "-r", rq, "-d", tmp])
-        os.replace(os.path.join(tmp, fname), path)
-    return path
-
-
 def ensure_llama_driver():
-    """Builds libllama (CPU, shared) from the pinned sdist and the driver; returns the driver's path."""
-    root = os.path.join(peers_dir(), "llama.cpp")
-    src, build = os.path.join(root, "src"), os.path.join(root, "build")
-    driver = os.path.join(root, "tokenize-corpus")
-    stamp = os.path.join(root, "stamp")
-    want = sha256_bytes((LLAMA_SDIST[2] + DRIVER_CPP).encode())
-    if os.path.exists(stamp) and open(stamp).read() == want and os.path.exists(driver):
-        return driver
+    """Builds the driver against the peer's libllama; returns the driver's path.
+
+    libllama itself (CPU, shared, from the pinned sdist, with the instruction sets this CPU has turned
+    on explicitly) is built by scripts/peers/build-llamacpp.sh, the one build every comparison with
+    llama.cpp shares; it returns at once when its build is current. The driver is rebuilt when the
+    library or DRIVER_CPP changes."""
     for tool in ("cmake", "c++"):
         if not shutil.which(tool):
             sys.exit(f"make_goldens: '{tool}' not found (Debian: apt-get install cmake g++)")
-    sdist = fetch_llama_sdist()
-    shutil.rmtree(root, ignore_errors=True)
-    os.makedirs(src)
-    log(f"extracting llama.cpp into {src}")
-    kw = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-    with tarfile.open(sdist) as t:
-        for m in t.getmembers():
-            if m.name.startswith(LLAMA_PREFIX) and (m.isfile() or m.isdir()):
-                m.name = m.name[len(LLAMA_PREFIX):]
-                if m.name:
-                    t.extract(m, src, **kw)
-    jobs = str(max(1, min(os.cpu_count() or 1, 4)))
-    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-    log(f"building libllama (CPU) in {build}, -j{jobs}: a few minutes")
-    run(["cmake", "-S", src, "-B", build, *gen, "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON",
-         "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_TOOLS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-         "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_COMMON=OFF", "-DLLAMA_OPENSSL=OFF",
-         "-DGGML_NATIVE=OFF"])
-    run(["cmake", "--build", build, "--target", "llama", "-j", jobs])
+    r = subprocess.run(["bash", os.path.join(REPO, "scripts", "peers", "build-llamacpp.sh")],
+                       stdout=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit("make_goldens: scripts/peers/build-llamacpp.sh failed")
+    root = r.stdout.strip().splitlines()[-1]
+    src, libdir = os.path.join(root, "src"), os.path.join(root, "build", "bin")
+    driver = os.path.join(root, "tokenize-corpus")
+    stamp = os.path.join(root, "stamp")
+    want = sha256_bytes((LLAMA_SDIST[2] + open(os.path.join(root, "lib.stamp")).read() + DRIVER_CPP).encode())
+    if os.path.exists(stamp) and open(stamp).read() == want and os.path.exists(driver):
+        return driver
     cpp = os.path.join(root, "tokenize-corpus.cpp")
     with open(cpp, "w") as f:
         f.write(DRIVER_CPP)
-    libdir = os.path.join(build, "bin")
     run(["c++", "-O2", "-std=c++17", "-o", driver, cpp, "-I", os.path.join(src, "include"),
          "-I", os.path.join(src, "ggml", "include"), "-L", libdir, "-lllama", "-Wl,-rpath," + libdir])
     with open(stamp, "w") as f:
