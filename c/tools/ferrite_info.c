@@ -100,7 +100,8 @@ static void print_features(void) {
       {FER_CPU_FEATURE_AVX2, "avx2"},    {FER_CPU_FEATURE_FMA, "fma"},
       {FER_CPU_FEATURE_F16C, "f16c"},    {FER_CPU_FEATURE_AVX512F, "avx512f"},
       {FER_CPU_FEATURE_AVX512BW, "avx512bw"}, {FER_CPU_FEATURE_AVX512BF16, "avx512bf16"},
-      {FER_CPU_FEATURE_AVXVNNI, "avx-vnni"}};
+      {FER_CPU_FEATURE_AVXVNNI, "avx-vnni"},  {FER_CPU_FEATURE_AVX512VL, "avx512vl"},
+      {FER_CPU_FEATURE_AVX512VNNI, "avx512vnni"}};
   uint64_t have = fer_cpu_features();
   printf("cpu features : ");
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
