@@ -27,7 +27,7 @@
 //! - `ceiling/fma_f32_threads={1,2}/..`: 12 independent FMA chains per thread (throughput =
 //!   FLOPs); `ceiling/read_threads={1,2}/..`: a summing read of 256 MiB in eight streams per thread
 //!   (throughput = bytes).
-//! EVIDENCE: C-MM-006, C-MM-007, C-MM-008, C-Q-005, C-POOL-002
+//! EVIDENCE: C-MM-006, C-MM-007, C-MM-008, C-MM-009, C-Q-005, C-POOL-002
 
 use criterion::{black_box, criterion_group, criterion_main, Bencher, BenchmarkId, Criterion, Throughput};
 use ferrite_benches::{fma_chains, float_values, mxfp4_weight, read_sum, BenchDtype, Buffer, Pool};
