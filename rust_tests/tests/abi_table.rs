@@ -16,6 +16,7 @@ use ferrite::Status;
 use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::mem::{size_of, MaybeUninit};
+use std::os::fd::FromRawFd;
 use std::os::raw::{c_char, c_void};
 use std::ptr::{null, null_mut};
 
@@ -64,9 +65,19 @@ fn nzm<T>(n: &[bool], i: usize, p: *mut T) -> *mut T {
     }
 }
 
-/// Leaked buffers: the fixture lives for the whole test.
-fn leak<T: Clone>(v: T, n: usize) -> *mut T {
-    Box::leak(vec![v; n].into_boxed_slice()).as_mut_ptr()
+thread_local! {
+    /// The buffers `leak` hands out, kept by the test's thread until `teardown` drops them (each
+    /// test runs on its own thread; LeakSanitizer sees them freed).
+    static KEPT: std::cell::RefCell<Vec<Box<dyn std::any::Any>>> = std::cell::RefCell::new(Vec::new());
+}
+
+/// A buffer of n copies of v that lives until the test's teardown (its address does not move:
+/// the boxed slice is kept, not its contents).
+fn leak<T: Clone + 'static>(v: T, n: usize) -> *mut T {
+    let mut b = vec![v; n].into_boxed_slice();
+    let p = b.as_mut_ptr();
+    KEPT.with(|k| k.borrow_mut().push(Box::new(b)));
+    p
 }
 
 fn tensor<T>(data: *mut T, dt: i32, shape: &[i64]) -> fer_tensor {
@@ -142,7 +153,7 @@ fn ok(st: Status, what: &str) {
 }
 
 fn fixture() -> H {
-    // SAFETY: every call gets valid pointers; the objects live until the process ends.
+    // SAFETY: every call gets valid pointers; the objects live until teardown().
     unsafe {
         let mut h: H = std::mem::zeroed();
         let mut po: fer_threadpool_options = std::mem::zeroed();
@@ -902,6 +913,11 @@ fn rows(c: &mut Ctx) {
         c.each("fer_vmm_set_governor", &[("vmm", N), ("governor", O)], true, |h, n| {
             (unsafe { fer_vmm_set_governor(nzm(n, 0, v), nzm(n, 1, h.gov), FER_MEM_ROLE_KV as i32) }, vec![])
         });
+        // SAFETY: v is this row's own vmm, detached from the governor and freed once.
+        unsafe {
+            ok(fer_vmm_set_governor(v, null_mut(), FER_MEM_ROLE_KV as i32), "detach the governor");
+            ok(fer_vmm_free(v), "free the row's vmm");
+        }
     }
     if c.row("fer_dense_cache_create") {
         c.each("fer_dense_cache_create", &[("governor", O), ("out_cache", N)], false, |h, n| {
@@ -1270,13 +1286,42 @@ fn declared_functions() -> BTreeSet<String> {
     names
 }
 
+/// Frees every object of the fixture, children before parents, each free checked, then the
+/// test's buffers, names, file and directory.
+fn teardown(h: &H) {
+    // SAFETY: every handle was made by fixture() and is freed once here; the rows freed none of
+    // them (their free rows pass NULL or objects of their own).
+    unsafe {
+        ok(fer_engine_seq_free(h.eseq), "free engine seq");
+        ok(fer_engine_free(h.engine), "free engine");
+        fer_detokenizer_free(h.detok);
+        ok(fer_tokenizer_free(h.tok), "free tokenizer");
+        fer_sampler_free(h.sampler);
+        ok(fer_kv_pages_seq_free(h.pages, h.pseq), "free pages seq");
+        ok(fer_kv_pages_free(h.pages), "free pages");
+        ok(fer_kv_seq_free(h.kvseq), "free kv seq");
+        ok(fer_kv_cache_free(h.kvcache), "free kv cache");
+        ok(fer_weight_store_free(h.store), "free weight store");
+        ok(fer_dense_cache_free(h.dcache), "free dense cache");
+        ok(fer_vmm_range_free(h.range), "free range");
+        ok(fer_vmm_granule_release(h.vmm, h.granule), "release granule");
+        ok(fer_vmm_free(h.vmm), "free vmm");
+        ok(fer_vmm_free(h.vmm_kv), "free kv vmm");
+        ok(fer_governor_free(h.gov), "free governor");
+        fer_threadpool_free(h.pool);
+        fer_buffer_free(h.image);
+        drop(std::fs::File::from(std::os::fd::OwnedFd::from_raw_fd(h.model_fd)));
+        drop(CString::from_raw(h.model_path as *mut c_char));
+        let dir = CString::from_raw(h.dir as *mut c_char);
+        let _ = std::fs::remove_dir_all(dir.to_str().unwrap());
+    }
+    KEPT.with(|k| k.borrow_mut().clear());
+}
+
 fn run_table() -> Ctx {
     let mut c = Ctx { h: fixture(), failures: Vec::new(), rows: BTreeSet::new(), cases: 0 };
     rows(&mut c);
-    // SAFETY: dir was made by CString::into_raw in fixture(); the open fd and the mappings outlive
-    // the names
-    let dir = unsafe { std::ffi::CStr::from_ptr(c.h.dir) }.to_str().unwrap().to_string();
-    let _ = std::fs::remove_dir_all(dir);
+    teardown(&c.h);
     c
 }
 

@@ -202,6 +202,17 @@ fn c_kv_003_a_refused_sequence_keeps_its_message() {
     cache.seq().unwrap_err(); // and it stays refusable: nothing leaked a range
 }
 
+/// A sequence of `cache` through the raw ABI, extended to `tokens` (the caller frees it: these
+/// tests free it while the pool is frozen, which the safe wrapper's Drop cannot report).
+fn raw_seq(cache: &KvCache, tokens: u64) -> *mut sys::fer_kv_seq {
+    let mut raw: *mut sys::fer_kv_seq = ptr::null_mut();
+    // SAFETY: cache alive; out valid.
+    assert_eq!(unsafe { sys::fer_kv_seq_create(cache.as_ptr(), &mut raw) }, status::OK);
+    // SAFETY: raw alive.
+    assert_eq!(unsafe { sys::fer_kv_seq_extend(raw, tokens) }, status::OK);
+    raw
+}
+
 /// A frozen pool refuses fer_kv_seq_free with BUSY and a message, and frees nothing: the sequence
 /// stays whole (values, stats) and frees once the pool thaws.
 // EVIDENCE: C-KV-003
@@ -209,11 +220,7 @@ fn c_kv_003_a_refused_sequence_keeps_its_message() {
 fn c_kv_003_freeing_on_a_frozen_pool_is_busy_and_frees_nothing() {
     let vmm = Vmm::cpu(4096, 64).unwrap();
     let cache = KvCache::new(&vmm, &options(mem::SEQ_MAJOR, mem::BUCKETED, 2, 1, 64, 64, 4)).unwrap();
-    let mut raw: *mut sys::fer_kv_seq = ptr::null_mut();
-    // SAFETY: cache alive; out valid.
-    assert_eq!(unsafe { sys::fer_kv_seq_create(cache.as_ptr(), &mut raw) }, status::OK);
-    // SAFETY: raw alive.
-    assert_eq!(unsafe { sys::fer_kv_seq_extend(raw, 20) }, status::OK);
+    let raw = raw_seq(&cache, 20);
     let before = vmm.stats().unwrap();
     vmm.set_frozen(true).unwrap();
     // SAFETY: raw alive; the call refuses.
@@ -242,11 +249,7 @@ fn c_kv_003_freeing_on_a_frozen_pool_is_busy_and_frees_nothing() {
 fn c_kv_003_a_fork_on_a_frozen_pool_is_busy_and_builds_nothing() {
     let vmm = Vmm::cpu(4096, 64).unwrap();
     let cache = KvCache::new(&vmm, &options(mem::SEQ_MAJOR, mem::FIXED_MAX, 2, 1, 64, 64, 4)).unwrap();
-    let mut parent: *mut sys::fer_kv_seq = ptr::null_mut();
-    // SAFETY: cache alive; out valid.
-    assert_eq!(unsafe { sys::fer_kv_seq_create(cache.as_ptr(), &mut parent) }, status::OK);
-    // SAFETY: parent alive.
-    assert_eq!(unsafe { sys::fer_kv_seq_extend(parent, 40) }, status::OK);
+    let parent = raw_seq(&cache, 40);
     let before = vmm.stats().unwrap();
     vmm.set_frozen(true).unwrap();
     let mut child: *mut sys::fer_kv_seq = 8 as *mut sys::fer_kv_seq;
