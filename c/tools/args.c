@@ -3,14 +3,13 @@
  * have (strtoull("-1") is 2^64 - 1), and the callers had let their results wrap or truncate. */
 #include "tools/args.h"
 
+#include "core/file.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 __attribute__((format(printf, 4, 5))) static bool refuse(const char *cmd, const char *opt, const char *v,
                                                         const char *fmt, ...) {
@@ -114,24 +113,21 @@ bool feri_arg_pick(const char *cmd, const char *opt, const char *v, const feri_a
   return refuse(cmd, opt, v, "not one of %s", names);
 }
 
-static const char *kind_of(mode_t m) {
-  return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-       : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a plain file";
-}
-
 int feri_arg_open_regular(const char *cmd, const char *opt, const char *path, uint64_t *size) {
-  struct stat st;
-  /* stat before open: opening a FIFO for reading waits for a writer, and a device may be endless */
-  if (stat(path, &st) != 0) return refuse(cmd, opt, path, "%s", strerror(errno)), -1;
-  if (!S_ISREG(st.st_mode)) return refuse(cmd, opt, path, "%s, not a regular file", kind_of(st.st_mode)), -1;
-  /* O_NONBLOCK: should the path become a FIFO between the two calls, the open still returns */
-  const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return refuse(cmd, opt, path, "%s", strerror(errno)), -1;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return refuse(cmd, opt, path, "changed while opened: not a regular file"), -1;
+  /* the library's one rule for what a loader may open (c/core/file.h), with the option as the
+   * message's prefix */
+  char who[96];
+  snprintf(who, sizeof who, "ferrite %s%s%s", cmd, opt ? ": " : "", opt ? opt : "");
+  int fd;
+  uint64_t n;
+  if (feri_file_open_regular(path, who, &fd, &n) != FER_STATUS_OK) {
+    char msg[600];
+    size_t len;
+    fer_last_error_message(msg, sizeof msg, &len);
+    fprintf(stderr, "%s\n", msg);
+    return -1;
   }
-  if (size) *size = (uint64_t)st.st_size;
+  if (size) *size = n;
   return fd;
 }
 

@@ -36,10 +36,10 @@ typedef struct feri_arg_choice {
 /* The value of the entry named v in c (ended by a NULL name), or a message listing the names. */
 bool feri_arg_pick(const char *cmd, const char *opt, const char *v, const feri_arg_choice *c, int32_t *out);
 
-/* Opens path for reading when it is a regular file and returns the descriptor (and its size in
- * *size when size is not NULL); otherwise prints "ferrite CMD: OPTION PATH: why" (missing, a
- * directory, a FIFO, a device...) and returns -1. The open does not wait: a FIFO without a writer
- * is refused, not waited on. opt may be NULL for a positional argument. */
+/* Opens path for reading when it is a regular file (feri_file_open_regular: checked before the
+ * open, which never waits) and returns the descriptor (and its size in *size when size is not
+ * NULL); otherwise prints "ferrite CMD: OPTION: 'PATH' why" (missing, a directory, a FIFO, a
+ * device...) and returns -1. opt may be NULL for a positional argument. */
 int feri_arg_open_regular(const char *cmd, const char *opt, const char *path, uint64_t *size);
 
 /* True when s is -h or --help. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ferrite.h"
+#include "core/file.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 
@@ -41,22 +42,17 @@ static ssize_t read_upto(int fd, char *buf, size_t cap) {
   return (ssize_t)n;
 }
 
-/* The content of --file, a regular file, read up to the size fstat gave (a file growing while it is
- * read is cut there, so the read is bounded); NULL after a message. */
+/* The content of --file (feri_file_read_all: a regular file only, read up to the size it had when
+ * opened, so the read is bounded); NULL after a message. */
 static char *read_text(const char *path, size_t *n) {
-  uint64_t size = 0;
-  const int fd = feri_arg_open_regular("tokenize", "--file", path, &size);
-  if (fd < 0) return NULL;
-  char *buf = size < SIZE_MAX ? malloc((size_t)size + 1) : NULL;
-  const ssize_t got = buf ? read_upto(fd, buf, (size_t)size) : -1;
-  const int err = errno;
-  close(fd);
-  if (got < 0) {
-    fprintf(stderr, "ferrite tokenize: --file \"%s\": %s\n", path, buf ? strerror(err) : "too large to hold in memory");
-    free(buf);
+  char *buf;
+  if (feri_file_read_all(path, "ferrite tokenize: --file", &buf, n) != FER_STATUS_OK) {
+    char msg[600];
+    size_t len;
+    fer_last_error_message(msg, sizeof msg, &len);
+    fprintf(stderr, "%s\n", msg);
     return NULL;
   }
-  *n = (size_t)got;
   return buf;
 }
 
