@@ -5,12 +5,13 @@
 #   ${FERRITE_PEERS_DIR:-~/.cache/ferrite-peers}/llama.cpp/{src,build}
 # and prints that directory on stdout (the only thing it prints there; progress goes to stderr).
 #
-# Instruction sets: users build llama.cpp natively (GGML_NATIVE=ON, -march=native), but on these VMs
-# that selects llama.cpp's AMX path, which crashes (SIGSEGV in ggml_backend_amx_mul_mat). So the
-# peer is built with GGML_NATIVE=OFF and every x86 instruction-set option of ggml turned on or off
-# explicitly from the CPU's flags in /proc/cpuinfo (never assumed), AMX always off: on an AVX-512
-# machine the peer then runs AVX-512 (and VNNI, VBMI, BF16 where present), as a native build would,
-# instead of the AVX2 level that GGML_NATIVE=OFF alone gives.
+# Instruction sets: users build llama.cpp natively (GGML_NATIVE=ON, -march=native), and so does
+# this script on a CPU without AMX. Where the CPU has AMX, a native build selects llama.cpp's AMX
+# path, which crashes on these VMs (SIGSEGV in ggml_backend_amx_mul_mat): there the peer is built
+# with GGML_NATIVE=OFF and every x86 instruction-set option of ggml turned on or off explicitly
+# from the CPU's flags in /proc/cpuinfo (never assumed), AMX off, so that it still runs AVX-512
+# (and VNNI, VBMI, BF16 where present) instead of the AVX2 level that GGML_NATIVE=OFF alone gives.
+# Either way the ISAs the CPU has must show in llama.cpp's own system_info, or the build fails.
 #
 # What was used is recorded in llama.cpp/build-flags.txt: the CPU, its flags, the cmake options, the
 # -m flags ggml-cpu.c was really compiled with (compile_commands.json) and llama.cpp's own
@@ -26,7 +27,7 @@ SDIST_REQ="llama-cpp-python==0.3.36"
 SDIST_FILE="llama_cpp_python-0.3.36.tar.gz"
 SDIST_SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 PREFIX="llama_cpp_python-0.3.36/vendor/llama.cpp"
-RECIPE=2  # bump when the build below changes in a way the options do not show
+RECIPE=3  # bump when the build below changes in a way the options do not show
 
 peers="${FERRITE_PEERS_DIR:-$HOME/.cache/ferrite-peers}"
 root="$peers/llama.cpp"
@@ -61,8 +62,11 @@ else
   opts+=(-DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF)
 fi
 opts+=(-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) # crashes on these VMs (see above)
-amx=""
-has amx_tile && amx=" (the CPU has AMX: off on purpose)"
+if has amx_tile; then
+  mode="GGML_NATIVE=OFF"; amx=" (the CPU has AMX: off on purpose)"
+else # no AMX to crash: the native build users make
+  opts=(-DGGML_NATIVE=ON); mode="GGML_NATIVE=ON"; amx=""
+fi
 if [ "${1:-}" = "--flags" ]; then echo "${opts[*]}"; exit 0; fi
 
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
@@ -152,7 +156,7 @@ cpu="$cpu ($(awk -F': *' '/^cpu family/{f=$2} /^model\t/{m=$2} /^stepping/{s=$2;
   echo "cpu: ${cpu:-unknown}, $(nproc) CPUs"
   echo "cpu_flags:$(for f in sse4_2 avx avx2 fma f16c bmi2 avx_vnni avx512f avx512cd avx512vl avx512dq avx512bw \
     avx512vbmi avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16; do has "$f" && printf ' %s' "$f"; done)"
-  echo "isa: GGML_NATIVE=OFF, ${isa[*]:-none}; AMX off$amx"
+  echo "isa: $mode, ${isa[*]:-none}; AMX off$amx"
   echo "cmake: ${opts[*]}"
   echo "compiled (ggml-cpu.c): $compiled"
   echo "system_info: $sysinfo"
