@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 load=${1:-2}
 targets=${2:-//...}
+[[ "$load" =~ ^[0-9]+$ ]] && [ "$load" -le 64 ] \
+  || { echo "usage: scripts/ci/test-times.sh [LOAD (0..64 busy processes, default 2)] [TARGETS (//...)]" >&2; exit 2; }
 out=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT
 

@@ -22,6 +22,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${1:-5}
 threads=${2:-2}
+if ! [[ "$rounds" =~ ^[1-9][0-9]{0,2}$ && "$threads" =~ ^[1-9][0-9]{0,2}$ && "${3:-}" =~ ^(|cpu)$ ]]; then
+  echo "usage: scripts/model/bench_engine.sh [ROUNDS (1..999, default 5)] [THREADS (1..999, default 2)] [cpu]" >&2
+  exit 2
+fi
 peer=$("$root/scripts/peers/build-llamacpp.sh") # builds the peer on first use (with this CPU's ISAs)
 model="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}/smollm2-135m-instruct-q4_1.gguf"
 c++ -O2 -std=c++17 "$root/scripts/model/llamacpp_greedy.cpp" -I "$peer/src/include" -I "$peer/src/ggml/include" \

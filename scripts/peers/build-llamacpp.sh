@@ -67,7 +67,11 @@ if has amx_tile; then
 else # no AMX to crash: the native build users make
   opts=(-DGGML_NATIVE=ON); mode="GGML_NATIVE=ON"; amx=""
 fi
-if [ "${1:-}" = "--flags" ]; then echo "${opts[*]}"; exit 0; fi
+case "${1:-}" in
+  "") ;;
+  --flags) echo "${opts[*]}"; exit 0 ;;
+  *) echo "usage: scripts/peers/build-llamacpp.sh [--flags]" >&2; exit 2 ;;
+esac
 
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
