@@ -86,9 +86,9 @@ enum fer_status_code {
 typedef int32_t fer_status;
 
 /**
- * Element types. Values are append-only. 16-31 are reserved for block-quantized formats (the first
- * four are named now so the numbering never moves); every kernel of ABI version 1 refuses any of
- * 16-31 with FER_STATUS_UNSUPPORTED, and any other unknown value with FER_STATUS_INVALID_ARG.
+ * Element types. Values are append-only. 16-31 are reserved for block-quantized formats: dense
+ * kernels (fer_tensor) refuse any of 16-31 with FER_STATUS_UNSUPPORTED, and any other unknown value
+ * with FER_STATUS_INVALID_ARG; the block kernels (fer_qmatrix) take the named ones.
  */
 enum fer_dtype_code {
   FER_DTYPE_INVALID = 0,
@@ -111,6 +111,24 @@ enum fer_dtype_code {
   FER_DTYPE_Q4_1 = 18,
   /** GGUF Q8_0 (reserved). */
   FER_DTYPE_Q8_0 = 19,
+  /** GGUF Q5_0: blocks of 32, f16 d, 32 high bits, 16 bytes of low nibbles. */
+  FER_DTYPE_Q5_0 = 20,
+  /** GGUF Q5_1: blocks of 32, f16 d and m, 32 high bits, 16 bytes of low nibbles. */
+  FER_DTYPE_Q5_1 = 21,
+  /** GGUF Q2_K: super-blocks of 256 (84 bytes). */
+  FER_DTYPE_Q2_K = 22,
+  /** GGUF Q3_K: super-blocks of 256 (110 bytes). */
+  FER_DTYPE_Q3_K = 23,
+  /** GGUF Q4_K: super-blocks of 256 (144 bytes), packed 6-bit scales and minimums. */
+  FER_DTYPE_Q4_K = 24,
+  /** GGUF Q5_K: super-blocks of 256 (176 bytes). */
+  FER_DTYPE_Q5_K = 25,
+  /** GGUF Q6_K: super-blocks of 256 (210 bytes). */
+  FER_DTYPE_Q6_K = 26,
+  /** GGUF IQ4_NL: blocks of 32 (18 bytes), 4-bit indices into a fixed non-linear table. */
+  FER_DTYPE_IQ4_NL = 27,
+  /** GGUF IQ4_XS: super-blocks of 256 (136 bytes), IQ4_NL's table with 6-bit sub-block scales. */
+  FER_DTYPE_IQ4_XS = 28,
 };
 typedef int32_t fer_dtype;
 

@@ -18,9 +18,19 @@ pub const MXFP4: Dtype = sys::FER_DTYPE_MXFP4 as Dtype;
 pub const Q4_0: Dtype = sys::FER_DTYPE_Q4_0 as Dtype;
 pub const Q4_1: Dtype = sys::FER_DTYPE_Q4_1 as Dtype;
 pub const Q8_0: Dtype = sys::FER_DTYPE_Q8_0 as Dtype;
+pub const Q5_0: Dtype = sys::FER_DTYPE_Q5_0 as Dtype;
+pub const Q5_1: Dtype = sys::FER_DTYPE_Q5_1 as Dtype;
+pub const Q2_K: Dtype = sys::FER_DTYPE_Q2_K as Dtype;
+pub const Q3_K: Dtype = sys::FER_DTYPE_Q3_K as Dtype;
+pub const Q4_K: Dtype = sys::FER_DTYPE_Q4_K as Dtype;
+pub const Q5_K: Dtype = sys::FER_DTYPE_Q5_K as Dtype;
+pub const Q6_K: Dtype = sys::FER_DTYPE_Q6_K as Dtype;
+pub const IQ4_NL: Dtype = sys::FER_DTYPE_IQ4_NL as Dtype;
+pub const IQ4_XS: Dtype = sys::FER_DTYPE_IQ4_XS as Dtype;
 
-/// The reserved block-quantized codes every ABI-1 kernel refuses with UNSUPPORTED.
-pub const RESERVED_BLOCK: [Dtype; 4] = [MXFP4, Q4_0, Q4_1, Q8_0];
+/// The block-quantized codes every dense (fer_tensor) kernel refuses with UNSUPPORTED.
+pub const RESERVED_BLOCK: [Dtype; 13] =
+    [MXFP4, Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS];
 
 /// Size in bytes of one element (`fer_dtype_size`); UNSUPPORTED for block formats.
 pub fn dtype_size(dtype: Dtype) -> Result<usize> {
