@@ -1,5 +1,5 @@
 /* real_files_test.c: one real GGUF file against llama.cpp's references for it, the checks issue 19
- * asks of every file people download (claims C-ENG-101..C-ENG-103):
+ * asks of every file people download. EVIDENCE: C-ENG-101, C-ENG-102, C-ENG-103
  * - greedy decoding of the first prompt gives llama.cpp's first five tokens;
  * - teacher-forced argmax agreement on 10 prompts x 64 tokens: equal wherever llama.cpp's top-2
  *   margin exceeds 0.5, and the share over all positions printed and guarded;
