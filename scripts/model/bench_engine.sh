@@ -16,6 +16,8 @@
 # tokens, the long prompt + 1 and + 129, and the differences of the runs' user+system seconds give
 # the CPU seconds per decoded token and of the 512-token prefill (load and setup cancel out).
 # FERRITE_BENCH_PEER_B=DIR adds a second libllama build (DIR/build/bin, DIR/src) as a third side.
+# FERRITE_BENCH_MODEL=FILE measures another GGUF file (a path, or a name in the data directory;
+# default SmolLM2-135M-Instruct Q4_1).
 # usage: scripts/model/bench_engine.sh [ROUNDS (5)] [THREADS (2)] [cpu]
 # EVIDENCE: C-ENG-006 C-ENG-018 C-ENG-019
 set -euo pipefail
@@ -26,8 +28,11 @@ if ! [[ "$rounds" =~ ^[1-9][0-9]{0,2}$ && "$threads" =~ ^[1-9][0-9]{0,2}$ && "${
   echo "usage: scripts/model/bench_engine.sh [ROUNDS (1..999, default 5)] [THREADS (1..999, default 2)] [cpu]" >&2
   exit 2
 fi
+data="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}"
+model="${FERRITE_BENCH_MODEL:-smollm2-135m-instruct-q4_1.gguf}"
+case "$model" in */*) ;; *) model="$data/$model" ;; esac
+[ -f "$model" ] || { echo "bench_engine.sh: no model file $model" >&2; exit 2; }
 peer=$("$root/scripts/peers/build-llamacpp.sh") # builds the peer on first use (with this CPU's ISAs)
-model="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}/smollm2-135m-instruct-q4_1.gguf"
 c++ -O2 -std=c++17 "$root/scripts/model/llamacpp_greedy.cpp" -I "$peer/src/include" -I "$peer/src/ggml/include" \
   -L "$peer/build/bin" -lllama -Wl,-rpath,"$peer/build/bin" -o "$peer/llamacpp-greedy"
 (cd "$root" && bazel build //c/tools:ferrite >/dev/null 2>&1)
@@ -60,6 +65,7 @@ gemv=avx2; att=avx2
 [[ "$cpuflags" == *" avx512f "* ]] && att=avx512
 fer_isa="$fer_isa; 8-bit GEMV $gemv, attention $att"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1) (family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p')), $(nproc) CPUs"
+echo "model: $model ($(stat -c %s "$model") bytes)"
 echo "peer: $(sed -n 's/^peer: //p' "$peer/build-flags.txt")"
 echo "peer isa: $peer_isa"
 echo "peer system_info: $(sed -n 's/^system_info: //p' "$peer/build-flags.txt")"
