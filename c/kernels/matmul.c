@@ -99,12 +99,21 @@ static void plan_route(const fer_threadpool *pool, mm_plan *p) {
     p->total_bytes = p->x_bytes;
   } else {
     p->route = ROUTE_GEMM;
-    p->mc = min64(p->M, ops->mc);
     p->kc = min64(p->K, ops->kc);
-    /* at least GEMM_MIN_TASKS tasks where columns allow (a pool's late-waking workers then
-     * still find work), never narrower than GEMM_MIN_NC; a function of the shape (and the
-     * level's blocks) alone */
-    const int64_t m_blocks = (p->M + ops->mc - 1) / ops->mc;
+    /* at least GEMM_MIN_TASKS tasks where the shape allows (a pool's late-waking workers then
+     * still find work): column blocks never narrower than GEMM_MIN_NC, and where those are too
+     * few, more row blocks than MC asks for, each at least two register tiles high. Row blocks
+     * are of near-equal height (as the panels below). A function of the shape and the level's
+     * blocks alone; each block packs its own B panel, so a level with a cheap micro-kernel
+     * wants a tall MC (B packed fewer times). */
+    int64_t m_blocks = (p->M + ops->mc - 1) / ops->mc;
+    const int64_t n_most = (p->N + GEMM_MIN_NC - 1) / GEMM_MIN_NC;
+    if (m_blocks * n_most < GEMM_MIN_TASKS) {
+      const int64_t want = (GEMM_MIN_TASKS + n_most - 1) / n_most, most = (p->M + 2 * ops->mr - 1) / (2 * ops->mr);
+      const int64_t more = want < most ? want : most;
+      if (more > m_blocks) m_blocks = more;
+    }
+    p->mc = (p->M + m_blocks - 1) / m_blocks;
     const int64_t want_n_blocks = (GEMM_MIN_TASKS + m_blocks - 1) / m_blocks;
     p->nct = (int64_t)round_up((size_t)((p->N + want_n_blocks - 1) / want_n_blocks), (size_t)ops->nr);
     p->nct = p->nct < GEMM_MIN_NC ? GEMM_MIN_NC : p->nct > ops->nc ? ops->nc : p->nct;
@@ -192,10 +201,17 @@ static void gemm_task(void *ctx, int64_t task, uint32_t worker) {
   float *bpack = (float *)ws;
   float *tile = (float *)(ws + p->bpack_bytes);
   const feri_matmul_ops *ops = j->ops;
-  const int64_t MR = ops->mr, NR = ops->nr, MC = ops->mc, KC = ops->kc;
-  const int64_t m0 = task / p->n_blocks * MC, n0 = task % p->n_blocks * p->nct;
-  const int64_t mc = min64(MC, p->M - m0), nc = min64(p->nct, p->N - n0);
+  const int64_t MR = ops->mr, NR = ops->nr, KC = ops->kc, mb = task / p->n_blocks;
+  const int64_t m0 = mb * p->M / p->m_blocks, n0 = task % p->n_blocks * p->nct;
+  const int64_t mc = (mb + 1) * p->M / p->m_blocks - m0, nc = min64(p->nct, p->N - n0);
   const int64_t ldc = p->ncp;
+  /* An f32 out with unit column stride holds the chains of every full panel itself: the last K
+   * block leaves the result there, and no copy of the tile into out follows (4% of the time at
+   * 512x576x1536 on the AVX-512 level). The partial last panel (the micro-kernel writes NR
+   * columns) stays in the tile. */
+  const int direct = p->out_dtype == FER_DTYPE_F32 && p->o_sn == 4;
+  const int64_t full_cols = direct ? nc / NR * NR : 0, ldo = p->o_sm / 4;
+  float *const out0 = (float *)(p->out + m0 * p->o_sm) + n0;
   for (int64_t k0 = 0; k0 < p->K; k0 += KC) {
     const int64_t kc = min64(KC, p->K - k0);
     /* always packed, even an f32 [K, N] B: read in place, its rows (often 4 KiB apart) alias in
@@ -209,15 +225,18 @@ static void gemm_task(void *ctx, int64_t task, uint32_t worker) {
       for (int64_t q = 0; q < np; q++) {
         const int64_t ir = panel_start(mc, MR, q);
         const int mr = (int)(panel_start(mc, MR, q + 1) - ir);
-        ops->micro(kc, a_block + ir * lda, lda, bpack + jr * kc, tile + ir * ldc + jr, ldc, mr,
-                   k0 == 0);
+        if (jr < full_cols)
+          ops->micro(kc, a_block + ir * lda, lda, bpack + jr * kc, out0 + ir * ldo + jr, ldo, mr, k0 == 0);
+        else
+          ops->micro(kc, a_block + ir * lda, lda, bpack + jr * kc, tile + ir * ldc + jr, ldc, mr, k0 == 0);
       }
   }
+  if (full_cols == nc) return;
   for (int64_t r = 0; r < mc; r++) {
     char *orow = p->out + (m0 + r) * p->o_sm + n0 * p->o_sn;
     const float *trow = tile + r * ldc;
-    if (p->out_dtype == FER_DTYPE_F32 && p->o_sn == 4) {
-      memcpy(orow, trow, (size_t)nc * sizeof(float));
+    if (direct) {
+      memcpy(orow + full_cols * 4, trow + full_cols, (size_t)(nc - full_cols) * sizeof(float));
     } else {
       for (int64_t c = 0; c < nc; c++) feri_elem_store(orow + c * p->o_sn, p->out_dtype, trow[c]);
     }

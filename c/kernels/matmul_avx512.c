@@ -24,8 +24,13 @@
 #define FERI_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 
 /* The tile and blocks of this level. MR 12: 24 accumulators, two B vectors and a broadcast in
- * the 32 registers. KC stays 256 (a multiple of every block size of the quantized packer). */
-enum { MR = 12, NR = 32, MC = 96, KC = 256, NC = 256 };
+ * the 32 registers. MC 528: every row block packs its own B panels, and next to this micro-kernel
+ * packing is dear: at 512x576x1536 with B [N, K] (SmolLM2's prefill) 96-row blocks packed B six
+ * times and spent 38% of the time packing; one block of all 512 rows spends 7% (perf, 1 thread).
+ * A tall block costs L2 room only (its A rows and its tile stream past one L1-resident B
+ * micro-panel). KC stays 256 (a multiple of every block size of the quantized packer; 512 was no
+ * faster). */
+enum { MR = 12, NR = 32, MC = 528, KC = 256, NC = 256 };
 
 /* Sixteen consecutive elements of dtype at p, widened to f32 exactly (bf16: the bits move up). */
 FERI_AVX512 static FERI_INLINE __m512 load16(const char *p, fer_dtype t) {
@@ -117,6 +122,27 @@ FERI_AVX512 static FERI_INLINE void pack_kn_rows(const fer_dtype t, const feri_m
     }
 }
 
+FERI_AVX512 static FERI_INLINE void pack_nk_rows(const fer_dtype t, const feri_mm_b *b, int64_t k0,
+                                                 int64_t kc, int64_t n0, int64_t full, float *dst) {
+  const int64_t kc8 = kc & ~(int64_t)7, sn = b->sn, es = b->es;
+  for (int64_t p = 0; p < full; p++) {
+    float *panel = dst + p * kc * NR;
+    for (int64_t g = 0; g < NR / 8; g++) {
+      const char *rows = b->data + k0 * es + (n0 + p * NR + g * 8) * sn;
+      for (int64_t k = 0; k < kc8; k += 8) {
+        __m256 r[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) r[i] = feri_load8(rows + i * sn + k * es, t);
+        transpose8(r);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) _mm256_storeu_ps(panel + (k + i) * NR + g * 8, r[i]);
+      }
+      for (int64_t k = kc8; k < kc; k++)
+        for (int64_t j = 0; j < 8; j++) panel[k * NR + g * 8 + j] = feri_mm_b_at(b, k0 + k, n0 + p * NR + g * 8 + j);
+    }
+  }
+}
+
 FERI_AVX512 static void pack_b_avx512(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0,
                                       int64_t nc, float *dst) {
   if (b->qbytes != 0) {
@@ -131,21 +157,10 @@ FERI_AVX512 static void pack_b_avx512(const feri_mm_b *b, int64_t k0, int64_t kc
       default: pack_kn_rows(FER_DTYPE_BF16, b, k0, kc, n0, full, dst); break;
     }
   } else if (b->sk == b->es) {
-    const int64_t kc8 = kc & ~(int64_t)7;
-    for (int64_t p = 0; p < full; p++) {
-      float *panel = dst + p * kc * NR;
-      for (int64_t g = 0; g < NR / 8; g++) {
-        const char *rows = b->data + k0 * b->sk + (n0 + p * NR + g * 8) * b->sn;
-        for (int64_t k = 0; k < kc8; k += 8) {
-          __m256 r[8];
-          for (int i = 0; i < 8; i++) r[i] = feri_load8(rows + i * b->sn + k * b->es, b->dtype);
-          transpose8(r);
-          for (int i = 0; i < 8; i++) _mm256_storeu_ps(panel + (k + i) * NR + g * 8, r[i]);
-        }
-        for (int64_t k = kc8; k < kc; k++)
-          for (int64_t j = 0; j < 8; j++)
-            panel[k * NR + g * 8 + j] = feri_mm_b_at(b, k0 + k, n0 + p * NR + g * 8 + j);
-      }
+    switch (b->dtype) {
+      case FER_DTYPE_F32: pack_nk_rows(FER_DTYPE_F32, b, k0, kc, n0, full, dst); break;
+      case FER_DTYPE_F16: pack_nk_rows(FER_DTYPE_F16, b, k0, kc, n0, full, dst); break;
+      default: pack_nk_rows(FER_DTYPE_BF16, b, k0, kc, n0, full, dst); break;
     }
   } else {
     pack_strided32(b, k0, kc, n0, nc, dst);
