@@ -9,6 +9,10 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/quant_i8.h"
+#include "kernels/rowops.h"
 #include "ferrite.h"
 #include "testing/check.h"
 
@@ -214,7 +218,25 @@ static void test_levels_edges(void) {
   test_quant_levels(1, 64, 50, FER_DTYPE_Q8_0);
 }
 
+/* At the AVX512 level every kernel family of c/kernels runs its best existing table, never the
+ * portable one: matmul its own, attention its AVX-512F forms, rowops the AVX2 table, quant_i8 the
+ * VNNI table where the CPU has VNNI (else AVX2). EVIDENCE: C-MM-101 */
+static void test_dispatch(void) {
+#if defined(__x86_64__)
+  CHECK(feri_matmul_ops_for(FER_ISA_AVX512) == &feri_matmul_ops_avx512);
+  CHECK(feri_matmul_ops_for(FER_ISA_AVX2) == &feri_matmul_ops_avx2);
+  CHECK(feri_attention_ops_for(FER_ISA_AVX512) == &feri_attention_ops_avx512);
+  CHECK(feri_rowops_for(FER_ISA_AVX512) == &feri_rowops_avx2);
+  const uint64_t vnni = FER_CPU_FEATURE_AVX512VL | FER_CPU_FEATURE_AVX512VNNI;
+  CHECK(feri_qi8_ops_for(FER_ISA_AVX512) ==
+        ((fer_cpu_features() & vnni) == vnni ? &feri_qi8_ops_avx512vnni : &feri_qi8_ops_avx2));
+  const feri_matmul_ops *t = feri_matmul_ops_for(FER_ISA_AVX512);
+  CHECK(t->mr == 12 && t->nr == 32 && t->kc % 256 == 0); /* KC a multiple of every block size */
+#endif
+}
+
 int main(void) {
+  test_dispatch();
   test_known_product();
   const fer_dtype dtypes[3] = {FER_DTYPE_F32, FER_DTYPE_F16, FER_DTYPE_BF16};
   for (int d = 0; d < 3; d++)
