@@ -174,6 +174,7 @@ enum fer_cpu_feature {
   FER_CPU_FEATURE_AVXVNNI = 256,
   FER_CPU_FEATURE_AVX512VL = 512,
   FER_CPU_FEATURE_AVX512VNNI = 1024,
+  FER_CPU_FEATURE_AVX512DQ = 2048,
 };
 
 /**
@@ -190,6 +191,12 @@ enum fer_isa_code {
   FER_ISA_PORTABLE = 1,
   /** AVX2 + FMA + F16C. */
   FER_ISA_AVX2 = 2,
+  /**
+   * AVX2 + FMA + F16C and AVX-512 F, BW, VL and DQ, with the OS saving the ZMM and mask state
+   * (XCR0). FER_ISA_AUTO chooses it on a CPU that has it; asking for it on a CPU without it
+   * gives FER_STATUS_UNSUPPORTED.
+   */
+  FER_ISA_AVX512 = 3,
 };
 typedef int32_t fer_isa;
 

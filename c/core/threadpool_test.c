@@ -1,5 +1,6 @@
-/* threadpool_test.c: every task runs exactly once for any thread count; re-entry is BUSY.
- * EVIDENCE: C-POOL-001 */
+/* threadpool_test.c: every task runs exactly once for any thread count; re-entry is BUSY; the
+ * default pool runs at the best ISA level the CPU has, and a level it lacks is UNSUPPORTED.
+ * EVIDENCE: C-POOL-001, C-MM-101 */
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -66,8 +67,30 @@ int main(void) {
   CHECK_STATUS(fer_threadpool_create(NULL, &p), FER_STATUS_OK); /* defaults */
   fer_isa isa = -1;
   CHECK_STATUS(fer_threadpool_isa(p, &isa), FER_STATUS_OK);
-  CHECK(isa == FER_ISA_PORTABLE || isa == FER_ISA_AVX2);
+  const uint64_t f = fer_cpu_features();
+  const uint64_t avx2 = FER_CPU_FEATURE_AVX2 | FER_CPU_FEATURE_FMA | FER_CPU_FEATURE_F16C;
+  const uint64_t avx512 = avx2 | FER_CPU_FEATURE_AVX512F | FER_CPU_FEATURE_AVX512BW |
+                          FER_CPU_FEATURE_AVX512VL | FER_CPU_FEATURE_AVX512DQ;
+  const int has_avx2 = (f & avx2) == avx2, has_avx512 = (f & avx512) == avx512;
+  CHECK(isa == (has_avx512 ? FER_ISA_AVX512 : has_avx2 ? FER_ISA_AVX2 : FER_ISA_PORTABLE));
   fer_threadpool_free(p);
+  /* each explicit level: created and reported where the CPU has it, else UNSUPPORTED and NULL */
+  const fer_isa levels[3] = {FER_ISA_PORTABLE, FER_ISA_AVX2, FER_ISA_AVX512};
+  const int have[3] = {1, has_avx2, has_avx512};
+  for (int l = 0; l < 3; l++) {
+    o.isa = levels[l];
+    p = (fer_threadpool *)&o;
+    CHECK_STATUS(fer_threadpool_create(&o, &p), have[l] ? FER_STATUS_OK : FER_STATUS_UNSUPPORTED);
+    if (!have[l]) {
+      CHECK(p == NULL);
+      printf("SKIPPED: a pool at ISA level %d (not on this CPU; UNSUPPORTED checked)\n", (int)levels[l]);
+      continue;
+    }
+    isa = -1;
+    CHECK_STATUS(fer_threadpool_isa(p, &isa), FER_STATUS_OK);
+    CHECK(isa == levels[l]);
+    fer_threadpool_free(p);
+  }
   fer_threadpool_free(NULL);
   return feri_test_finish("threadpool_test");
 }

@@ -69,6 +69,7 @@ const feri_attention_ops feri_attention_ops_portable = {
 
 const feri_attention_ops *feri_attention_ops_for(fer_isa isa) {
 #if defined(__x86_64__)
+  if (isa == FER_ISA_AVX512) return &feri_attention_ops_avx512;
   if (isa == FER_ISA_AVX2)
     return fer_cpu_features() & FER_CPU_FEATURE_AVX512F ? &feri_attention_ops_avx512 : &feri_attention_ops_avx2;
 #else

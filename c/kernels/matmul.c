@@ -33,6 +33,7 @@ typedef struct mm_plan {
   fer_dtype out_dtype;
   int64_t o_sm, o_sn;
   enum { ROUTE_EMPTY, ROUTE_ZERO, ROUTE_GEMV, ROUTE_GEMM } route;
+  const feri_matmul_ops *ops; /* the pool's ISA level: its tile and blocks shape the plan */
   /* GEMV */
   int gemv_nk;         /* B has unit stride along K */
   int64_t gemv_chunk;  /* outputs per task */
@@ -83,6 +84,8 @@ static int64_t gemv_kn_cols(int64_t N, uint32_t slots) {
 }
 
 static void plan_route(const fer_threadpool *pool, mm_plan *p) {
+  const feri_matmul_ops *ops = feri_matmul_ops_for(feri_threadpool_effective_isa(pool));
+  p->ops = ops;
   if (p->M == 0 || p->N == 0) {
     p->route = ROUTE_EMPTY;
   } else if (p->K == 0) {
@@ -96,21 +99,31 @@ static void plan_route(const fer_threadpool *pool, mm_plan *p) {
     p->total_bytes = p->x_bytes;
   } else {
     p->route = ROUTE_GEMM;
-    p->mc = min64(p->M, FERI_MM_MC);
-    p->kc = min64(p->K, FERI_MM_KC);
-    /* at least GEMM_MIN_TASKS tasks where columns allow (a pool's late-waking workers then
-     * still find work), never narrower than GEMM_MIN_NC; a function of the shape alone */
-    const int64_t m_blocks = (p->M + FERI_MM_MC - 1) / FERI_MM_MC;
+    p->kc = min64(p->K, ops->kc);
+    /* at least GEMM_MIN_TASKS tasks where the shape allows (a pool's late-waking workers then
+     * still find work): column blocks never narrower than GEMM_MIN_NC, and where those are too
+     * few, more row blocks than MC asks for, each at least two register tiles high. Row blocks
+     * are of near-equal height (as the panels below). A function of the shape and the level's
+     * blocks alone; each block packs its own B panel, so a level with a cheap micro-kernel
+     * wants a tall MC (B packed fewer times). */
+    int64_t m_blocks = (p->M + ops->mc - 1) / ops->mc;
+    const int64_t n_most = (p->N + GEMM_MIN_NC - 1) / GEMM_MIN_NC;
+    if (m_blocks * n_most < GEMM_MIN_TASKS) {
+      const int64_t want = (GEMM_MIN_TASKS + n_most - 1) / n_most, most = (p->M + 2 * ops->mr - 1) / (2 * ops->mr);
+      const int64_t more = want < most ? want : most;
+      if (more > m_blocks) m_blocks = more;
+    }
+    p->mc = (p->M + m_blocks - 1) / m_blocks;
     const int64_t want_n_blocks = (GEMM_MIN_TASKS + m_blocks - 1) / m_blocks;
-    p->nct = (int64_t)round_up((size_t)((p->N + want_n_blocks - 1) / want_n_blocks), FERI_MM_NR);
-    p->nct = p->nct < GEMM_MIN_NC ? GEMM_MIN_NC : p->nct > FERI_MM_NC ? FERI_MM_NC : p->nct;
-    p->ncp = (int64_t)round_up((size_t)min64(p->N, p->nct), FERI_MM_NR);
+    p->nct = (int64_t)round_up((size_t)((p->N + want_n_blocks - 1) / want_n_blocks), (size_t)ops->nr);
+    p->nct = p->nct < GEMM_MIN_NC ? GEMM_MIN_NC : p->nct > ops->nc ? ops->nc : p->nct;
+    p->ncp = (int64_t)round_up((size_t)min64(p->N, p->nct), (size_t)ops->nr);
     p->a_in_place = p->a_dtype == FER_DTYPE_F32 && p->a_sk == 4 && p->a_sm % 4 == 0;
     p->a_copy_bytes = p->a_in_place ? 0 : round_up((size_t)p->M * (size_t)p->K * 4, WS_ALIGN);
     p->bpack_bytes = round_up((size_t)p->kc * (size_t)p->ncp * 4, WS_ALIGN);
     p->tile_bytes = round_up((size_t)p->mc * (size_t)p->ncp * 4, WS_ALIGN);
     p->worker_bytes = p->bpack_bytes + p->tile_bytes;
-    p->m_blocks = (p->M + FERI_MM_MC - 1) / FERI_MM_MC;
+    p->m_blocks = m_blocks;
     p->n_blocks = (p->N + p->nct - 1) / p->nct;
     const int64_t tasks = p->m_blocks * p->n_blocks;
     const uint32_t slots = feri_threadpool_slots(pool);
@@ -178,8 +191,8 @@ typedef struct mm_job {
 
 /* Row panels of an mc-row block: ceil(mc / MR) panels of near-equal height (32 rows give
  * 6,6,5,5,5,5, not 6,6,6,6,6,2), so no panel runs the latency-bound short micro-kernel. */
-static int64_t panel_count(int64_t mc) { return (mc + FERI_MM_MR - 1) / FERI_MM_MR; }
-static int64_t panel_start(int64_t mc, int64_t panel) { return panel * mc / panel_count(mc); }
+static int64_t panel_count(int64_t mc, int64_t mr) { return (mc + mr - 1) / mr; }
+static int64_t panel_start(int64_t mc, int64_t mr, int64_t panel) { return panel * mc / panel_count(mc, mr); }
 
 static void gemm_task(void *ctx, int64_t task, uint32_t worker) {
   const mm_job *j = ctx;
@@ -187,31 +200,43 @@ static void gemm_task(void *ctx, int64_t task, uint32_t worker) {
   char *ws = j->ws + (p->workers == 1 ? 0 : (size_t)worker * p->worker_bytes);
   float *bpack = (float *)ws;
   float *tile = (float *)(ws + p->bpack_bytes);
-  const int64_t m0 = task / p->n_blocks * FERI_MM_MC, n0 = task % p->n_blocks * p->nct;
-  const int64_t mc = min64(FERI_MM_MC, p->M - m0), nc = min64(p->nct, p->N - n0);
+  const feri_matmul_ops *ops = j->ops;
+  const int64_t MR = ops->mr, NR = ops->nr, KC = ops->kc, mb = task / p->n_blocks;
+  const int64_t m0 = mb * p->M / p->m_blocks, n0 = task % p->n_blocks * p->nct;
+  const int64_t mc = (mb + 1) * p->M / p->m_blocks - m0, nc = min64(p->nct, p->N - n0);
   const int64_t ldc = p->ncp;
-  for (int64_t k0 = 0; k0 < p->K; k0 += FERI_MM_KC) {
-    const int64_t kc = min64(FERI_MM_KC, p->K - k0);
+  /* An f32 out with unit column stride holds the chains of every full panel itself: the last K
+   * block leaves the result there, and no copy of the tile into out follows (4% of the time at
+   * 512x576x1536 on the AVX-512 level). The partial last panel (the micro-kernel writes NR
+   * columns) stays in the tile. */
+  const int direct = p->out_dtype == FER_DTYPE_F32 && p->o_sn == 4;
+  const int64_t full_cols = direct ? nc / NR * NR : 0, ldo = p->o_sm / 4;
+  float *const out0 = (float *)(p->out + m0 * p->o_sm) + n0;
+  for (int64_t k0 = 0; k0 < p->K; k0 += KC) {
+    const int64_t kc = min64(KC, p->K - k0);
     /* always packed, even an f32 [K, N] B: read in place, its rows (often 4 KiB apart) alias in
      * one L1 set and the micro-kernel ran 20% slower (measured) */
-    j->ops->pack_b(&p->b, k0, kc, n0, nc, bpack);
+    ops->pack_b(&p->b, k0, kc, n0, nc, bpack);
     const float *a_block = j->a32 + m0 * j->lda + k0;
     const int64_t lda = j->lda;
     /* one B micro-panel (kc x NR) stays in L1 while every A micro-panel passes over it */
-    const int64_t np = panel_count(mc);
-    for (int64_t jr = 0; jr < nc; jr += FERI_MM_NR)
+    const int64_t np = panel_count(mc, MR);
+    for (int64_t jr = 0; jr < nc; jr += NR)
       for (int64_t q = 0; q < np; q++) {
-        const int64_t ir = panel_start(mc, q);
-        const int mr = (int)(panel_start(mc, q + 1) - ir);
-        j->ops->micro(kc, a_block + ir * lda, lda, bpack + jr * kc, tile + ir * ldc + jr, ldc, mr,
-                      k0 == 0);
+        const int64_t ir = panel_start(mc, MR, q);
+        const int mr = (int)(panel_start(mc, MR, q + 1) - ir);
+        if (jr < full_cols)
+          ops->micro(kc, a_block + ir * lda, lda, bpack + jr * kc, out0 + ir * ldo + jr, ldo, mr, k0 == 0);
+        else
+          ops->micro(kc, a_block + ir * lda, lda, bpack + jr * kc, tile + ir * ldc + jr, ldc, mr, k0 == 0);
       }
   }
+  if (full_cols == nc) return;
   for (int64_t r = 0; r < mc; r++) {
     char *orow = p->out + (m0 + r) * p->o_sm + n0 * p->o_sn;
     const float *trow = tile + r * ldc;
-    if (p->out_dtype == FER_DTYPE_F32 && p->o_sn == 4) {
-      memcpy(orow, trow, (size_t)nc * sizeof(float));
+    if (direct) {
+      memcpy(orow + full_cols * 4, trow + full_cols, (size_t)(nc - full_cols) * sizeof(float));
     } else {
       for (int64_t c = 0; c < nc; c++) feri_elem_store(orow + c * p->o_sn, p->out_dtype, trow[c]);
     }
@@ -254,7 +279,7 @@ static fer_status run_plan(fer_threadpool *pool, const mm_plan *p, void *workspa
   if (st != FER_STATUS_OK) return st;
   if (p->route == ROUTE_EMPTY) return FER_STATUS_OK;
   if (p->route == ROUTE_ZERO) return feri_threadpool_run(pool, p->M, zero_task, (void *)p);
-  mm_job j = {p, feri_matmul_ops_for(feri_threadpool_effective_isa(pool)), NULL, NULL, 0, ws};
+  mm_job j = {p, p->ops, NULL, NULL, 0, ws};
   if (p->route == ROUTE_GEMV) {
     if (p->x_bytes == 0) {
       j.x = (const float *)p->a;

@@ -13,8 +13,10 @@
 #include "core/tensor.h"
 #include "ferrite.h"
 
-/* Register tile of the micro-kernel (MR rows of A by NR columns of B), the cache blocks of the
- * driver (MC rows of A, KC steps of K, NC columns of B per task), and the GEMV task widths. */
+/* Register tile of the micro-kernel (MR rows of A by NR columns of B) and the cache blocks of the
+ * driver (MC rows of A, KC steps of K, NC columns of B per task) of the portable and AVX2 tables
+ * (each table carries its own, below), and the GEMV task widths. The block-quantized packer
+ * (feri_pack_b_quant) writes NR = 16 panels; KC stays a multiple of every block size. */
 enum {
   FERI_MM_MR = 6,
   FERI_MM_NR = 16,
@@ -41,6 +43,9 @@ typedef struct feri_mm_b {
 } feri_mm_b;
 
 typedef struct feri_matmul_ops {
+  /* The table's register tile and cache blocks (FERI_MM_* for the 16-column tables): the packing
+   * layout and the driver's blocking follow them; the chains do not (matmul.h's first comment). */
+  int64_t mr, nr, mc, kc, nc;
   /* Packs B(k0 .. k0+kc, n0 .. n0+nc) into ceil(nc / NR) panels of kc x NR f32, panel p at
    * dst + p * kc * NR, row k of a panel at + k * NR; columns beyond nc are zero. */
   void (*pack_b)(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst);
@@ -58,7 +63,7 @@ typedef struct feri_matmul_ops {
   void (*widen)(const char *src, int64_t stride, fer_dtype dtype, int64_t n, float *dst);
 } feri_matmul_ops;
 
-/* The table for an ISA level (FER_ISA_PORTABLE or FER_ISA_AVX2). */
+/* The table for an ISA level (portable, AVX2 or AVX512). */
 const feri_matmul_ops *feri_matmul_ops_for(fer_isa isa);
 
 /* Element (k, n) of B as f32, exactly. */
@@ -88,6 +93,7 @@ fer_status feri_matmul_quant_check(const fer_tensor *a, const fer_qmatrix *w, co
 extern const feri_matmul_ops feri_matmul_ops_portable;
 #if defined(__x86_64__)
 extern const feri_matmul_ops feri_matmul_ops_avx2;
+extern const feri_matmul_ops feri_matmul_ops_avx512;
 #endif
 
 #endif

@@ -521,6 +521,7 @@ FERI_AVX2 static void widen_avx2(const char *src, int64_t stride, fer_dtype dtyp
 }
 
 const feri_matmul_ops feri_matmul_ops_avx2 = {
+    .mr = FERI_MM_MR, .nr = FERI_MM_NR, .mc = FERI_MM_MC, .kc = FERI_MM_KC, .nc = FERI_MM_NC,
     .pack_b = pack_b_avx2,
     .micro = micro_avx2,
     .gemv_kn = gemv_kn_avx2,

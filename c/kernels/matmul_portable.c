@@ -75,6 +75,7 @@ void feri_gemv_strided(const float *x, int64_t K, const feri_mm_b *b, int64_t n0
 }
 
 const feri_matmul_ops feri_matmul_ops_portable = {
+    .mr = FERI_MM_MR, .nr = FERI_MM_NR, .mc = FERI_MM_MC, .kc = FERI_MM_KC, .nc = FERI_MM_NC,
     .pack_b = feri_pack_b_strided,
     .micro = micro_portable,
     .gemv_kn = feri_gemv_strided,
@@ -84,6 +85,7 @@ const feri_matmul_ops feri_matmul_ops_portable = {
 
 const feri_matmul_ops *feri_matmul_ops_for(fer_isa isa) {
 #if defined(__x86_64__)
+  if (isa == FER_ISA_AVX512) return &feri_matmul_ops_avx512;
   if (isa == FER_ISA_AVX2) return &feri_matmul_ops_avx2;
 #else
   (void)isa;

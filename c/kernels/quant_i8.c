@@ -104,7 +104,7 @@ const feri_qi8_ops feri_qi8_ops_portable = {.quantize = quantize_portable, .dot 
 
 const feri_qi8_ops *feri_qi8_ops_for(fer_isa isa) {
 #if defined(__x86_64__)
-  if (isa == FER_ISA_AVX2) {
+  if (isa == FER_ISA_AVX2 || isa == FER_ISA_AVX512) {
     const uint64_t vnni = FER_CPU_FEATURE_AVX512VL | FER_CPU_FEATURE_AVX512VNNI;
     return (fer_cpu_features() & vnni) == vnni ? &feri_qi8_ops_avx512vnni : &feri_qi8_ops_avx2;
   }

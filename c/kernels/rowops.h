@@ -28,7 +28,7 @@ typedef struct feri_rowops {
   void (*silu_f32)(const float *x, const float *up, float *out, size_t n);
 } feri_rowops;
 
-/* The table for an ISA level (FER_ISA_PORTABLE or FER_ISA_AVX2). */
+/* The table for an ISA level (FER_ISA_AVX512 runs the AVX2 table). */
 const feri_rowops *feri_rowops_for(fer_isa isa);
 
 /* The fixed combination of the 32 partial sums: lane-wise (p0+p1)+(p2+p3) over the four groups of

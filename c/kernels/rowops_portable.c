@@ -55,7 +55,7 @@ const feri_rowops feri_rowops_portable = {
 
 const feri_rowops *feri_rowops_for(fer_isa isa) {
 #if defined(__x86_64__)
-  if (isa == FER_ISA_AVX2) return &feri_rowops_avx2;
+  if (isa == FER_ISA_AVX2 || isa == FER_ISA_AVX512) return &feri_rowops_avx2;
 #else
   (void)isa;
 #endif

@@ -337,7 +337,7 @@ static const feri_select_ops feri_select_avx2 = {
 
 const feri_select_ops *feri_select_ops_for(fer_isa isa) {
 #if defined(__x86_64__)
-  if (isa == FER_ISA_AVX2) return &feri_select_avx2;
+  if (isa == FER_ISA_AVX2 || isa == FER_ISA_AVX512) return &feri_select_avx2;
 #else
   (void)isa;
 #endif

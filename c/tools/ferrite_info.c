@@ -101,7 +101,7 @@ static void print_features(void) {
       {FER_CPU_FEATURE_F16C, "f16c"},    {FER_CPU_FEATURE_AVX512F, "avx512f"},
       {FER_CPU_FEATURE_AVX512BW, "avx512bw"}, {FER_CPU_FEATURE_AVX512BF16, "avx512bf16"},
       {FER_CPU_FEATURE_AVXVNNI, "avx-vnni"},  {FER_CPU_FEATURE_AVX512VL, "avx512vl"},
-      {FER_CPU_FEATURE_AVX512VNNI, "avx512vnni"}};
+      {FER_CPU_FEATURE_AVX512VNNI, "avx512vnni"}, {FER_CPU_FEATURE_AVX512DQ, "avx512dq"}};
   uint64_t have = fer_cpu_features();
   printf("cpu features : ");
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
@@ -144,7 +144,8 @@ int feri_cmd_info(int argc, char **argv) {
   uint32_t nt = 0;
   fer_threadpool_n_threads(pool, &nt);
   fer_threadpool_free(pool);
-  printf("kernel isa   : %s (default pool: %u threads)\n", isa == FER_ISA_AVX2 ? "avx2+fma+f16c" : "portable", nt);
+  const char *isa_name = isa == FER_ISA_AVX512 ? "avx512+avx2+fma+f16c" : isa == FER_ISA_AVX2 ? "avx2+fma+f16c" : "portable";
+  printf("kernel isa   : %s (default pool: %u threads)\n", isa_name, nt);
   int32_t ndev = 0;
   fer_status cst = fer_cuda_device_count(&ndev);
   printf("cuda         : %s; %s (%d device%s)\n", fer_cuda_is_built() ? "built in" : "not built",

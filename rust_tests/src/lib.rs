@@ -80,13 +80,22 @@ pub mod cpu {
     pub const AVX512BW: u64 = sys::FER_CPU_FEATURE_AVX512BW as u64;
     pub const AVX512BF16: u64 = sys::FER_CPU_FEATURE_AVX512BF16 as u64;
     pub const AVXVNNI: u64 = sys::FER_CPU_FEATURE_AVXVNNI as u64;
+    pub const AVX512VL: u64 = sys::FER_CPU_FEATURE_AVX512VL as u64;
+    pub const AVX512DQ: u64 = sys::FER_CPU_FEATURE_AVX512DQ as u64;
     /// What `FER_ISA_AVX2` needs: AVX2 + FMA + F16C.
     pub const ISA_AVX2_NEEDS: u64 = AVX2 | FMA | F16C;
+    /// What `FER_ISA_AVX512` needs: the AVX2 level and AVX-512 F, BW, VL, DQ.
+    pub const ISA_AVX512_NEEDS: u64 = ISA_AVX2_NEEDS | AVX512F | AVX512BW | AVX512VL | AVX512DQ;
 }
 
 /// True when this CPU can run a pool pinned to `FER_ISA_AVX2`.
 pub fn cpu_has_avx2_level() -> bool {
     cpu_features() & cpu::ISA_AVX2_NEEDS == cpu::ISA_AVX2_NEEDS
+}
+
+/// True when this CPU can run a pool pinned to `FER_ISA_AVX512`.
+pub fn cpu_has_avx512_level() -> bool {
+    cpu_features() & cpu::ISA_AVX512_NEEDS == cpu::ISA_AVX512_NEEDS
 }
 
 /// # Safety

@@ -10,6 +10,7 @@ pub mod isa {
     pub const AUTO: Isa = crate::sys::FER_ISA_AUTO as Isa;
     pub const PORTABLE: Isa = crate::sys::FER_ISA_PORTABLE as Isa;
     pub const AVX2: Isa = crate::sys::FER_ISA_AVX2 as Isa;
+    pub const AVX512: Isa = crate::sys::FER_ISA_AVX512 as Isa;
 }
 
 /// `fer_threadpool_options`, as the C side lays it out.

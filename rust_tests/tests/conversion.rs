@@ -27,6 +27,11 @@ fn pools() -> Vec<(String, Option<ThreadPool>)> {
     } else {
         eprintln!("SKIPPED: FER_ISA_AVX2 conversions (CPU lacks AVX2|FMA|F16C)");
     }
+    if ferrite::cpu_has_avx512_level() {
+        v.push(("AVX512".into(), Some(ThreadPool::new(1, isa::AVX512).unwrap())));
+    } else {
+        eprintln!("SKIPPED: FER_ISA_AVX512 conversions (CPU lacks AVX-512 F/BW/VL/DQ)");
+    }
     v
 }
 

@@ -120,14 +120,21 @@ fn c_pool_001_struct_size_too_small_refused() {
     }
 }
 
-// EVIDENCE: C-POOL-001
+// EVIDENCE: C-POOL-001, C-MM-101
 #[test]
 fn c_pool_001_isa_levels() {
     let has_avx2 = ferrite::cpu_has_avx2_level();
+    let has_avx512 = ferrite::cpu_has_avx512_level();
     let auto = ThreadPool::new(1, isa::AUTO).unwrap();
     assert_eq!(
         auto.isa().unwrap(),
-        if has_avx2 { isa::AVX2 } else { isa::PORTABLE },
+        if has_avx512 {
+            isa::AVX512
+        } else if has_avx2 {
+            isa::AVX2
+        } else {
+            isa::PORTABLE
+        },
         "AUTO resolves to the best level"
     );
     let portable = ThreadPool::new(2, isa::PORTABLE).unwrap();
@@ -144,8 +151,20 @@ fn c_pool_001_isa_levels() {
             eprintln!("SKIPPED: FER_ISA_AVX2 pool (CPU lacks AVX2|FMA|F16C)");
         }
     }
+    match ThreadPool::new(2, isa::AVX512) {
+        Ok(mut p) => {
+            assert!(has_avx512, "AVX512 pool created on a CPU without AVX-512 F/BW/VL/DQ");
+            assert_eq!(p.isa().unwrap(), isa::AVX512);
+            pool_works(&mut p);
+        }
+        Err(e) => {
+            assert!(!has_avx512, "AVX512 refused on a CPU that has it: {e}");
+            assert_eq!(e.code, UNSUPPORTED);
+            eprintln!("SKIPPED: FER_ISA_AVX512 pool (CPU lacks AVX-512 F/BW/VL/DQ; UNSUPPORTED checked)");
+        }
+    }
     let mut o: PoolOptions = ferrite::pool::options_init().unwrap();
-    for bad in [3, -1, 99] {
+    for bad in [4, -1, 99] {
         o.isa = bad;
         let (st, out) = raw_create(&o);
         assert_eq!(st, INVALID_ARG, "isa {bad}");
@@ -169,6 +188,8 @@ fn c_pool_001_cpu_features_match_std_detection() {
             (cpu::F16C, std::is_x86_feature_detected!("f16c")),
             (cpu::AVX512F, std::is_x86_feature_detected!("avx512f")),
             (cpu::AVX512BW, std::is_x86_feature_detected!("avx512bw")),
+            (cpu::AVX512VL, std::is_x86_feature_detected!("avx512vl")),
+            (cpu::AVX512DQ, std::is_x86_feature_detected!("avx512dq")),
         ];
         for (bit, std_says) in pairs {
             assert_eq!(

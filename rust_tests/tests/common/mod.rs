@@ -418,7 +418,7 @@ pub fn pool_spec() -> impl Strategy<Value = PoolSpec> {
 
 /// The pools whose results must be bit-identical (C-ADD-002, C-GATHER-003, C-MEAN-002): every
 /// ISA level this CPU has, times 1, 2, 3 and 7 threads (7 > the 2 cores here), plus NULL. Prints
-/// SKIPPED for the AVX2 level when the CPU lacks AVX2+FMA+F16C.
+/// SKIPPED for the AVX2 (AVX512) level when the CPU lacks AVX2+FMA+F16C (AVX-512 F/BW/VL/DQ).
 pub fn determinism_pools() -> Vec<(String, Option<ThreadPool>)> {
     let mut pools: Vec<(String, Option<ThreadPool>)> = vec![("NULL pool".into(), None)];
     let mut levels = vec![(isa::PORTABLE, "PORTABLE")];
@@ -426,6 +426,11 @@ pub fn determinism_pools() -> Vec<(String, Option<ThreadPool>)> {
         levels.push((isa::AVX2, "AVX2"));
     } else {
         eprintln!("SKIPPED: FER_ISA_AVX2 side of the determinism check (CPU lacks AVX2|FMA|F16C)");
+    }
+    if ferrite::cpu_has_avx512_level() {
+        levels.push((isa::AVX512, "AVX512"));
+    } else {
+        eprintln!("SKIPPED: FER_ISA_AVX512 side of the determinism check (CPU lacks AVX-512 F/BW/VL/DQ)");
     }
     for (level, name) in levels {
         for n in [1u32, 2, 3, 7] {
