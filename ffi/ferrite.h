@@ -440,7 +440,12 @@ typedef struct fer_attention_params {
   int32_t causal;
   /** Multiplier of q.k; 0 means 1 / sqrt(head_dim). */
   float scale;
-  int32_t reserved;
+  /** Sliding window (0: none; needs causal, else INVALID_ARG; negative: INVALID_ARG): the query at
+   * absolute position P sees keys max(0, P - window + 1) .. P only (llama.cpp's standard SWA: Gemma
+   * 3's local layers). Keys before the 256-key chunk holding the first query's window start
+   * (floor((q_pos0 - window + 1) / 256) * 256) are never read, so a cache may release them; a row's
+   * result folds its chunk states from the chunk holding its own window start. Claims: C-GEM-010. */
+  int32_t window;
   /** Absolute position of the first query (decode: positions already cached); any value >= 0, up
    * to INT64_MAX (a query whose position is past the keys sees all of them). Claims: C-ABI-009. */
   int64_t q_pos0;

@@ -440,7 +440,12 @@ pub struct fer_attention_params {
     pub causal: i32,
     #[doc = " Multiplier of q.k; 0 means 1 / sqrt(head_dim)."]
     pub scale: f32,
-    pub reserved: i32,
+    #[doc = " Sliding window (0: none; needs causal, else INVALID_ARG; negative: INVALID_ARG): the query at"]
+    #[doc = " absolute position P sees keys max(0, P - window + 1) .. P only (llama.cpp's standard SWA: Gemma"]
+    #[doc = " 3's local layers). Keys before the 256-key chunk holding the first query's window start"]
+    #[doc = " (floor((q_pos0 - window + 1) / 256) * 256) are never read, so a cache may release them; a row's"]
+    #[doc = " result folds its chunk states from the chunk holding its own window start. Claims: C-GEM-010."]
+    pub window: i32,
     #[doc = " Absolute position of the first query (decode: positions already cached); any value >= 0, up"]
     #[doc = " to INT64_MAX (a query whose position is past the keys sees all of them). Claims: C-ABI-009."]
     pub q_pos0: i64,
