@@ -1,10 +1,13 @@
 /* forward.c: the forward pass of a Llama-family model on ferrite's kernels.
  *
- * Per layer: h = rms_norm(x); q, k, v = h W^T (+ the qwen2 biases); qwen3 normalises each head of
- * q and k; RoPE on q and k (llama pairs dimensions GPT-J style, qwen NeoX style); k, v appended to
- * the cache; attention (causal, grouped-query) over the cache; x += o W^T; h = rms_norm(x);
- * x += (silu(h Wg^T) * h Wu^T) Wd^T. Then the final norm and the output projection (the token
- * embedding when the file has no output.weight).
+ * Per layer: h = rms_norm(x); q, k, v = h W^T (+ the qwen2 biases); qwen3 and gemma3 normalise
+ * each head of q and k; RoPE on q and k (llama pairs dimensions GPT-J style, qwen and gemma NeoX
+ * style; gemma3's local layers with their own base); k, v appended to the cache; attention
+ * (causal, grouped-query, gemma3's local layers over a sliding window) over the cache;
+ * x += o W^T; h = rms_norm(x); x += (act(h Wg^T) * h Wu^T) Wd^T with act silu or (gemma3) the tanh
+ * GELU. gemma3 also scales the embedding by sqrt(n_embd) and normalises the attention and FFN
+ * outputs (post norms) before each add. Then the final norm and the output projection (the
+ * token embedding when the file has no output.weight), soft-capped when the file says so.
  *
  * A step is built as an ordered list of kernel calls with their operands bound (scratch buffers,
  * weights, the KV views' addresses and strides), then run. A one-token step's list is the decode
@@ -12,6 +15,7 @@
  * position in seq-owned slots, the KV length and the logits pointer), as a CUDA graph is replayed
  * on the GPU. Prompts run in chunks of FERI_PREFILL_CHUNK tokens; a batched step runs one token of
  * many sequences with every projection at M = the number of sequences. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +48,18 @@ static void store_rows(const fer_tensor *view, const float *rows, uint32_t p0, u
         else memcpy(dst + (int64_t)d * view->strides[2], &v, 2);
       }
     }
+  }
+}
+
+/* GeGLU: gate = gelu(gate) * up with the tanh approximation
+ * 0.5 x (1 + tanh(sqrt(2 / pi) x (1 + 0.044715 x^2))) in f32 (gemma's hidden_activation
+ * gelu_pytorch_tanh). llama.cpp's CPU path looks the GELU up in a table of f16 inputs instead
+ * (x rounded to f16, the result rounded to f16): a difference of up to about 2^-11 relative. */
+static void geglu_rows(float *gate, const float *up, size_t n) {
+  const float k0 = 0.79788456080286535587989211986876f, k1 = 0.044715f;
+  for (size_t i = 0; i < n; i++) {
+    const float x = gate[i];
+    gate[i] = 0.5f * x * (1.0f + tanhf(k0 * x * (1.0f + k1 * x * x))) * up[i];
   }
 }
 
@@ -171,6 +187,10 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
   struct feri_op *o;
   ADD_OP(OP_EMBED);
   o->w = &m->tok_embd, o->a = ids, o->c = x;
+  if (c->embd_scale != 0.0f) {
+    ADD_OP(OP_SCALE);
+    o->dst = sc->x, o->n = n * D, o->f = c->embd_scale;
+  }
   for (uint32_t li = 0; li < c->n_layer; li++) {
     const feri_llama_layer *L = &m->layers[li];
     TRY(add_use(l, m, L->attn_norm.off, L->attn_norm.bytes));
@@ -189,9 +209,9 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
       TRY(add_head_norm(l, m, &L->k_norm, sc->k, n, Hkv, hd));
     }
     ADD_OP(OP_ROPE);
-    o->a = rows_view(sc->q, n, H, hd), o->b = pos;
+    o->a = rows_view(sc->q, n, H, hd), o->b = pos, o->f = L->rope_theta;
     ADD_OP(OP_ROPE);
-    o->a = rows_view(sc->k, n, Hkv, hd), o->b = pos;
+    o->a = rows_view(sc->k, n, Hkv, hd), o->b = pos, o->f = L->rope_theta;
     if (r->one) {
       ADD_OP(OP_STORE_KV);
       o->layer = li, o->n = n;
@@ -217,6 +237,7 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
       }
     }
     TRY(add_linear(l, m, &L->wo, sc->att, n, H * hd, sc->o, D));
+    if (c->post_norms) TRY(add_head_norm(l, m, &L->post_attn_norm, sc->o, n, 1, D));
     ADD_OP(OP_ADD);
     o->src = sc->o, o->dst = sc->x, o->n = n * D;
     TRY(add_use(l, m, L->ffn_norm.off, L->ffn_norm.bytes));
@@ -224,9 +245,11 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
     o->vec = &L->ffn_norm, o->a = x, o->c = h;
     TRY(add_linear(l, m, &L->w_gate, sc->h, n, D, sc->gate, F));
     TRY(add_linear(l, m, &L->w_up, sc->h, n, D, sc->up, F));
-    ADD_OP(OP_SWIGLU);
+    ADD_OP(c->ffn_act == FERI_ACT_GELU_TANH ? OP_GEGLU : OP_SWIGLU);
     o->a = feri_tensor_2d(sc->gate, FER_DTYPE_F32, n, F), o->b = feri_tensor_2d(sc->up, FER_DTYPE_F32, n, F);
+    o->n = n, o->out = F;
     TRY(add_linear(l, m, &L->w_down, sc->gate, n, F, sc->o, D));
+    if (c->post_norms) TRY(add_head_norm(l, m, &L->post_ffw_norm, sc->o, n, 1, D));
     ADD_OP(OP_ADD);
     o->src = sc->o, o->dst = sc->x, o->n = n * D;
   }
@@ -236,11 +259,17 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
   o->vec = &m->output_norm;
   if (logits == LOGITS_ALL) { /* every row's logits: the norm of all rows into h (free after the last layer) */
     o->a = x, o->c = h;
-    return add_linear(l, m, &m->output, sc->h, n, D, NULL, c->n_vocab);
+    TRY(add_linear(l, m, &m->output, sc->h, n, D, NULL, c->n_vocab));
+  } else {
+    o->a = feri_tensor_2d(sc->x + (size_t)(n - 1) * D, FER_DTYPE_F32, 1, D);
+    o->c = feri_tensor_2d(sc->last, FER_DTYPE_F32, 1, D);
+    TRY(add_linear(l, m, &m->output, sc->last, 1, D, NULL, c->n_vocab));
   }
-  o->a = feri_tensor_2d(sc->x + (size_t)(n - 1) * D, FER_DTYPE_F32, 1, D);
-  o->c = feri_tensor_2d(sc->last, FER_DTYPE_F32, 1, D);
-  return add_linear(l, m, &m->output, sc->last, 1, D, NULL, c->n_vocab);
+  if (c->logit_softcap != 0.0f) {
+    ADD_OP(OP_SOFTCAP);
+    o->n = logits == LOGITS_ALL ? n : 1, o->f = c->logit_softcap;
+  }
+  return FER_STATUS_OK;
 }
 
 /* Runs a kernel list; a single-sequence step's n tokens sit at positions p0.. (the scalar inputs
@@ -251,6 +280,7 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
   fer_attention_params ap;
   fer_attention_params_init(&ap);
   ap.q_pos0 = p0;
+  ap.scale = c->attn_scale;
   for (size_t i = 0; i < l->n; i++) {
     const struct feri_op *o = &l->ops[i];
     switch (o->kind) {
@@ -267,7 +297,7 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
           for (uint32_t j = 0; j < o->out; j++) o->dst[(size_t)row * o->out + j] += b[j];
         break;
       }
-      case OP_ROPE: TRY(fer_rope(pool, &o->a, &o->b, c->rope_pairing, c->rope_dims, c->rope_theta, &o->a)); break;
+      case OP_ROPE: TRY(fer_rope(pool, &o->a, &o->b, c->rope_pairing, c->rope_dims, o->f, &o->a)); break;
       case OP_STORE_KV:
         store_rows(&o->b, sc->k, p0, n, c->n_head_kv, c->head_dim);
         store_rows(&o->c, sc->v, p0, n, c->n_head_kv, c->head_dim);
@@ -275,6 +305,7 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
       case OP_ATTN: {
         fer_tensor k = o->b, v = o->d;
         k.shape[1] = v.shape[1] = p0 + n; /* the KV length: a scalar input */
+        ap.window = (int32_t)m->layers[o->layer].window;
         TRY(fer_attention(pool, &o->a, &k, &v, &ap, &o->c, NULL, 0));
         break;
       }
@@ -287,6 +318,7 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
       case OP_ATTN_ROW: {
         fer_attention_params rp = ap;
         rp.q_pos0 = o->seq->len;
+        rp.window = (int32_t)m->layers[o->layer].window;
         fer_tensor k = o->b, v = o->d;
         k.shape[1] = v.shape[1] = o->seq->len + 1;
         TRY(fer_attention(pool, &o->a, &k, &v, &rp, &o->c, NULL, 0));
@@ -295,6 +327,15 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
       case OP_ADD:
         for (size_t j = 0; j < o->n; j++) o->dst[j] += o->src[j];
         break;
+      case OP_GEGLU: geglu_rows(o->a.data, o->b.data, (size_t)o->n * o->out); break;
+      case OP_SCALE:
+        for (size_t j = 0; j < o->n; j++) o->dst[j] *= o->f;
+        break;
+      case OP_SOFTCAP: { /* as llama.cpp: scale by 1 / cap, tanh, scale by cap */
+        const float inv = 1.0f / o->f;
+        for (size_t j = 0; j < (size_t)o->n * c->n_vocab; j++) logits[j] = tanhf(logits[j] * inv) * o->f;
+        break;
+      }
       default: /* OP_SWIGLU */
         TRY(fer_swiglu(pool, &o->a, &o->b, &o->a));
         break;
