@@ -1282,6 +1282,21 @@ fer_status fer_kv_seq_view(const fer_kv_seq *seq, uint32_t layer, uint32_t kv, f
 fer_status fer_kv_seq_truncate(fer_kv_seq *seq, uint64_t live_tokens);
 
 /**
+ * Sliding-window residency: releases the granules of layer `layer`'s K and V that hold only tokens
+ * before first_token (<= the live length), for a layer whose queries no longer see them (a local
+ * layer of a sliding-window model: fer_attention_params.window). Each such window is unmapped and
+ * its granule released (a granule another sequence still maps stays with it), so committed_bytes
+ * and the pool's physical bytes drop by the windows released; the views keep their addresses and
+ * strides (a held decode plan stays valid) but the released rows must not be read (they fault).
+ * Later extends do not commit them again; truncate below the release point is INVALID_ARG, and a
+ * sequence with released tokens cannot be forked (UNSUPPORTED). Idempotent; a smaller first_token
+ * than before releases nothing more. Seq- and head-major layouts, not relocating (head-major
+ * bucketed) caches or token-major ones, where one window holds every layer's rows (UNSUPPORTED).
+ * BUSY while the pool is frozen. Claims: C-KV-101.
+ */
+fer_status fer_kv_seq_release_before(fer_kv_seq *seq, uint32_t layer, uint64_t first_token);
+
+/**
  * Prefix sharing: a new sequence whose first prefix_tokens (<= parent's live tokens) are the
  * parent's. Every window of K, V and mask that the prefix fills entirely maps the parent's granule
  * read-only (no new bytes: an extra sharer costs nothing for them); a window the prefix fills

@@ -396,6 +396,29 @@ static fer_status extend_kv(feri_llama_seq *s, uint32_t total) {
   return st;
 }
 
+/* The first position a query at position pos of a window-w layer may make the attention kernel
+ * read: the start of the 256-key chunk holding pos - w + 1 (fer_attention_params.window). */
+static uint32_t window_keep_from(uint32_t pos, uint32_t w) {
+  return pos + 1 > w ? (pos + 1 - w) / 256 * 256 : 0;
+}
+
+/* Releases the local layers' KV before what a query at the sequence's length (the first of this
+ * call, and the point a failed call rewinds to) can read. Addresses do not change, so a held
+ * plan stays; the pool is thawed only for it. */
+static fer_status release_windows(feri_llama_seq *s) {
+  if (!s->window_release || s->len == 0) return FER_STATUS_OK;
+  const feri_llama *m = s->m;
+  const uint32_t from = window_keep_from(s->len, m->cfg.swa_window);
+  if (from <= s->released) return FER_STATUS_OK;
+  if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
+  fer_status st = FER_STATUS_OK;
+  for (uint32_t l = 0; l < m->cfg.n_layer && st == FER_STATUS_OK; l++)
+    if (m->layers[l].window) st = fer_kv_seq_release_before(s->kv, l, from);
+  if (s->plan_held) fer_vmm_set_frozen(s->vmm, true);
+  if (st == FER_STATUS_OK) s->released = from;
+  return st;
+}
+
 /* ---- single-sequence steps ------------------------------------------------------------------ */
 
 /* One step of n <= the scratch's rows tokens at the sequence's next positions. */
@@ -457,6 +480,7 @@ static fer_status forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t
     return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "forward: %u tokens after %u exceed the sequence's %u", n, s->len, s->max_tokens);
   }
   TRY(check_ids(s->m, ids, n));
+  TRY(release_windows(s));
   const uint32_t start = s->len, V = s->m->cfg.n_vocab;
   fer_status st = FER_STATUS_OK;
   for (uint32_t off = 0; off < n && st == FER_STATUS_OK; off += s->sc.rows) {
@@ -484,6 +508,11 @@ fer_status feri_llama_forward_all(feri_llama_seq *s, fer_threadpool *pool, const
 
 fer_status feri_llama_seq_rewind(feri_llama_seq *s, uint32_t n_tokens) {
   if (n_tokens > s->len) return feri_fail(FER_STATUS_INVALID_ARG, "rewind: to %u, beyond the %u tokens there are", n_tokens, s->len);
+  if (s->released > 0 && window_keep_from(n_tokens, s->m->cfg.swa_window) < s->released)
+    return feri_fail(FER_STATUS_INVALID_ARG,
+                     "rewind: to %u, but the sliding-window layers released the positions before %u (rewind to at "
+                     "least %u, or create the sequence with FERI_WINDOW_KV_KEEP_ALL)",
+                     n_tokens, s->released, s->released + s->m->cfg.swa_window - 1);
   /* truncation only writes zeros (no map) unless a window is shared: thaw for it all the same */
   if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
   fer_status st = fer_kv_seq_truncate(s->kv, n_tokens);
@@ -531,6 +560,7 @@ fer_status feri_llama_forward_batch(feri_llama_batch *b, fer_threadpool *pool, f
   for (uint32_t i = 0; i < n; i++)
     if (atomic_exchange(&seqs[i]->cancel, 0))
       return feri_fail(FER_STATUS_CANCELLED, "batch: sequence %u was cancelled; no sequence advanced", i);
+  for (uint32_t i = 0; i < n; i++) TRY(release_windows(seqs[i]));
   uint32_t grown = 0;
   fer_status st = FER_STATUS_OK;
   for (; grown < n && st == FER_STATUS_OK; grown++) st = extend_kv(seqs[grown], seqs[grown]->len + 1);

@@ -517,6 +517,17 @@ fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const
   s->max_tokens = max_tokens;
   atomic_init(&s->cancel, 0);
   s->plan_policy = (kvo ? kvo : &defaults)->plan;
+  {
+    const feri_llama_seq_options *o = kvo ? kvo : &defaults;
+    if (o->window_kv != FERI_WINDOW_KV_RELEASE && o->window_kv != FERI_WINDOW_KV_KEEP_ALL) {
+      free(s);
+      return feri_fail(FER_STATUS_INVALID_ARG, "sequence: window_kv %d is neither RELEASE (0) nor KEEP_ALL (1)",
+                       (int)o->window_kv);
+    }
+    s->window_release = c->n_swa_layers > 0 && o->window_kv == FERI_WINDOW_KV_RELEASE &&
+                        o->layout != FER_KV_LAYOUT_TOKEN_MAJOR &&
+                        !(o->layout == FER_KV_LAYOUT_HEAD_MAJOR && o->policy == FER_KV_POLICY_BUCKETED);
+  }
   fer_status st = feri_scratch_alloc(c, max_tokens < FERI_PREFILL_CHUNK ? max_tokens : FERI_PREFILL_CHUNK, &s->sc);
   if (st == FER_STATUS_OK) st = make_kv(s, c, kvo ? kvo : &defaults);
   if (st != FER_STATUS_OK) {

@@ -125,7 +125,17 @@ typedef struct feri_llama_seq_options {
   uint64_t min_bucket;    /* bucketed policy's smallest capacity */
   uint64_t granule_bytes; /* 0 = 64 KiB */
   int32_t plan;           /* FERI_PLAN_* */
+  int32_t window_kv;      /* FERI_WINDOW_KV_* */
 } feri_llama_seq_options;
+
+/* A sliding-window layer's KV (gemma3's local layers): by default, at the start of each forward
+ * call the granules holding only positions that no query of this call or a later one sees are
+ * released (fer_kv_seq_release_before: positions before the 256-key attention chunk holding
+ * len - window + 1), so such a layer keeps about window + 256 positions committed however long the
+ * sequence; seq- and head-major layouts (token-major and relocating caches keep everything). A
+ * rewind must then stay at or past released + window - 1 (INVALID_ARG otherwise). KEEP_ALL
+ * commits every position, as a global layer does. The logits are the same bits either way. */
+enum { FERI_WINDOW_KV_RELEASE = 0, FERI_WINDOW_KV_KEEP_ALL = 1 };
 
 /* Seq-major, fixed at max_tokens, f32, 64 KiB granules, address-stable plans. */
 feri_llama_seq_options feri_llama_seq_defaults(void);

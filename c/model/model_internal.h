@@ -84,6 +84,8 @@ struct feri_llama_seq {
   op_list once;            /* a step run without a plan */
   feri_plan_stats plan_stats;
   feri_scratch sc;         /* rows for one prefill chunk */
+  bool window_release;     /* FERI_WINDOW_KV_RELEASE and a layout that can */
+  uint32_t released;       /* the local layers' positions before this are released */
   _Atomic int cancel;      /* set by feri_llama_seq_cancel, taken by the next chunk boundary */
 };
 

@@ -1400,6 +1400,24 @@ extern "C" {
     pub fn fer_kv_seq_truncate(seq: *mut fer_kv_seq, live_tokens: u64) -> fer_status;
 }
 extern "C" {
+    #[doc = " Sliding-window residency: releases the granules of layer `layer`'s K and V that hold only tokens"]
+    #[doc = " before first_token (<= the live length), for a layer whose queries no longer see them (a local"]
+    #[doc = " layer of a sliding-window model: fer_attention_params.window). Each such window is unmapped and"]
+    #[doc = " its granule released (a granule another sequence still maps stays with it), so committed_bytes"]
+    #[doc = " and the pool's physical bytes drop by the windows released; the views keep their addresses and"]
+    #[doc = " strides (a held decode plan stays valid) but the released rows must not be read (they fault)."]
+    #[doc = " Later extends do not commit them again; truncate below the release point is INVALID_ARG, and a"]
+    #[doc = " sequence with released tokens cannot be forked (UNSUPPORTED). Idempotent; a smaller first_token"]
+    #[doc = " than before releases nothing more. Seq- and head-major layouts, not relocating (head-major"]
+    #[doc = " bucketed) caches or token-major ones, where one window holds every layer's rows (UNSUPPORTED)."]
+    #[doc = " BUSY while the pool is frozen. Claims: C-KV-101."]
+    pub fn fer_kv_seq_release_before(
+        seq: *mut fer_kv_seq,
+        layer: u32,
+        first_token: u64,
+    ) -> fer_status;
+}
+extern "C" {
     #[doc = " Prefix sharing: a new sequence whose first prefix_tokens (<= parent's live tokens) are the"]
     #[doc = " parent's. Every window of K, V and mask that the prefix fills entirely maps the parent's granule"]
     #[doc = " read-only (no new bytes: an extra sharer costs nothing for them); a window the prefix fills"]
