@@ -17,7 +17,7 @@
  * - prefill equals decode bit for bit past the window (the sliding window's chunk folds), and
  *   the metadata as read: 18 layers, 15 local with window 512, RoPE bases 1e6 / 1e4, scale 1/16,
  *   embedding scale sqrtf(640) (C-GEM-004).
- * EVIDENCE: C-GEM-001, C-GEM-002, C-GEM-003, C-GEM-004 */
+ * EVIDENCE: C-GEM-001, C-GEM-002, C-GEM-003, C-GEM-004, C-GEM-007 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
