@@ -52,14 +52,26 @@ static void store_rows(const fer_tensor *view, const float *rows, uint32_t p0, u
 }
 
 /* GeGLU: gate = gelu(gate) * up with the tanh approximation
- * 0.5 x (1 + tanh(sqrt(2 / pi) x (1 + 0.044715 x^2))) in f32 (gemma's hidden_activation
- * gelu_pytorch_tanh). llama.cpp's CPU path looks the GELU up in a table of f16 inputs instead
- * (x rounded to f16, the result rounded to f16): a difference of up to about 2^-11 relative. */
+ * gelu(x) = 0.5 x (1 + tanh(sqrt(2 / pi) x (1 + 0.044715 x^2))) (gemma's hidden_activation
+ * gelu_pytorch_tanh), at the precision of llama.cpp's CPU path, which looks it up in a table of
+ * f16 inputs: x rounded to f16, gelu of that in f32 rounded to f16, then times up in f32; x <= -10
+ * gives 0 and x >= 10 gives x. Measured on Gemma 3 270M Q4_K_M against llama.cpp (10 prompts x 64
+ * teacher-forced tokens): 633 of 640 argmax equal and 564 of 564 confident positions this way,
+ * 627 and 563 of 564 with gelu in f32 throughout. */
 static void geglu_rows(float *gate, const float *up, size_t n) {
   const float k0 = 0.79788456080286535587989211986876f, k1 = 0.044715f;
   for (size_t i = 0; i < n; i++) {
-    const float x = gate[i];
-    gate[i] = 0.5f * x * (1.0f + tanhf(k0 * x * (1.0f + k1 * x * x))) * up[i];
+    float x = gate[i], g;
+    if (x <= -10.0f) {
+      gate[i] = 0.0f; /* not 0 * up: llama.cpp writes +0 */
+      continue;
+    } else if (x >= 10.0f) {
+      g = x;
+    } else {
+      x = feri_f16_to_f32(feri_f32_to_f16(x));
+      g = feri_f16_to_f32(feri_f32_to_f16(0.5f * x * (1.0f + tanhf(k0 * x * (1.0f + k1 * x * x)))));
+    }
+    gate[i] = g * up[i];
   }
 }
 
