@@ -48,12 +48,13 @@ int main(int argc, char **argv) {
     if (!f || fwrite(img, 1, n, f) != n || fclose(f) != 0) return 1;
     free(img);
   }
-  static const struct { uint32_t layers, head_dim, window; } gemma[4] = {{6, 16, 16}, {6, 16, 1}, {7, 8, 2}, {2, 16, 0}};
+  /* under the fuzzer's 128 KiB inputs (the 6-layer tiny gemma3 is 340 KB): two local layers with
+   * windows 1, 2 and 16, and two global ones (window 0) */
+  static const struct { uint32_t layers, head_dim, window; } gemma[4] = {{2, 16, 16}, {2, 16, 1}, {2, 8, 2}, {2, 16, 0}};
   for (int i = 0; i < 4; i++) {
     void *img;
     size_t n;
-    if ((i == 0 ? feri_tiny_model_image("gemma3", 7, &img, &n)
-                : feri_tiny_gemma3_image((uint64_t)i, gemma[i].layers, gemma[i].head_dim, gemma[i].window, &img, &n)) !=
+    if (feri_tiny_gemma3_image((uint64_t)i + 1, gemma[i].layers, gemma[i].head_dim, gemma[i].window, &img, &n) !=
         FER_STATUS_OK)
       return 1;
     char path[4096];
