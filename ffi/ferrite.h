@@ -447,7 +447,12 @@ typedef struct fer_attention_params {
   int32_t causal;
   /** Multiplier of q.k; 0 means 1 / sqrt(head_dim). */
   float scale;
-  int32_t reserved;
+  /** Sliding window (0: none; needs causal, else INVALID_ARG; negative: INVALID_ARG): the query at
+   * absolute position P sees keys max(0, P - window + 1) .. P only (llama.cpp's standard SWA: Gemma
+   * 3's local layers). Keys before the 256-key chunk holding the first query's window start
+   * (floor((q_pos0 - window + 1) / 256) * 256) are never read, so a cache may release them; a row's
+   * result folds its chunk states from the chunk holding its own window start. Claims: C-GEM-010. */
+  int32_t window;
   /** Absolute position of the first query (decode: positions already cached); any value >= 0, up
    * to INT64_MAX (a query whose position is past the keys sees all of them). Claims: C-ABI-009. */
   int64_t q_pos0;
@@ -1282,6 +1287,21 @@ fer_status fer_kv_seq_view(const fer_kv_seq *seq, uint32_t layer, uint32_t kv, f
  * commits nothing. Claims: C-KV-006.
  */
 fer_status fer_kv_seq_truncate(fer_kv_seq *seq, uint64_t live_tokens);
+
+/**
+ * Sliding-window residency: releases the granules of layer `layer`'s K and V that hold only tokens
+ * before first_token (<= the live length), for a layer whose queries no longer see them (a local
+ * layer of a sliding-window model: fer_attention_params.window). Each such window is unmapped and
+ * its granule released (a granule another sequence still maps stays with it), so committed_bytes
+ * and the pool's physical bytes drop by the windows released; the views keep their addresses and
+ * strides (a held decode plan stays valid) but the released rows must not be read (they fault).
+ * Later extends do not commit them again; truncate below the release point is INVALID_ARG, and a
+ * sequence with released tokens cannot be forked (UNSUPPORTED). Idempotent; a smaller first_token
+ * than before releases nothing more. Seq- and head-major layouts, not relocating (head-major
+ * bucketed) caches or token-major ones, where one window holds every layer's rows (UNSUPPORTED).
+ * BUSY while the pool is frozen. Claims: C-KV-101.
+ */
+fer_status fer_kv_seq_release_before(fer_kv_seq *seq, uint32_t layer, uint64_t first_token);
 
 /**
  * Prefix sharing: a new sequence whose first prefix_tokens (<= parent's live tokens) are the

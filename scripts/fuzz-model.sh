@@ -3,7 +3,7 @@
 # images turned into a Llama model, small ones run one forward step) with libFuzzer under ASan and
 # UBSan. Seeds are tiny models (c/model/tiny.c). Work directory FUZZ_DIR (default
 # ${TMPDIR:-/tmp}/ferrite-fuzz-model); crashes land in $FUZZ_DIR/crashes/ and make it exit 1.
-# EVIDENCE: C-ENG-003
+# EVIDENCE: C-ENG-003, C-GEM-012
 set -euo pipefail
 secs=${1:-60}
 shift || true

@@ -1,7 +1,7 @@
 /* chat_test.c: chat templates: SmolLM2's template (copied from its GGUF), a Qwen-style one (its
  * default system message inside an escaped string literal), a plain ChatML one, and templates that
- * are not ChatML; then the real SmolLM2 file through the engine when it is present.
- * EVIDENCE: C-ENG-010 */
+ * are not ChatML; Gemma's turns; then the real SmolLM2 file through the engine when it is present.
+ * EVIDENCE: C-ENG-010, C-GEM-006 */
 #include <stdio.h>
 #include <string.h>
 
@@ -79,8 +79,36 @@ int main(void) {
   char msg[512];
   size_t len;
   fer_last_error_message(msg, sizeof msg, &len);
-  CHECK(strstr(msg, "not ChatML") && strstr(msg, "{% set loop_messages"));
+  CHECK(strstr(msg, "neither ChatML") && strstr(msg, "{% set loop_messages"));
   CHECK_STATUS(feri_chat_format_parse(NULL, 0, &f), FER_STATUS_UNSUPPORTED);
+
+  /* Gemma's turns (C-GEM-006), as llama.cpp's "gemma" format renders them: from the template's
+   * markers (Gemma 3's own template, abridged), or from the architecture when the file has none
+   * (the Gemma 3 270M GGUF) */
+  static const char GEMMA[] =
+      "{{ bos_token }}{%- for message in loop_messages -%}{%- if (message['role'] == 'assistant') -%}{%- set role = "
+      "\"model\" -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}{{ '<start_of_turn>' + role + '\n' + "
+      "(first_user_prefix if loop.first else \"\") }}{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{%- endfor "
+      "-%}{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}{%- endif -%}";
+  CHECK_STATUS(feri_chat_format_parse(GEMMA, sizeof GEMMA - 1, &f), FER_STATUS_OK);
+  CHECK(f.kind == FERI_CHAT_GEMMA && !f.chatml);
+  render_is(&f, &user, 1, FER_CHAT_ADD_GENERATION_PROMPT,
+            "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n");
+  const fer_chat_message convo[5] = {{"system", "  Be brief. "},
+                                     {"user", "\nHi\t"},
+                                     {"assistant", "Hello."},
+                                     {"system", "Answer in French."},
+                                     {"user", "Capital?"}};
+  render_is(&f, convo, 5, FER_CHAT_ADD_GENERATION_PROMPT,
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
+            "<start_of_turn>user\nAnswer in French.\n\nCapital?<end_of_turn>\n<start_of_turn>model\n");
+  const fer_chat_message blank_system[2] = {{"system", " \n"}, {"user", "Hi"}};
+  render_is(&f, blank_system, 2, 0, "<start_of_turn>user\nHi<end_of_turn>\n");
+  CHECK_STATUS(feri_chat_format_for(NULL, 0, "gemma3", 6, &f), FER_STATUS_OK);
+  CHECK(f.kind == FERI_CHAT_GEMMA);
+  CHECK_STATUS(feri_chat_format_for(NULL, 0, "llama", 5, &f), FER_STATUS_UNSUPPORTED);
+  CHECK_STATUS(feri_chat_format_for(SMOLLM2, sizeof SMOLLM2 - 1, "gemma3", 6, &f), FER_STATUS_OK);
+  CHECK(f.kind == FERI_CHAT_CHATML); /* a template in the file wins */
 
   /* the real model's template through the engine */
   char path[4096];

@@ -61,16 +61,17 @@ static void engine_release(fer_engine *e) {
 
 static void fill_info(fer_engine *e) {
   const feri_llama_config *c = feri_llama_config_of(e->model);
-  static const char *const arch[] = {"llama", "qwen2", "qwen3"};
   fer_model_info *i = &e->info;
-  snprintf(i->architecture, sizeof i->architecture, "%s", arch[c->arch]);
+  snprintf(i->architecture, sizeof i->architecture, "%s", feri_llama_arch_name(c->arch));
   i->n_layer = c->n_layer, i->n_embd = c->n_embd, i->n_head = c->n_head, i->n_head_kv = c->n_head_kv;
   i->head_dim = c->head_dim, i->n_ff = c->n_ff, i->n_vocab = c->n_vocab, i->n_ctx_train = c->n_ctx_train;
   fer_tokenizer_info ti;
   fer_tokenizer_get_info(e->tok, &ti);
   i->bos_id = ti.bos_id, i->eos_id = ti.eos_id, i->eot_id = -1;
   int32_t id;
+  /* the end of a chat turn: ChatML's, or Gemma's */
   if (fer_tokenizer_token_to_id(e->tok, "<|im_end|>", 10, &id) == FER_STATUS_OK) i->eot_id = id;
+  else if (fer_tokenizer_token_to_id(e->tok, "<end_of_turn>", 13, &id) == FER_STATUS_OK) i->eot_id = id;
 }
 
 static fer_status open_parts(fer_engine *e) {
@@ -105,7 +106,8 @@ static fer_status open_parts(fer_engine *e) {
   const char *tmpl = NULL;
   size_t tlen = 0;
   if (feri_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &tlen) != FER_STATUS_OK) tmpl = NULL;
-  e->chat_status = feri_chat_format_parse(tmpl, tlen, &e->chat);
+  const char *arch = feri_llama_arch_name(mc->arch);
+  e->chat_status = feri_chat_format_for(tmpl, tlen, arch, strlen(arch), &e->chat);
   if (e->chat_status != FER_STATUS_OK) {
     size_t len;
     fer_last_error_message(e->chat_error, sizeof e->chat_error, &len);

@@ -72,10 +72,12 @@ typedef struct att_plan {
   float scale;
   int causal;
   int64_t q_pos0;
+  int64_t window;           /* 0: none; else query position P sees keys P - window + 1 .. P */
+  int64_t c_first;          /* the first chunk any query sees (window: the first query's) */
   int split;
   int64_t rows;             /* query rows of one kv head in a task: group x min(nq, ATT_BQ) */
   int64_t q_tiles;          /* rows path */
-  int64_t n_chunks;         /* split path: chunks holding a key the last query sees */
+  int64_t n_chunks;         /* split path: chunks from c_first holding a key the last query sees */
   int64_t hblock, n_hblocks, chunks_per_task, n_ctasks; /* split path */
   /* split path, set once per call (att_call_pf): each position's K and V halves prefetched one
    * call apart (token-major with 16-bit K and V) */
@@ -114,6 +116,15 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t att_visible(const att_plan *p, int64_t i) {
   if (!p->causal || p->q_pos0 >= p->nk - 1 - i) return p->nk;
   return p->q_pos0 + i + 1;
+}
+
+/* The first key query position i (0-based in the call) sees: 0, or with a sliding window
+ * q_pos0 + i - window + 1 (at most nk: a query whose window lies past the keys sees none). */
+static int64_t att_lo(const att_plan *p, int64_t i) {
+  if (p->window == 0) return 0;
+  int64_t pos;
+  if (__builtin_add_overflow(p->q_pos0, i, &pos) || pos - p->window + 1 >= p->nk) return p->nk;
+  return pos - p->window + 1 > 0 ? pos - p->window + 1 : 0;
 }
 
 /* Whether one position's K rows of all heads lie closer together than one head's positions
@@ -171,6 +182,9 @@ static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: q_pos0 %lld is negative", FN, (long long)params->q_pos0);
   if (!isfinite(params->scale))
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: scale is not finite", FN);
+  if (params->window < 0 || (params->window > 0 && params->causal == 0))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: window %d (a sliding window is >= 0 and needs causal)", FN,
+                     (int)params->window);
   if ((st = feri_tensor_check_writable(out, &info[3], FN, "out")) != FER_STATUS_OK) return st;
   for (int i = 0; i < 3; i++)
     if (feri_tensors_overlap(out, &info[3], ts[i], &info[i]))
@@ -183,6 +197,8 @@ static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q
   p->scale = params->scale != 0.0f ? params->scale : (p->d > 0 ? 1.0f / sqrtf((float)p->d) : 1.0f);
   p->causal = params->causal != 0;
   p->q_pos0 = params->q_pos0;
+  p->window = params->window;
+  p->c_first = att_lo(p, 0) / ATT_CHUNK;
   if (info[3].numel == 0) return FER_STATUS_OK;
   p->q_tiles = (p->nq + ATT_BQ - 1) / ATT_BQ;
   p->rows = p->group * min64(p->nq, ATT_BQ);
@@ -197,7 +213,8 @@ static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q
   p->split = p->nq <= ATT_SPLIT_Q;
   if (p->split) {
     const int64_t kmax = att_visible(p, p->nq - 1);
-    p->n_chunks = (kmax + ATT_CHUNK - 1) / ATT_CHUNK;
+    p->n_chunks = (kmax + ATT_CHUNK - 1) / ATT_CHUNK - p->c_first;
+    if (p->n_chunks < 0) p->n_chunks = 0;
     /* a task's run of chunks is claimed in 32-bit halves of one word (work_claims.h) */
     if (p->n_chunks > (int64_t)UINT32_MAX)
       return feri_fail(FER_STATUS_INVALID_ARG, "%s: %lld visible keys, more than the %lld the decode split takes",
@@ -456,7 +473,9 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
   /* the group's q heads at one query position see the same keys: one batched call each */
   for (int64_t i = 0; i < nqt; i++) {
     const int64_t n = min64(kn, att_visible(p, a[0].i0 + i) - k0);
-    if (n <= 0) continue;
+    /* keys [k0, k0 + skip) lie before this query's window: never read, their scores -inf */
+    const int64_t skip = min64(n, att_lo(p, a[0].i0 + i) - k0 > 0 ? att_lo(p, a[0].i0 + i) - k0 : 0);
+    if (n <= 0 || skip >= n) continue;
     const int pf = i == nqt - 1 && next_n >= n;
     const int64_t half = n > 32 ? 32 : n, halves = (n + half - 1) / half;
     /* by position (seq- and token-major, every head of a position in the block), half a tile
@@ -477,11 +496,15 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
       int64_t u, k1;
       att_call_keys(&c, x, &u, &k1);
       const att_rows *r = &a[u];
-      const feri_kv_rows kr = kv_rows(p->k, r->h, k0 + k1);
+      const int64_t j0 = k1 > skip ? k1 : skip, j1 = k1 + min64(n - k1, half);
       const feri_att_pf f = fn;
       if (pf) fn = att_call_pf(p, &c, x + 1);
-      ops->scores(r->q + i * p->d, nqt * p->d, p->group, p->d, &kr, min64(n - k1, half), p->scale,
-                  r->s + i * ATT_BK + k1, nqt * ATT_BK, pf ? &f : NULL);
+      for (int64_t g = 0; g < p->group; g++)
+        for (int64_t jj = k1; jj < j0 && jj < j1; jj++) r->s[(g * nqt + i) * ATT_BK + jj] = -INFINITY;
+      if (j0 >= j1) continue;
+      const feri_kv_rows kr = kv_rows(p->k, r->h, k0 + j0);
+      ops->scores(r->q + i * p->d, nqt * p->d, p->group, p->d, &kr, j1 - j0, p->scale,
+                  r->s + i * ATT_BK + j0, nqt * ATT_BK, pf ? &f : NULL);
     }
     for (int64_t u = 0; u < nh; u++) {
       const att_rows *r = &a[u];
@@ -500,11 +523,17 @@ static void att_step(const att_job *j, const att_rows *a, int64_t nh, int64_t k0
       int64_t u, k1;
       att_call_keys(&c, x, &u, &k1);
       const att_rows *r = &a[u];
-      const feri_kv_rows vr = kv_rows(p->v, r->h, k0 + k1);
+      const int64_t j0 = k1 > skip ? k1 : skip, j1 = k1 + min64(n - k1, half);
       const feri_att_pf f = fn;
       if (pf) fn = att_call_pf(p, &c, c.calls + x + 1);
-      ops->accumulate(r->o + i * p->dv, nqt * p->dv, p->group, p->dv, r->s + i * ATT_BK + k1, nqt * ATT_BK,
-                      &vr, min64(n - k1, half), k1 == 0 ? r->corr : NULL, pf ? &f : NULL);
+      if (j0 >= j1) { /* a half wholly before the window: only the rescale (accumulate's first step) */
+        for (int64_t g = 0; k1 == 0 && g < p->group; g++)
+          for (int64_t e = 0; e < p->dv; e++) r->o[(g * nqt + i) * p->dv + e] *= r->corr[g];
+        continue;
+      }
+      const feri_kv_rows vr = kv_rows(p->v, r->h, k0 + j0);
+      ops->accumulate(r->o + i * p->dv, nqt * p->dv, p->group, p->dv, r->s + i * ATT_BK + j0, nqt * ATT_BK,
+                      &vr, j1 - j0, k1 == 0 ? r->corr : NULL, pf ? &f : NULL);
     }
   }
 }
@@ -543,28 +572,38 @@ static void rows_task(void *ctx, int64_t task, uint32_t worker) {
   state_clear(p, rows, fo, fm, fl);
   /* keys this tile of queries can need: up to the last query's position */
   const int64_t kmax = att_visible(p, i0 + nqt - 1);
-  if (kmax > 0) att_prefetch(p, h, 1, 0, min64(kmax, ATT_BK)); /* later tiles: att_step */
-  for (int64_t c0 = 0; c0 < kmax; c0 += ATT_CHUNK) {
-    /* chunk 0 is built in the folded state itself: the fold starts with it as it is */
+  /* with a window, the chunks from the first query's first one (the fold of each row starts at its
+   * own first chunk: chunks before it are not folded in, the first one is taken as it is) */
+  const int64_t cstart = att_lo(p, i0) / ATT_CHUNK * ATT_CHUNK;
+  if (kmax > cstart) att_prefetch(p, h, 1, cstart, min64(kmax - cstart, ATT_BK)); /* later tiles: att_step */
+  for (int64_t c0 = cstart; c0 < kmax; c0 += ATT_CHUNK) {
+    /* the first chunk is built in the folded state itself: the fold starts with it as it is */
     att_rows a = {h, i0, nqt, qf, fo, fm, fl, s, corr};
-    if (c0 > 0) {
+    if (c0 > cstart) {
       a.o = co, a.m = cm, a.l = cl;
       state_clear(p, rows, co, cm, cl);
     }
     const int64_t cend = min64(c0 + ATT_CHUNK, kmax);
     for (int64_t k0 = c0; k0 < cend; k0 += ATT_BK)
       att_step(j, &a, 1, k0, min64(cend - k0, ATT_BK), k0 + ATT_BK, min64(kmax - k0 - ATT_BK, ATT_BK));
-    if (c0 == 0) continue;
-    for (int64_t r = 0; r < rows; r++)
-      if (att_visible(p, i0 + r % nqt) > c0)
-        att_merge_row(j->ops, p->dv, fo + r * p->dv, &fm[r], &fl[r], co + r * p->dv, cm[r], cl[r]);
+    if (c0 == cstart) continue;
+    for (int64_t r = 0; r < rows; r++) {
+      const int64_t first = att_lo(p, i0 + r % nqt) / ATT_CHUNK * ATT_CHUNK;
+      if (att_visible(p, i0 + r % nqt) <= c0 || c0 < first) continue;
+      if (c0 == first) { /* this row's first chunk (past cstart): its state as it is */
+        memcpy(fo + r * p->dv, co + r * p->dv, (size_t)p->dv * sizeof(float));
+        fm[r] = cm[r], fl[r] = cl[r];
+        continue;
+      }
+      att_merge_row(j->ops, p->dv, fo + r * p->dv, &fm[r], &fl[r], co + r * p->dv, cm[r], cl[r]);
+    }
   }
   for (int64_t r = 0; r < rows; r++) store_row(p, h * p->group + r / nqt, i0 + r % nqt, fo + r * p->dv, fl[r]);
 }
 
-/* Split path: the state of (kv head h, chunk c) lives in slot h * n_chunks + c. */
+/* Split path: the state of (kv head h, chunk c) lives in slot h * n_chunks + c - c_first. */
 static float *slot_of(const att_job *j, int64_t h, int64_t c) {
-  return (float *)j->ws + (size_t)(h * j->p->n_chunks + c) * j->p->state_floats;
+  return (float *)j->ws + (size_t)(h * j->p->n_chunks + c - j->p->c_first) * j->p->state_floats;
 }
 
 static att_rows slot_rows(const att_job *j, int64_t h, int64_t c, const float *q, float *s, float *corr) {
@@ -575,7 +614,7 @@ static att_rows slot_rows(const att_job *j, int64_t h, int64_t c, const float *q
 }
 
 /* Task ct's run of chunks: [ct, ct + 1) x chunks_per_task, cut at n_chunks (the plan keeps
- * n_chunks under 2^32 where it uses runs). */
+ * n_chunks under 2^32 where it uses runs), counted from c_first. */
 static void att_run_init(const att_plan *p, int64_t ct, feri_work_claims *run) {
   feri_work_claims_init(run, (uint32_t)(ct * p->chunks_per_task),
                         (uint32_t)min64((ct + 1) * p->chunks_per_task, p->n_chunks));
@@ -606,10 +645,13 @@ static void att_chunk(const att_job *j, att_rows *a, int64_t h0, int64_t nh, flo
  * one before it ends so that its first tile is prefetched in time. */
 static void att_claimed_chunks(const att_job *j, att_rows *a, int64_t h0, int64_t nh, float *qf, float *s,
                                float *corr, feri_work_claims *run, int from_back) {
+  const int64_t cf = j->p->c_first; /* claims count from the first chunk seen */
   int64_t c = from_back ? feri_work_claim_back(run) : feri_work_claim_front(run);
+  if (c >= 0) c += cf;
   if (c >= 0) att_prefetch(j->p, h0, nh, c * ATT_CHUNK, min64(att_visible(j->p, j->p->nq - 1) - c * ATT_CHUNK, ATT_BK));
   while (c >= 0) {
-    const int64_t then = from_back ? feri_work_claim_back(run) : feri_work_claim_front(run);
+    int64_t then = from_back ? feri_work_claim_back(run) : feri_work_claim_front(run);
+    if (then >= 0) then += cf;
     att_chunk(j, a, h0, nh, qf, s, corr, c, then);
     c = then;
   }
@@ -645,13 +687,13 @@ static void fold_task(void *ctx, int64_t h, uint32_t worker) {
   const att_plan *p = j->p;
   (void)worker;
   for (int64_t r = 0; r < p->rows; r++) {
-    const int64_t i = r % p->nq, vis = att_visible(p, i);
+    const int64_t i = r % p->nq, vis = att_visible(p, i), first = att_lo(p, i) / ATT_CHUNK;
     /* a row that sees no key keeps l = 0 and gets zeros */
     float *o = NULL, *m = NULL, l0 = 0.0f, *l = &l0;
-    for (int64_t c = 0; c < p->n_chunks && c * ATT_CHUNK < vis; c++) {
+    for (int64_t c = first; c < p->c_first + p->n_chunks && c * ATT_CHUNK < vis; c++) {
       float *st = slot_of(j, h, c);
       float *so = st + r * p->dv, *sm = st + p->rows * p->dv + r, *sl = sm + p->rows;
-      if (c == 0) {
+      if (c == first) {
         o = so, m = sm, l = sl;
         continue;
       }

@@ -99,6 +99,8 @@ typedef struct att_case {
   int64_t hkv, group, nq, nk, d, q_pos0;
   int causal;
   fer_dtype dtype;
+  int64_t window; /* 0: none (sliding window, C-GEM-010) */
+  int poison;     /* K and V before the first query's window chunk are NaN: never read */
 } att_case;
 
 /* K and V [hkv, nk, d] of logical values kl / vl (already representable in the dtype) placed in
@@ -160,6 +162,7 @@ static fer_status run_queries(const att_case *c, fer_threadpool *pool, const flo
     fer_attention_params_init(&params);
     params.causal = c->causal;
     params.q_pos0 = c->q_pos0 + i0;
+    params.window = (int32_t)c->window;
     st = fer_attention(pool, &qt, k, v, &params, &ot, NULL, 0);
     for (int64_t h = 0; h < hq; h++) memcpy(out + (h * c->nq + i0) * d, os + h * nq * d, (size_t)(nq * d) * sizeof(float));
   }
@@ -175,11 +178,12 @@ static void reference_row(const att_case *c, const float *q, const float *kl, co
                           int64_t i, double *want, double *tol) {
   const int64_t d = c->d, kh = hqi / c->group;
   const int64_t n = c->causal ? (c->q_pos0 + i + 1 < c->nk ? c->q_pos0 + i + 1 : c->nk) : c->nk;
+  const int64_t lo = c->window > 0 && c->q_pos0 + i - c->window + 1 > 0 ? c->q_pos0 + i - c->window + 1 : 0;
   const float *qr = q + (hqi * c->nq + i) * d;
   const double scale = 1.0 / sqrt((double)d), u = ldexp(1.0, -24);
   double mx = -INFINITY, qk = 0.0, sum = 0.0;
   double *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-  for (int64_t j = 0; j < n; j++) {
+  for (int64_t j = lo; j < n; j++) {
     double s = 0.0, a = 0.0;
     for (int64_t e = 0; e < d; e++) {
       s += (double)qr[e] * kl[(kh * c->nk + j) * d + e];
@@ -189,11 +193,11 @@ static void reference_row(const att_case *c, const float *q, const float *kl, co
     mx = p[j] > mx ? p[j] : mx;
     qk = a > qk ? a : qk;
   }
-  for (int64_t j = 0; j < n; j++) sum += (p[j] = exp(p[j] - mx));
+  for (int64_t j = lo; j < n; j++) sum += (p[j] = exp(p[j] - mx));
   const double rel = 2.0 * (2.0 * scale * ((double)d / 8.0 + 4.0) * u * qk) + (2.0 * (double)n + 18.0) * u;
   for (int64_t e = 0; e < d; e++) {
     double w = 0.0, mag = 0.0;
-    for (int64_t j = 0; j < n; j++) {
+    for (int64_t j = lo; j < n; j++) {
       w += p[j] / sum * vl[(kh * c->nk + j) * d + e];
       mag += p[j] / sum * fabs((double)vl[(kh * c->nk + j) * d + e]);
     }
@@ -223,6 +227,12 @@ static void test_long_context_case(const att_case *c, fer_threadpool *const *poo
     feri_elem_store(b, c->dtype, unit_value(&seed));
     vl[i] = feri_elem_load(b, c->dtype);
   }
+  /* a window's promise: keys before the chunk of the first query's window start are not read
+   * (a cache may have released them), so NaN there must not reach any output */
+  const int64_t lo0 = c->window > 0 && c->q_pos0 - c->window + 1 > 0 ? c->q_pos0 - c->window + 1 : 0;
+  for (int64_t hh = 0; c->poison && hh < c->hkv; hh++)
+    for (int64_t j = 0; j < lo0 / 256 * 256; j++)
+      for (int64_t e = 0; e < c->d; e++) kl[(hh * c->nk + j) * c->d + e] = vl[(hh * c->nk + j) * c->d + e] = NAN;
   fer_tensor k, v;
   char *buf = place_kv(c, LAYOUT_HEAD, kl, vl, &k, &v);
   CHECK(buf != NULL);
@@ -270,9 +280,9 @@ static void test_long_context_case(const att_case *c, fer_threadpool *const *poo
     CHECK(ok);
     free(buf);
   }
-  printf("attention hkv %lld x group %lld, %lld queries over %lld keys, d %lld, dtype %d, causal %d: "
+  printf("attention hkv %lld x group %lld, %lld queries over %lld keys, d %lld, dtype %d, causal %d, window %lld: "
          "%ld outside the bound\n", (long long)c->hkv, (long long)c->group, (long long)c->nq,
-         (long long)c->nk, (long long)d, (int)c->dtype, c->causal, bad);
+         (long long)c->nk, (long long)d, (int)c->dtype, c->causal, (long long)c->window, bad);
 done:
   free(q), free(kl), free(vl), free(ref), free(got), free(want), free(tol);
 }
@@ -295,19 +305,27 @@ static void test_long_contexts(void) {
   if (n_pools < 3) printf("SKIPPED: attention_test AVX2 pools (not on this CPU); portable only\n");
   const att_case cases[] = {
       /* SmolLM2's grouping (9 q heads over 3), five chunks, a partial last tile */
-      {3, 3, 6, 1100, 64, 1094, 1, FER_DTYPE_F16},
-      {2, 4, 5, 700, 128, 695, 1, FER_DTYPE_BF16},
+      {3, 3, 6, 1100, 64, 1094, 1, FER_DTYPE_F16, 0, 0},
+      {2, 4, 5, 700, 128, 695, 1, FER_DTYPE_BF16, 0, 0},
       /* queries in the middle of the cache, non-causal, odd head_dim (scalar paths) */
-      {1, 4, 3, 530, 12, 300, 1, FER_DTYPE_F32},
-      {2, 1, 4, 600, 8, 0, 0, FER_DTYPE_F16},
+      {1, 4, 3, 530, 12, 300, 1, FER_DTYPE_F32, 0, 0},
+      {2, 1, 4, 600, 8, 0, 0, FER_DTYPE_F16, 0, 0},
       /* more queries than the split path takes, crossing two query tiles */
-      {1, 2, 19, 520, 16, 501, 1, FER_DTYPE_F32},
+      {1, 2, 19, 520, 16, 501, 1, FER_DTYPE_F32, 0, 0},
       /* a group of six (row blocks of four and two); rows 4 KiB apart in seq-major (the blocked
        * value loop) */
-      {8, 6, 2, 300, 128, 298, 1, FER_DTYPE_F32},
+      {8, 6, 2, 300, 128, 298, 1, FER_DTYPE_F32, 0, 0},
       /* one kv head, eight chunks: decode's tasks hold runs of several chunks and share them out
        * (work_claims.h), in every layout */
-      {1, 4, 2, 2100, 32, 2098, 1, FER_DTYPE_F16},
+      {1, 4, 2, 2100, 32, 2098, 1, FER_DTYPE_F16, 0, 0},
+      /* sliding windows (C-GEM-010): Gemma 3's shape (4 q heads over 1, d 256) with its window of
+       * 512 in decode and prefill tiles crossing chunk starts, K and V before the first query's
+       * window chunk NaN; a window of 1 (each query sees itself); windows that do not bite */
+      {1, 4, 3, 1300, 256, 1297, 1, FER_DTYPE_F32, 512, 1},
+      {1, 4, 40, 1300, 32, 1260, 1, FER_DTYPE_F16, 512, 1},
+      {2, 2, 20, 700, 16, 680, 1, FER_DTYPE_BF16, 300, 1},
+      {1, 2, 5, 300, 8, 295, 1, FER_DTYPE_F32, 1, 1},
+      {1, 2, 17, 100, 8, 0, 1, FER_DTYPE_F32, 512, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_long_context_case(&cases[i], pools, n_pools);
   for (int i = 0; i < n_pools; i++) fer_threadpool_free(pools[i]);

@@ -5,6 +5,7 @@
  * every byte it copies. */
 #include "kv/kv_cache.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,8 @@ struct fer_kv_seq {
   kv_buffer *bind;  /* n_bindings */
   kv_buffer mask;   /* bytes == 0 when the cache keeps no mask */
   uint64_t growth_events, bytes_moved, address_changes, committed_windows;
+  uint64_t *released;  /* per layer: tokens before it released (fer_kv_seq_release_before) */
+  bool any_released;
   fer_kv_seq_sharing sharing;
   struct fer_kv_seq *prev, *next; /* in cache->seqs */
 };
@@ -205,7 +208,7 @@ static void buffer_uncommit(fer_kv_cache *c, kv_buffer *b, const uint64_t *undo,
  * nothing: on failure every window this call mapped, in every buffer, is unmapped again. Adds the
  * windows mapped to *committed. */
 static fer_status commit_live(fer_kv_cache *c, kv_buffer *bind, kv_buffer *mask, uint64_t stride, uint64_t live,
-                              uint64_t *committed) {
+                              const uint64_t *released, uint64_t *committed) {
   const fer_kv_geometry *g = &c->o.geometry;
   const uint32_t n_buf = c->n_bindings + 1; /* the bindings, then the mask */
   uint64_t **undo = calloc(n_buf, sizeof *undo);
@@ -219,11 +222,16 @@ static fer_status commit_live(fer_kv_cache *c, kv_buffer *bind, kv_buffer *mask,
       st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_kv_seq_extend: out of memory");
     } else if (b == c->n_bindings) {
       st = buffer_commit(c, buf, 0, live * c->o.mask_bytes_per_token, undo[b], &n_undo[b]);
-    } else if (g->layout == FER_KV_LAYOUT_HEAD_MAJOR) {
-      for (uint32_t h = 0; h < g->n_kv_heads && st == FER_STATUS_OK; h++)
-        st = buffer_commit(c, buf, h * stride * c->head_row, live * c->head_row, undo[b], &n_undo[b]);
     } else {
-      st = buffer_commit(c, buf, 0, live * c->token_bytes, undo[b], &n_undo[b]);
+      /* from the layer's release point on: released windows stay released */
+      const uint64_t from = released != NULL && g->layout != FER_KV_LAYOUT_TOKEN_MAJOR ? released[b / 2] : 0;
+      const uint64_t n = live > from ? live - from : 0;
+      if (g->layout == FER_KV_LAYOUT_HEAD_MAJOR) {
+        for (uint32_t h = 0; h < g->n_kv_heads && st == FER_STATUS_OK; h++)
+          st = buffer_commit(c, buf, h * stride * c->head_row + from * c->head_row, n * c->head_row, undo[b], &n_undo[b]);
+      } else {
+        st = buffer_commit(c, buf, from * c->token_bytes, n * c->token_bytes, undo[b], &n_undo[b]);
+      }
     }
   }
   uint64_t total = 0;
@@ -247,10 +255,12 @@ fer_status fer_kv_seq_create(fer_kv_cache *c, fer_kv_seq **out) {
   if (c == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: cache is NULL", fn);
   fer_kv_seq *s = calloc(1, sizeof *s);
   kv_buffer *bind = calloc(c->n_bindings, sizeof *bind);
-  if (s == NULL || bind == NULL) {
-    free(s), free(bind);
+  uint64_t *released = calloc(c->o.geometry.n_layers, sizeof *released);
+  if (s == NULL || bind == NULL || released == NULL) {
+    free(s), free(bind), free(released);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
+  s->released = released;
   const uint64_t max = c->o.geometry.capacity_tokens;
   s->cache = c;
   s->bind = bind;
@@ -263,7 +273,7 @@ fer_status fer_kv_seq_create(fer_kv_cache *c, fer_kv_seq **out) {
     st = buffer_reserve(c, &s->mask, (relocates(c) ? s->cap : max) * c->o.mask_bytes_per_token);
   if (st != FER_STATUS_OK) {
     buffers_free_keep_message(c, bind, &s->mask);
-    free(bind), free(s);
+    free(bind), free(s->released), free(s);
     return st;
   }
   c->n_seqs++;
@@ -288,8 +298,54 @@ fer_status fer_kv_seq_free(fer_kv_seq *s) {
   else c->seqs = s->next;
   if (s->next != NULL) s->next->prev = s->prev;
   free(s->bind);
+  free(s->released);
   free(s);
   c->n_seqs--;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_kv_seq_release_before(fer_kv_seq *s, uint32_t layer, uint64_t first_token) {
+  static const char *const fn = "fer_kv_seq_release_before";
+  feri_error_clear();
+  if (s == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: seq is NULL", fn);
+  fer_kv_cache *c = s->cache;
+  const fer_kv_geometry *g = &c->o.geometry;
+  if (layer >= g->n_layers)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: layer %u of %u", fn, layer, g->n_layers);
+  if (first_token > s->live)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: first_token %llu > the %llu live", fn, (unsigned long long)first_token,
+                     (unsigned long long)s->live);
+  if (g->layout == FER_KV_LAYOUT_TOKEN_MAJOR || relocates(c))
+    return feri_fail(FER_STATUS_UNSUPPORTED, "%s: %s", fn,
+                     relocates(c) ? "a head-major bucketed cache relocates (copies every live byte) on growth"
+                                  : "a token-major window holds every layer's rows");
+  if (first_token <= s->released[layer]) return FER_STATUS_OK;
+  if (feri_vmm_is_frozen(c->vmm)) return feri_fail(FER_STATUS_BUSY, "%s: the pool is frozen", fn);
+  const uint64_t G = c->granule;
+  for (uint32_t kv = 0; kv < 2; kv++) {
+    kv_buffer *buf = &s->bind[2 * layer + kv];
+    if (buf->range == NULL) continue;
+    const uint32_t stripes = g->layout == FER_KV_LAYOUT_HEAD_MAJOR ? g->n_kv_heads : 1;
+    for (uint32_t h = 0; h < stripes; h++) {
+      /* the windows wholly inside this stripe's bytes of tokens [0, first_token) */
+      const uint64_t base = g->layout == FER_KV_LAYOUT_HEAD_MAJOR ? h * s->stride * c->head_row : 0;
+      const uint64_t per = g->layout == FER_KV_LAYOUT_HEAD_MAJOR ? c->head_row : c->token_bytes;
+      const uint64_t k0 = (base + G - 1) / G, k1 = (base + first_token * per) / G;
+      for (uint64_t k = k0; k < k1; k++) {
+        if (buf->slot[k] == 0) continue;
+        const uint64_t gid = buf->slot[k] - 1;
+        fer_status st = fer_vmm_unmap(buf->range, k * G);
+        if (st != FER_STATUS_OK) return st; /* released so far stays released; the ledger agrees */
+        if (buf->shared[k]) s->sharing.shared_windows--;
+        else s->committed_windows--;
+        feri_vmm_granule_release_if_unmapped(c->vmm, gid);
+        buf->slot[k] = 0;
+        buf->shared[k] = 0;
+      }
+    }
+  }
+  s->released[layer] = first_token;
+  s->any_released = true;
   return FER_STATUS_OK;
 }
 
@@ -315,7 +371,7 @@ static fer_status relocate(fer_kv_seq *s, uint64_t new_cap, uint64_t live) {
   for (uint32_t b = 0; b < c->n_bindings && st == FER_STATUS_OK; b++) st = buffer_reserve(c, &nb[b], binding_bytes(c, new_cap));
   if (st == FER_STATUS_OK) st = buffer_reserve(c, &nmask, new_cap * c->o.mask_bytes_per_token);
   uint64_t windows = 0;
-  if (st == FER_STATUS_OK) st = commit_live(c, nb, &nmask, new_cap, live, &windows);
+  if (st == FER_STATUS_OK) st = commit_live(c, nb, &nmask, new_cap, live, NULL, &windows);
   if (st != FER_STATUS_OK) {
     buffers_free_keep_message(c, nb, &nmask);
     free(nb);
@@ -367,7 +423,7 @@ fer_status fer_kv_seq_extend(fer_kv_seq *s, uint64_t live) {
     if ((st = relocate(s, new_cap, live)) != FER_STATUS_OK) return st;
   } else {
     /* Commit the new live bytes (windows already mapped are skipped); all or nothing. */
-    st = commit_live(c, s->bind, &s->mask, s->stride, live, &windows);
+    st = commit_live(c, s->bind, &s->mask, s->stride, live, s->released, &windows);
     if (st != FER_STATUS_OK) return st;
   }
   if (new_cap != s->cap) s->growth_events++;
@@ -468,6 +524,8 @@ fer_status fer_kv_seq_fork(const fer_kv_seq *parent, uint64_t prefix_tokens, fer
   if (prefix_tokens > parent->live)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: prefix of %llu tokens > the parent's %llu live", fn,
                      (unsigned long long)prefix_tokens, (unsigned long long)parent->live);
+  if (parent->any_released)
+    return feri_fail(FER_STATUS_UNSUPPORTED, "%s: the parent released tokens of a sliding-window layer", fn);
   /* a frozen pool would refuse the child's maps, and then the ranges of the half-built child too:
    * refuse before building anything */
   if (feri_vmm_is_frozen(c->vmm)) return feri_fail(FER_STATUS_BUSY, "%s: the pool is frozen", fn);
@@ -654,6 +712,10 @@ fer_status fer_kv_seq_truncate(fer_kv_seq *s, uint64_t live) {
                      (unsigned long long)live, (unsigned long long)s->live);
   if (live == s->live) return FER_STATUS_OK;
   fer_kv_cache *c = s->cache;
+  for (uint32_t l = 0; l < c->o.geometry.n_layers; l++)
+    if (live < s->released[l])
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: layer %u released the tokens before %llu; live_tokens %llu is below", fn,
+                       l, (unsigned long long)s->released[l], (unsigned long long)live);
   uint64_t *lo = malloc(c->o.geometry.n_kv_heads * sizeof *lo), *hi = malloc(c->o.geometry.n_kv_heads * sizeof *hi);
   if (lo == NULL || hi == NULL) {
     free(lo), free(hi);

@@ -1,12 +1,13 @@
 /* arch_test.c: the forward pass of each architecture (llama; qwen2 with q, k, v biases; qwen3 with
- * QK-norm and its own head size) on the seeded tiny models against llama.cpp running the same
+ * QK-norm and its own head size; gemma3 with post norms, GeGLU, the embedding scale and a sliding
+ * window of 16 that bites from position 16 of the 24) on the seeded tiny models against llama.cpp running the same
  * files (testdata/model/tiny-ARCH-logits.txt, scripts/model/make_tiny_goldens.sh): every logit of
  * 24 teacher-forced positions within 0.03 + 1% of llama.cpp's. Both run F32 weights and f32 K and
  * V, but llama.cpp rounds somewhere below f32 (its logits differ from an f64 evaluation by up to
  * about 3e-4 relative where ferrite's agree to 1e-6; the f64 oracle is rust_tests/tests/engine.rs),
  * so the bound is set by llama.cpp's error; a wrong RoPE pairing, a missing bias or norm moves
  * logits by whole units. Also: a file whose architecture lacks what it requires is CORRUPT,
- * naming the tensor. EVIDENCE: C-ENG-011 */
+ * naming the tensor. EVIDENCE: C-ENG-011, C-GEM-013 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +88,11 @@ static void test_against_llama_cpp(const char *arch) {
 
 /* A qwen2 file without its biases, or a qwen3 file without its QK-norm, is refused by name. */
 static void test_required_tensors(void) {
-  static const struct { const char *arch, *tensor; } cases[] = {{"qwen2", "attn_q.bias"}, {"qwen3", "attn_q_norm.weight"}};
+  static const struct { const char *arch, *tensor; } cases[] = {{"qwen2", "attn_q.bias"},
+                                                                 {"qwen3", "attn_q_norm.weight"},
+                                                                 {"gemma3", "attn_q_norm.weight"},
+                                                                 {"gemma3", "post_attention_norm.weight"},
+                                                                 {"gemma3", "post_ffw_norm.weight"}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     void *img = NULL;
     size_t size = 0;
@@ -118,6 +123,7 @@ int main(void) {
   test_against_llama_cpp("llama");
   test_against_llama_cpp("qwen2");
   test_against_llama_cpp("qwen3");
+  test_against_llama_cpp("gemma3");
   test_required_tensors();
   return feri_test_finish("arch_test");
 }

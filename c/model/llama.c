@@ -7,6 +7,7 @@
 #include "model/llama.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,11 @@
 #include "model/model_internal.h"
 
 const feri_llama_config *feri_llama_config_of(const feri_llama *m) { return &m->cfg; }
+
+const char *feri_llama_arch_name(int32_t arch) {
+  static const char *const names[] = {"llama", "qwen2", "qwen3", "gemma3"};
+  return arch >= 0 && arch < (int32_t)(sizeof names / sizeof names[0]) ? names[arch] : "unknown";
+}
 uint32_t feri_llama_seq_len(const feri_llama_seq *s) { return s->len; }
 uint32_t feri_llama_seq_max_tokens(const feri_llama_seq *s) { return s->max_tokens; }
 const fer_kv_seq *feri_llama_seq_kv(const feri_llama_seq *s) { return s->kv; }
@@ -105,6 +111,73 @@ static fer_status bind_vector(const feri_gguf *g, const char *name, uint64_t n, 
 /* "<arch>.<key>" of the file's architecture. */
 #define ARCH_KEY(key) (snprintf(kbuf, sizeof kbuf, "%s.%s", prefix, key), kbuf)
 
+/* gemma3's keys beyond the common ones, read as llama.cpp reads them (llama.h). The layers'
+ * windows come from the pattern in open_gguf. */
+static fer_status read_gemma3(const feri_gguf *g, const char *prefix, feri_llama_config *c) {
+  char kbuf[96];
+  c->ffn_act = FERI_ACT_GELU_TANH;
+  c->post_norms = true;
+  c->embd_scale = sqrtf((float)c->n_embd);
+  /* gemma_pytorch's query_pre_attn_scalar: the head size, except the 27B's n_embd / n_head (the
+   * GGUF has no key for it; llama.cpp tells the 27B by its 62 layers) */
+  c->attn_scale = c->n_layer == 62 ? 1.0f / sqrtf((float)(c->n_embd / c->n_head)) : 1.0f / sqrtf((float)c->head_dim);
+  c->rope_theta_swa = 10000.0f;
+  if (feri_gguf_find_kv(g, ARCH_KEY("rope.freq_base_swa")) >= 0 &&
+      (feri_gguf_get_f32(g, kbuf, &c->rope_theta_swa) != FER_STATUS_OK || !(c->rope_theta_swa > 0) ||
+       !isfinite(c->rope_theta_swa)))
+    return feri_fail(FER_STATUS_CORRUPT, "model: %s is not a positive float", kbuf);
+  if (feri_gguf_find_kv(g, ARCH_KEY("attention.sliding_window")) >= 0) {
+    if (get_u32(g, kbuf, &c->swa_window) != FER_STATUS_OK) return FER_STATUS_CORRUPT;
+  }
+  if (feri_gguf_find_kv(g, ARCH_KEY("final_logit_softcapping")) >= 0 &&
+      (feri_gguf_get_f32(g, kbuf, &c->logit_softcap) != FER_STATUS_OK || !(c->logit_softcap >= 0) ||
+       !isfinite(c->logit_softcap)))
+    return feri_fail(FER_STATUS_CORRUPT, "model: %s is not a float >= 0", kbuf);
+  /* RoPE scaling (the 4B and larger scale the global layers' positions): not implemented */
+  const char *rs;
+  size_t rl;
+  float factor = 1.0f;
+  if ((feri_gguf_get_str(g, ARCH_KEY("rope.scaling.type"), &rs, &rl) == FER_STATUS_OK && !(rl == 4 && memcmp(rs, "none", 4) == 0)) ||
+      (feri_gguf_get_f32(g, ARCH_KEY("rope.scaling.factor"), &factor) == FER_STATUS_OK && factor != 1.0f))
+    return feri_fail(FER_STATUS_UNSUPPORTED, "model: gemma3 with RoPE scaling (%s) is not supported", kbuf);
+  if (c->rope_dims != c->head_dim)
+    return feri_fail(FER_STATUS_UNSUPPORTED, "model: gemma3 rotates every dimension of a head (rope.dimension_count %u, head %u)",
+                     c->rope_dims, c->head_dim);
+  return FER_STATUS_OK;
+}
+
+/* Which layers are local: the file's attention.sliding_window_pattern, an array of one bool per
+ * layer or a period n (layer l is local when l % n < n - 1; 0: every layer), else the period 6
+ * (llama.cpp's default for gemma3). Sets each layer's window and RoPE base. */
+static fer_status assign_windows(const feri_gguf *g, feri_llama *m) {
+  feri_llama_config *c = &m->cfg;
+  const char *key = "gemma3.attention.sliding_window_pattern";
+  uint32_t period = 6;
+  const uint8_t *flags = NULL;
+  int64_t kv = c->arch == FERI_ARCH_GEMMA3 && c->swa_window > 0 ? feri_gguf_find_kv(g, key) : -1;
+  if (kv >= 0) {
+    uint32_t type;
+    uint64_t count;
+    const void *data;
+    if (feri_gguf_kv_type(g, kv, &type) == FER_STATUS_OK && type == FERI_GGUF_ARRAY) {
+      if (feri_gguf_arr_data(g, kv, &type, &data, &count) != FER_STATUS_OK || type != FERI_GGUF_BOOL ||
+          count != c->n_layer)
+        return feri_fail(FER_STATUS_CORRUPT, "model: %s is not an array of %u bools", key, c->n_layer);
+      flags = data;
+    } else if (get_u32(g, key, &period) != FER_STATUS_OK) {
+      return FER_STATUS_CORRUPT;
+    }
+  }
+  c->n_swa_layers = 0;
+  for (uint32_t l = 0; l < c->n_layer; l++) {
+    bool local = c->swa_window > 0 && (flags ? flags[l] != 0 : period == 0 || l % period < period - 1);
+    m->layers[l].window = local ? c->swa_window : 0;
+    m->layers[l].rope_theta = local ? c->rope_theta_swa : c->rope_theta;
+    c->n_swa_layers += local;
+  }
+  return FER_STATUS_OK;
+}
+
 static fer_status read_config(const feri_gguf *g, feri_llama_config *c) {
   const char *arch;
   size_t len;
@@ -112,7 +185,8 @@ static fer_status read_config(const feri_gguf *g, feri_llama_config *c) {
     return feri_fail(FER_STATUS_CORRUPT, "model: general.architecture is missing");
   }
   static const struct { const char *name; int32_t arch; fer_rope_pairing rope; } known[] = {
-      {"llama", FERI_ARCH_LLAMA, FER_ROPE_GPTJ}, {"qwen2", FERI_ARCH_QWEN2, FER_ROPE_NEOX}, {"qwen3", FERI_ARCH_QWEN3, FER_ROPE_NEOX}};
+      {"llama", FERI_ARCH_LLAMA, FER_ROPE_GPTJ}, {"qwen2", FERI_ARCH_QWEN2, FER_ROPE_NEOX},
+      {"qwen3", FERI_ARCH_QWEN3, FER_ROPE_NEOX}, {"gemma3", FERI_ARCH_GEMMA3, FER_ROPE_NEOX}};
   const char *prefix = NULL;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
     if (len == strlen(known[i].name) && memcmp(arch, known[i].name, len) == 0) {
@@ -122,7 +196,7 @@ static fer_status read_config(const feri_gguf *g, feri_llama_config *c) {
     }
   }
   if (!prefix) {
-    return feri_fail(FER_STATUS_UNSUPPORTED, "model: architecture '%.*s' (llama, qwen2 and qwen3 are supported)",
+    return feri_fail(FER_STATUS_UNSUPPORTED, "model: architecture '%.*s' (llama, qwen2, qwen3 and gemma3 are supported)",
                      (int)(len > 40 ? 40 : len), arch);
   }
   char kbuf[96];
@@ -178,7 +252,9 @@ static fer_status read_config(const feri_gguf *g, feri_llama_config *c) {
     return feri_fail(FER_STATUS_CORRUPT, "model: tokenizer.ggml.tokens gives no vocabulary size");
   }
   c->n_vocab = (uint32_t)nv;
-  return FER_STATUS_OK;
+  c->ffn_act = FERI_ACT_SILU;
+  c->rope_theta_swa = c->rope_theta;
+  return c->arch == FERI_ARCH_GEMMA3 ? read_gemma3(g, prefix, c) : FER_STATUS_OK;
 }
 #undef ARCH_KEY
 
@@ -223,8 +299,13 @@ static fer_status open_gguf(feri_gguf *g, feri_llama **out) {
     L->has_qk_norm = feri_gguf_find_tensor(m->g, NAME("attn_q_norm.weight")) >= 0;
     if (st == FER_STATUS_OK && c->arch == FERI_ARCH_QWEN2 && !L->has_qkv_bias)
       st = feri_fail(FER_STATUS_CORRUPT, "model: qwen2 layer %u has no attn_q.bias", l);
-    if (st == FER_STATUS_OK && c->arch == FERI_ARCH_QWEN3 && !L->has_qk_norm)
-      st = feri_fail(FER_STATUS_CORRUPT, "model: qwen3 layer %u has no attn_q_norm.weight", l);
+    if (st == FER_STATUS_OK && (c->arch == FERI_ARCH_QWEN3 || c->arch == FERI_ARCH_GEMMA3) && !L->has_qk_norm)
+      st = feri_fail(FER_STATUS_CORRUPT, "model: %s layer %u has no attn_q_norm.weight",
+                     c->arch == FERI_ARCH_QWEN3 ? "qwen3" : "gemma3", l);
+    if (st == FER_STATUS_OK && c->post_norms) {
+      st = bind_vector(m->g, NAME("post_attention_norm.weight"), c->n_embd, &L->post_attn_norm);
+      if (st == FER_STATUS_OK) st = bind_vector(m->g, NAME("post_ffw_norm.weight"), c->n_embd, &L->post_ffw_norm);
+    }
     if (st == FER_STATUS_OK && L->has_qkv_bias) {
       st = bind_vector(m->g, NAME("attn_q.bias"), qd, &L->bq);
       if (st == FER_STATUS_OK) st = bind_vector(m->g, NAME("attn_k.bias"), kvd, &L->bk);
@@ -236,6 +317,7 @@ static fer_status open_gguf(feri_gguf *g, feri_llama **out) {
     }
 #undef NAME
   }
+  if (st == FER_STATUS_OK) st = assign_windows(m->g, m);
   if (st != FER_STATUS_OK) {
     feri_error_stash e; /* closing calls entry points, which clear the message */
     feri_error_save(&e);
@@ -286,8 +368,10 @@ static fer_status place_in_store(feri_llama *m, const char *path, const feri_lla
   m->output_norm.t.data = (void *)(b + m->output_norm.off);
   for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
     feri_llama_layer *L = &m->layers[l];
-    L->attn_norm.t.data = (void *)(b + L->attn_norm.off);
-    L->ffn_norm.t.data = (void *)(b + L->ffn_norm.off);
+    feri_vector *vs[8] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm, &L->post_attn_norm};
+    for (int i = 0; i < 8; i++)
+      if (vs[i]->t.data) vs[i]->t.data = (void *)(b + vs[i]->off);
+    if (L->post_ffw_norm.t.data) L->post_ffw_norm.t.data = (void *)(b + L->post_ffw_norm.off);
     feri_linear *ws_[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
     for (int i = 0; i < 7; i++) rebase_linear(ws_[i], b);
   }
@@ -438,6 +522,17 @@ fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const
   s->max_tokens = max_tokens;
   atomic_init(&s->cancel, 0);
   s->plan_policy = (kvo ? kvo : &defaults)->plan;
+  {
+    const feri_llama_seq_options *o = kvo ? kvo : &defaults;
+    if (o->window_kv != FERI_WINDOW_KV_RELEASE && o->window_kv != FERI_WINDOW_KV_KEEP_ALL) {
+      free(s);
+      return feri_fail(FER_STATUS_INVALID_ARG, "sequence: window_kv %d is neither RELEASE (0) nor KEEP_ALL (1)",
+                       (int)o->window_kv);
+    }
+    s->window_release = c->n_swa_layers > 0 && o->window_kv == FERI_WINDOW_KV_RELEASE &&
+                        o->layout != FER_KV_LAYOUT_TOKEN_MAJOR &&
+                        !(o->layout == FER_KV_LAYOUT_HEAD_MAJOR && o->policy == FER_KV_POLICY_BUCKETED);
+  }
   fer_status st = feri_scratch_alloc(c, max_tokens < FERI_PREFILL_CHUNK ? max_tokens : FERI_PREFILL_CHUNK, &s->sc);
   if (st == FER_STATUS_OK) st = make_kv(s, c, kvo ? kvo : &defaults);
   if (st != FER_STATUS_OK) {

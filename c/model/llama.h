@@ -1,4 +1,4 @@
-/* llama.h: a decoder model of the Llama family (architectures llama, qwen2, qwen3) read from a
+/* llama.h: a decoder model of the Llama family (architectures llama, qwen2, qwen3, gemma3) read from a
  * GGUF file, and its forward pass over sequences, built from ferrite's kernels: one sequence at a
  * time (prefill in chunks, decode with a captured plan) or one token of many sequences in one
  * batched step. Each sequence keeps K and V in a fer_kv_cache of its own (any layout). Internal:
@@ -14,9 +14,18 @@
 
 struct feri_gguf;
 
-/* Architectures: llama pairs RoPE dimensions as GPT-J (adjacent), qwen2 and qwen3 as NeoX (halves);
- * qwen2 adds biases to q, k and v, qwen3 normalises each head of q and k (QK-norm). */
-enum { FERI_ARCH_LLAMA = 0, FERI_ARCH_QWEN2 = 1, FERI_ARCH_QWEN3 = 2 };
+/* Architectures: llama pairs RoPE dimensions as GPT-J (adjacent), qwen2, qwen3 and gemma3 as NeoX
+ * (halves); qwen2 adds biases to q, k and v, qwen3 normalises each head of q and k (QK-norm).
+ * gemma3 (as llama.cpp reads its GGUF): the embedding scaled by sqrtf(n_embd) in f32, QK-norm,
+ * RMSNorm after attention and after the FFN as well as before (the file stores the norm weights
+ * with Gemma's +1 already added: used as they are), GeGLU with the tanh GELU, sliding-window
+ * attention on the layers the pattern names (default five of every six) with their own RoPE base
+ * (rope.freq_base_swa, default 10000), q.k scaled by 1/sqrt(key_length) (1/sqrt(n_embd/n_head)
+ * for the 62-layer 27B), tied embeddings, and final_logit_softcapping when the file sets it. */
+enum { FERI_ARCH_LLAMA = 0, FERI_ARCH_QWEN2 = 1, FERI_ARCH_QWEN3 = 2, FERI_ARCH_GEMMA3 = 3 };
+
+/* The FFN's gate activation: silu (SwiGLU) or the tanh approximation of GELU (GeGLU). */
+enum { FERI_ACT_SILU = 0, FERI_ACT_GELU_TANH = 1 };
 
 typedef struct feri_llama_config {
   int32_t arch; /* FERI_ARCH_* */
@@ -24,6 +33,14 @@ typedef struct feri_llama_config {
   float rms_eps, rope_theta;
   uint32_t rope_dims;
   fer_rope_pairing rope_pairing;
+  int32_t ffn_act;       /* FERI_ACT_* */
+  float embd_scale;      /* 0: none; gemma3 sqrtf(n_embd) */
+  float attn_scale;      /* multiplier of q.k; 0: 1 / sqrt(head_dim) */
+  float logit_softcap;   /* 0: none; else logits = cap * tanh(logits / cap) */
+  uint32_t swa_window;   /* 0: every layer global; else the sliding window of the local layers */
+  uint32_t n_swa_layers; /* how many layers are local */
+  float rope_theta_swa;  /* local layers' RoPE base */
+  bool post_norms;       /* RMSNorm of the attention and FFN outputs before each residual add */
 } feri_llama_config;
 
 /* A weight used by a projection: block-quantized (fer_matmul_quant) or dense (fer_matmul); off and
@@ -46,6 +63,9 @@ typedef struct feri_llama_layer {
   bool has_qkv_bias, has_qk_norm;
   feri_vector bq, bk, bv;          /* [q or kv width] when has_qkv_bias */
   feri_vector q_norm, k_norm;      /* [head_dim] when has_qk_norm */
+  feri_vector post_attn_norm, post_ffw_norm; /* [n_embd] when the config's post_norms */
+  uint32_t window;                 /* sliding window (0: global) */
+  float rope_theta;                /* this layer's RoPE base */
 } feri_llama_layer;
 
 /* Where the weights live: used in place from the read-only mapping of the file, or in a
@@ -68,7 +88,7 @@ typedef struct feri_llama_options {
 
 typedef struct feri_llama feri_llama;
 
-/* Opens the model at path (architecture llama, qwen2 or qwen3; every tensor checked against the
+/* Opens the model at path (architecture llama, qwen2, qwen3 or gemma3; every tensor checked against the
  * hyper-parameters; block-quantized weights checked with fer_qmatrix_check). CORRUPT or
  * UNSUPPORTED naming what is wrong. */
 fer_status feri_llama_open(const char *path, feri_llama **out);
@@ -85,6 +105,9 @@ const struct feri_gguf *feri_llama_gguf(const feri_llama *m);
 /* Chooses FERI_MATMUL_I8 or FERI_MATMUL_EXACT after opening (for models opened from an image). */
 fer_status feri_llama_set_matmul(feri_llama *m, int32_t matmul);
 const feri_llama_config *feri_llama_config_of(const feri_llama *m);
+
+/* The GGUF name of a FERI_ARCH_* value ("llama", "qwen2", "qwen3", "gemma3"); "unknown" otherwise. */
+const char *feri_llama_arch_name(int32_t arch);
 
 /* Decode plans: a one-token step's kernel list captured once and replayed for later tokens. On KV
  * growth the plan is dropped (UNCONDITIONAL, as the original engine did) or kept when every
@@ -105,7 +128,17 @@ typedef struct feri_llama_seq_options {
   uint64_t min_bucket;    /* bucketed policy's smallest capacity */
   uint64_t granule_bytes; /* 0 = 64 KiB */
   int32_t plan;           /* FERI_PLAN_* */
+  int32_t window_kv;      /* FERI_WINDOW_KV_* */
 } feri_llama_seq_options;
+
+/* A sliding-window layer's KV (gemma3's local layers): by default, at the start of each forward
+ * call the granules holding only positions that no query of this call or a later one sees are
+ * released (fer_kv_seq_release_before: positions before the 256-key attention chunk holding
+ * len - window + 1), so such a layer keeps about window + 256 positions committed however long the
+ * sequence; seq- and head-major layouts (token-major and relocating caches keep everything). A
+ * rewind must then stay at or past released + window - 1 (INVALID_ARG otherwise). KEEP_ALL
+ * commits every position, as a global layer does. The logits are the same bits either way. */
+enum { FERI_WINDOW_KV_RELEASE = 0, FERI_WINDOW_KV_KEEP_ALL = 1 };
 
 /* Seq-major, fixed at max_tokens, f32, 64 KiB granules, address-stable plans. */
 feri_llama_seq_options feri_llama_seq_defaults(void);

@@ -1,7 +1,8 @@
 /* llama_fuzz.c: libFuzzer harness of the model loader (scripts/fuzz-model.sh): arbitrary bytes as a
- * GGUF model (architectures llama, qwen2, qwen3); a model that loads and is small runs a two-token
- * prefill and a one-token step through the forward pass. With FERI_FUZZ_SEED_MAIN it writes seeds
- * (the tiny models of each architecture) into a directory instead. */
+ * GGUF model (architectures llama, qwen2, qwen3, gemma3); a model that loads and is small runs a
+ * two-token prefill and a one-token step through the forward pass. With FERI_FUZZ_SEED_MAIN it
+ * writes seeds (the tiny models of each architecture, and tiny gemma3 models with windows of 1,
+ * 2 and none, so the sliding window bites within the three tokens) into a directory instead. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,6 +44,21 @@ int main(int argc, char **argv) {
     if (feri_tiny_model_image(arch, seed, &img, &n) != FER_STATUS_OK) return 1;
     char path[4096];
     snprintf(path, sizeof path, "%s/tiny-%s-%llu.gguf", argv[1], arch, (unsigned long long)seed);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(img, 1, n, f) != n || fclose(f) != 0) return 1;
+    free(img);
+  }
+  /* under the fuzzer's 128 KiB inputs (the 6-layer tiny gemma3 is 340 KB): two local layers with
+   * windows 1, 2 and 16, and two global ones (window 0) */
+  static const struct { uint32_t layers, head_dim, window; } gemma[4] = {{2, 16, 16}, {2, 16, 1}, {2, 8, 2}, {2, 16, 0}};
+  for (int i = 0; i < 4; i++) {
+    void *img;
+    size_t n;
+    if (feri_tiny_gemma3_image((uint64_t)i + 1, gemma[i].layers, gemma[i].head_dim, gemma[i].window, &img, &n) !=
+        FER_STATUS_OK)
+      return 1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tiny-gemma3-%d.gguf", argv[1], i);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(img, 1, n, f) != n || fclose(f) != 0) return 1;
     free(img);

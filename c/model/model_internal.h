@@ -36,6 +36,9 @@ enum {
   OP_ATTN_ROW,   /* batched step: query row `row` over `seq` */
   OP_ADD,
   OP_SWIGLU,
+  OP_GEGLU,      /* a = gelu_tanh(a) * b, n rows of width out */
+  OP_SCALE,      /* dst[0 .. n) *= f */
+  OP_SOFTCAP,    /* the call's logits, n rows: f * tanh(x / f) */
 };
 
 struct feri_op {
@@ -49,6 +52,7 @@ struct feri_op {
   float *dst;             /* LINEAR output (NULL: the call's logits); ADD and BIAS target */
   uint32_t n, in, out;
   uint64_t off, bytes;    /* USE */
+  float f;                /* ROPE: theta; SCALE, SOFTCAP: the factor */
 };
 
 typedef struct op_list {
@@ -80,6 +84,8 @@ struct feri_llama_seq {
   op_list once;            /* a step run without a plan */
   feri_plan_stats plan_stats;
   feri_scratch sc;         /* rows for one prefill chunk */
+  bool window_release;     /* FERI_WINDOW_KV_RELEASE and a layout that can */
+  uint32_t released;       /* the local layers' positions before this are released */
   _Atomic int cancel;      /* set by feri_llama_seq_cancel, taken by the next chunk boundary */
 };
 

@@ -10,7 +10,13 @@
 #include "core/status.h"
 #include "tokenizer/tokenizer.h"
 
-enum { LAYERS = 2, EMBD = 32, HEADS = 4, HEADS_KV = 2, FF = 64, BYTES = 256, MERGES = 4, VOCAB = BYTES + MERGES + 1 };
+enum { BYTES = 256, MERGES = 4, VOCAB = BYTES + MERGES + 1 };
+
+/* The shape of one tiny model. */
+typedef struct tiny_shape {
+  uint32_t layers, embd, heads, heads_kv, ff, hd; /* hd 0: embd / heads */
+  uint32_t window;                                /* gemma3: attention.sliding_window */
+} tiny_shape;
 
 typedef struct wbuf {
   uint8_t *p;
@@ -80,21 +86,20 @@ static void add_tensor(tensor_def *t, uint32_t *nt, const char *name, uint64_t d
   d->init = init;
 }
 
-fer_status feri_tiny_model_image(const char *arch, uint64_t seed, void **out, size_t *out_size) {
+static fer_status image(const char *arch, const tiny_shape *sh, uint64_t seed, void **out, size_t *out_size) {
   *out = NULL;
   *out_size = 0;
-  const int qwen2 = strcmp(arch, "qwen2") == 0, qwen3 = strcmp(arch, "qwen3") == 0;
-  if (!qwen2 && !qwen3 && strcmp(arch, "llama") != 0)
-    return feri_fail(FER_STATUS_INVALID_ARG, "tiny model: architecture '%s' (llama, qwen2 or qwen3)", arch);
-  /* qwen3 decouples the head size from the embedding (key_length): twice embd / heads here */
-  const uint64_t hd = (uint64_t)EMBD / HEADS * (qwen3 ? 2 : 1), qd = hd * HEADS, kvd = hd * HEADS_KV;
-  tensor_def t[3 + 14 * LAYERS];
+  const int qwen2 = strcmp(arch, "qwen2") == 0, qwen3 = strcmp(arch, "qwen3") == 0, gemma3 = strcmp(arch, "gemma3") == 0;
+  const uint32_t LAYERS = sh->layers, EMBD = sh->embd, HEADS = sh->heads, HEADS_KV = sh->heads_kv, FF = sh->ff;
+  const uint64_t hd = sh->hd ? sh->hd : (uint64_t)EMBD / HEADS, qd = hd * HEADS, kvd = hd * HEADS_KV;
+  tensor_def *t = malloc((3 + 16 * (size_t)LAYERS) * sizeof *t);
+  if (!t) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tiny model");
   uint32_t nt = 0;
   add_tensor(t, &nt, "token_embd.weight", EMBD, VOCAB, 0);
   add_tensor(t, &nt, "output_norm.weight", EMBD, 1, 1);
-  for (int l = 0; l < LAYERS; l++) {
+  for (uint32_t l = 0; l < LAYERS; l++) {
     char n[48];
-#define NAME(x) (snprintf(n, sizeof n, "blk.%d.%s", l, x), n)
+#define NAME(x) (snprintf(n, sizeof n, "blk.%u.%s", l, x), n)
     add_tensor(t, &nt, NAME("attn_norm.weight"), EMBD, 1, 1);
     add_tensor(t, &nt, NAME("ffn_norm.weight"), EMBD, 1, 1);
     add_tensor(t, &nt, NAME("attn_q.weight"), EMBD, qd, 0);
@@ -109,9 +114,13 @@ fer_status feri_tiny_model_image(const char *arch, uint64_t seed, void **out, si
       add_tensor(t, &nt, NAME("attn_k.bias"), kvd, 1, 0);
       add_tensor(t, &nt, NAME("attn_v.bias"), kvd, 1, 0);
     }
-    if (qwen3) {
+    if (qwen3 || gemma3) {
       add_tensor(t, &nt, NAME("attn_q_norm.weight"), hd, 1, 2);
       add_tensor(t, &nt, NAME("attn_k_norm.weight"), hd, 1, 2);
+    }
+    if (gemma3) {
+      add_tensor(t, &nt, NAME("post_attention_norm.weight"), EMBD, 1, 2);
+      add_tensor(t, &nt, NAME("post_ffw_norm.weight"), EMBD, 1, 2);
     }
 #undef NAME
   }
@@ -119,7 +128,7 @@ fer_status feri_tiny_model_image(const char *arch, uint64_t seed, void **out, si
   put(&b, "GGUF", 4);
   u32(&b, 3);
   u64(&b, nt);
-  u64(&b, qwen3 ? 16 : 14);
+  u64(&b, (qwen3 || gemma3 ? 16 : 14) + (gemma3 ? 1 : 0));
   char k[64];
 #define KEY(x) (snprintf(k, sizeof k, "%s.%s", arch, x), k)
   kv_str(&b, "general.architecture", arch);
@@ -131,10 +140,11 @@ fer_status feri_tiny_model_image(const char *arch, uint64_t seed, void **out, si
   kv_u32(&b, KEY("attention.head_count_kv"), HEADS_KV);
   kv_f32(&b, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
   kv_f32(&b, KEY("rope.freq_base"), 10000.0f);
-  if (qwen3) {
+  if (qwen3 || gemma3) {
     kv_u32(&b, KEY("attention.key_length"), (uint32_t)hd);
     kv_u32(&b, KEY("attention.value_length"), (uint32_t)hd);
   }
+  if (gemma3) kv_u32(&b, KEY("attention.sliding_window"), sh->window);
 #undef KEY
   kv_str(&b, "tokenizer.ggml.model", "gpt2");
   kv_str(&b, "tokenizer.ggml.pre", "smollm");
@@ -179,6 +189,7 @@ fer_status feri_tiny_model_image(const char *arch, uint64_t seed, void **out, si
     }
     while (b.n % 32) put(&b, "", 1);
   }
+  free(t);
   if (b.failed) {
     free(b.p);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tiny model");
@@ -186,6 +197,29 @@ fer_status feri_tiny_model_image(const char *arch, uint64_t seed, void **out, si
   *out = b.p;
   *out_size = b.n;
   return FER_STATUS_OK;
+}
+
+fer_status feri_tiny_model_image(const char *arch, uint64_t seed, void **out, size_t *out_size) {
+  *out = NULL;
+  *out_size = 0;
+  if (strcmp(arch, "qwen2") != 0 && strcmp(arch, "qwen3") != 0 && strcmp(arch, "llama") != 0 && strcmp(arch, "gemma3") != 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "tiny model: architecture '%s' (llama, qwen2, qwen3 or gemma3)", arch);
+  /* qwen3 decouples the head size from the embedding (key_length): twice embd / heads here;
+   * gemma3 as well, with 6 layers (five local, one global) and a window of 16 */
+  const int decoupled = strcmp(arch, "qwen3") == 0 || strcmp(arch, "gemma3") == 0;
+  tiny_shape sh = {2, 32, 4, 2, 64, decoupled ? 16 : 0, 0};
+  if (strcmp(arch, "gemma3") == 0) sh.layers = 6, sh.window = 16;
+  return image(arch, &sh, seed, out, out_size);
+}
+
+fer_status feri_tiny_gemma3_image(uint64_t seed, uint32_t layers, uint32_t head_dim, uint32_t window, void **out,
+                                  size_t *out_size) {
+  *out = NULL;
+  *out_size = 0;
+  if (layers == 0 || layers > 64 || head_dim == 0 || head_dim % 2 || head_dim > 512)
+    return feri_fail(FER_STATUS_INVALID_ARG, "tiny gemma3: %u layers (1 .. 64), head size %u (even, up to 512)", layers, head_dim);
+  const tiny_shape sh = {layers, 32, 2, 1, 64, head_dim, window};
+  return image("gemma3", &sh, seed, out, out_size);
 }
 
 fer_status feri_tiny_llama_image(uint64_t seed, void **out, size_t *out_size) {

@@ -58,10 +58,11 @@ int feri_cmd_model_info(const char *path) {
   feri_llama *m = NULL;
   if (feri_llama_open(path, &m) == FER_STATUS_OK) {
     const feri_llama_config *c = feri_llama_config_of(m);
-    static const char *const arch[] = {"llama", "qwen2 (q, k, v biases)", "qwen3 (QK-norm)"};
-    printf("model        : %s, %u layers, embedding %u, %u heads (%u kv) of %u, feed-forward %u, vocab %u, "
+    static const char *const detail[] = {"", " (q, k, v biases)", " (QK-norm)",
+                                         " (sliding-window attention, QK-norm, GeGLU)"};
+    printf("model        : %s%s, %u layers, embedding %u, %u heads (%u kv) of %u, feed-forward %u, vocab %u, "
            "rope theta %g (%s pairs) on %u dims, rms eps %g, trained context %u\n",
-           arch[c->arch], c->n_layer, c->n_embd, c->n_head, c->n_head_kv, c->head_dim, c->n_ff, c->n_vocab, c->rope_theta,
+           feri_llama_arch_name(c->arch), c->arch >= 0 && c->arch < 4 ? detail[c->arch] : "", c->n_layer, c->n_embd, c->n_head, c->n_head_kv, c->head_dim, c->n_ff, c->n_vocab, c->rope_theta,
            c->rope_pairing == FER_ROPE_NEOX ? "NeoX" : "GPT-J", c->rope_dims,
            c->rms_eps, c->n_ctx_train);
     feri_llama_close(m);

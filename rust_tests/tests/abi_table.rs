@@ -1024,6 +1024,9 @@ fn rows(c: &mut Ctx) {
             (st, vec![("out_child", n[1] || ch.is_null())])
         });
     }
+    if c.row("fer_kv_seq_release_before") {
+        c.each("fer_kv_seq_release_before", &[("seq", N)], false, |_, n| (unsafe { fer_kv_seq_release_before(nzm(n, 0, null_mut()), 0, 0) }, vec![]));
+    }
     if c.row("fer_kv_seq_make_writable") {
         c.each("fer_kv_seq_make_writable", &[("seq", N)], false, |_, n| (unsafe { fer_kv_seq_make_writable(nzm(n, 0, null_mut()), 0, 1) }, vec![]));
     }

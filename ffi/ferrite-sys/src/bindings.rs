@@ -445,7 +445,12 @@ pub struct fer_attention_params {
     pub causal: i32,
     #[doc = " Multiplier of q.k; 0 means 1 / sqrt(head_dim)."]
     pub scale: f32,
-    pub reserved: i32,
+    #[doc = " Sliding window (0: none; needs causal, else INVALID_ARG; negative: INVALID_ARG): the query at"]
+    #[doc = " absolute position P sees keys max(0, P - window + 1) .. P only (llama.cpp's standard SWA: Gemma"]
+    #[doc = " 3's local layers). Keys before the 256-key chunk holding the first query's window start"]
+    #[doc = " (floor((q_pos0 - window + 1) / 256) * 256) are never read, so a cache may release them; a row's"]
+    #[doc = " result folds its chunk states from the chunk holding its own window start. Claims: C-GEM-010."]
+    pub window: i32,
     #[doc = " Absolute position of the first query (decode: positions already cached); any value >= 0, up"]
     #[doc = " to INT64_MAX (a query whose position is past the keys sees all of them). Claims: C-ABI-009."]
     pub q_pos0: i64,
@@ -1398,6 +1403,24 @@ extern "C" {
     #[doc = " the other sharers never see the change). Capacity and committed granules stay: extending again"]
     #[doc = " commits nothing. Claims: C-KV-006."]
     pub fn fer_kv_seq_truncate(seq: *mut fer_kv_seq, live_tokens: u64) -> fer_status;
+}
+extern "C" {
+    #[doc = " Sliding-window residency: releases the granules of layer `layer`'s K and V that hold only tokens"]
+    #[doc = " before first_token (<= the live length), for a layer whose queries no longer see them (a local"]
+    #[doc = " layer of a sliding-window model: fer_attention_params.window). Each such window is unmapped and"]
+    #[doc = " its granule released (a granule another sequence still maps stays with it), so committed_bytes"]
+    #[doc = " and the pool's physical bytes drop by the windows released; the views keep their addresses and"]
+    #[doc = " strides (a held decode plan stays valid) but the released rows must not be read (they fault)."]
+    #[doc = " Later extends do not commit them again; truncate below the release point is INVALID_ARG, and a"]
+    #[doc = " sequence with released tokens cannot be forked (UNSUPPORTED). Idempotent; a smaller first_token"]
+    #[doc = " than before releases nothing more. Seq- and head-major layouts, not relocating (head-major"]
+    #[doc = " bucketed) caches or token-major ones, where one window holds every layer's rows (UNSUPPORTED)."]
+    #[doc = " BUSY while the pool is frozen. Claims: C-KV-101."]
+    pub fn fer_kv_seq_release_before(
+        seq: *mut fer_kv_seq,
+        layer: u32,
+        first_token: u64,
+    ) -> fer_status;
 }
 extern "C" {
     #[doc = " Prefix sharing: a new sequence whose first prefix_tokens (<= parent's live tokens) are the"]
