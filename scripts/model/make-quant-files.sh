@@ -26,12 +26,12 @@ SRC_SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 # type as llama-quantize names it -> sha256 of the output
 TYPES=(Q4_K_M Q5_K_M Q6_K Q8_0 Q2_K IQ4_XS)
 declare -A SHA=(
-  [Q4_K_M]=TBD
-  [Q5_K_M]=TBD
-  [Q6_K]=TBD
-  [Q8_0]=TBD
-  [Q2_K]=TBD
-  [IQ4_XS]=TBD
+  [Q4_K_M]=dc0f3a02e821146247a0af6895adf9872124f368682cb110cb9ed09ff2a9f9f1  # 105454144 bytes
+  [Q5_K_M]=8170c7ef444692b3b2fe63459c326def0358807ef9be6e3cb020efb86a71015e  # 112103488 bytes
+  [Q6_K]=a969ae2086dd4945a7c61594bf72b2bcc3b7df8571c92aed8f213918673a7f80  # 138382912 bytes
+  [Q8_0]=7b46609d11703c058397e5cfe4cc6e4b2508cb1eb4c80ddc472a5d421fbdb508  # 144811072 bytes
+  [Q2_K]=1733ab14bc423774519aa464e0d74e190617e877c9d0aa07a698b500d1788895  # 88201792 bytes
+  [IQ4_XS]=5a4caecc8f966f75ff79b8f1522f76aedd2381d0722df17254e212f01526c7ba  # 91312192 bytes
 )
 
 die() { echo "make-quant-files: error: $*" >&2; exit 1; }

@@ -7,7 +7,7 @@ Writes testdata/quant/<type>.golden.gz, one per block type found (gzip, mtime 0)
   u32 ×4   ggml type id, block bytes, block elements, number of blocks n   (little-endian)
   n ×      u16 file index, u16 tensor index, u32 block index in the tensor,
            the block's raw bytes, then its block-elements values as f32 (little-endian bits)
-and testdata/quant/goldens.json: per type the files and tensors (the indices above), the counts,
+and testdata/quant/goldens.json: per type the files and tensors ([file index, name]; the indices above), the counts,
 and how the blocks were chosen. The Rust tests (rust_tests/tests/quant_golden.rs) read them; CI
 needs no Python.
 
@@ -21,7 +21,8 @@ Files (${FERRITE_DATA_DIR:-~/.cache/ferrite}):
       (scripts/fetch-test-data.sh, scripts/model/make-quant-files.sh)
   gemma3-270m-q4_k_m.gguf   when present (Q8_0, Q5_0, Q4_K, Q6_K)
   and, for types none of those hold, SmolLM2 requantized here by the same llama-quantize
-  (scripts/peers/build-llamacpp.sh --quantize) into a temporary directory: Q3_K_M (Q3_K).
+  (scripts/peers/build-llamacpp.sh --quantize) into a temporary directory: --pure Q2_K (Q2_K: the
+  Q2_K file holds Q3_K and Q4_0 only).
 
 --check-ggml also compiles a small C program against that build's libggml-base.a and checks that
 ggml's own dequantize_row_* (its to_float) gives the same f32 bits as the gguf package for every
@@ -47,7 +48,9 @@ OUT = os.path.join(REPO, "testdata", "quant")
 VENV_PKGS = ["gguf==0.19.0", "numpy==2.4.6", "pyyaml==6.0.4"]
 MAGIC = b"FERQGLD1"
 SMOL = ["q4_1", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "q2_k", "iq4_xs"]
-EXTRA = ["Q3_K_M"]  # requantized here: the only file types that bring Q3_K
+# requantized here: SmolLM2's Q2_K mix holds no Q2_K tensor (ffn_down is Q3_K, every 576-column
+# matrix falls back to Q4_0), so Q2_K's blocks come from --pure Q2_K (ffn_down, 1536 columns)
+EXTRA = [("Q2_K", ["--pure"])]
 SEED = 19
 
 
@@ -142,14 +145,15 @@ def main():
     try:
         q = quantizer()
         src = os.path.join(data_dir(), "smollm2-135m-instruct-q4_1.gguf")
-        for t in EXTRA:
-            p = os.path.join(tmpdir, f"smollm2-135m-instruct-{t.lower()}.gguf")
-            log(f"requantizing {src} to {t} (temporary)")
-            r = subprocess.run([os.path.join(q, "build", "bin", "llama-quantize"), "--allow-requantize", src, p, t, "2"],
+        for t, opts in EXTRA:
+            p = os.path.join(tmpdir, f"smollm2-135m-instruct-{t.lower()}-pure.gguf")
+            log(f"requantizing {src} to {' '.join(opts)} {t} (temporary)")
+            r = subprocess.run([os.path.join(q, "build", "bin", "llama-quantize"), "--allow-requantize", *opts, src, p, t, "2"],
                                capture_output=True, text=True)
             if r.returncode != 0:
                 sys.exit(f"make_block_goldens: llama-quantize {t} failed\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-            files.append((f"smollm2-135m-instruct-{t.lower()}.gguf (requantized by llama-quantize {t}, not kept)", p))
+            files.append((f"smollm2-135m-instruct-{t.lower()}-pure.gguf (llama-quantize --allow-requantize "
+                          f"{' '.join(opts)} {t} of the q4_1 file, not kept)", p))
         run(args, np, gguf, GGUFReader, GGML_QUANT_SIZES, files, q)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
@@ -239,12 +243,12 @@ def run(args, np, gguf, GGUFReader, GGML_QUANT_SIZES, files, qroot):
             "ggml_type": tid, "block_bytes": bb, "block_elems": be, "blocks": len(chosen),
             "blocks_of_this_type_in_the_files": int(len(cat)), "chosen": reasons,
             "max_abs_d": float(np.abs(d).max()), "max_abs_dmin": float(np.abs(m).max()) if m is not None else None,
-            "tensors": [{"file": fi, "tensor": tn} for fi, tn in tensors],
+            "tensors": [[fi, tn] for fi, tn in tensors],
         }
         log(f"{name}: {len(chosen)} blocks of {len(cat)} from {len(tensors)} tensors ({reasons})")
     if args.check_ggml:
         check_ggml(np, qroot, all_blocks)
-    meta_json = json.dumps(meta, indent=1, sort_keys=True) + "\n"
+    meta_json = json.dumps(meta, sort_keys=True, separators=(",", ":")) + "\n"
     if args.check:
         bad = 0
         for name, data in outputs.items():
@@ -296,9 +300,11 @@ def check_ggml(np, qroot, all_blocks):
         exe = os.path.join(tmp, "check")
         open(src, "w").write(CHECK_C)
         lib = os.path.join(qroot, "build", "ggml", "src", "libggml-base.a")
-        cmd = ["cc", "-O1", "-ffp-contract=off", src, "-I", os.path.join(qroot, "src", "ggml", "include"), lib, "-lm", "-lpthread",
-               "-o", exe]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        obj = os.path.join(tmp, "check.o")
+        r = subprocess.run(["cc", "-O1", "-ffp-contract=off", "-c", src, "-I", os.path.join(qroot, "src", "ggml", "include"),
+                            "-o", obj], capture_output=True, text=True)
+        if r.returncode == 0:  # libggml-base.a holds C++ objects: link as C++
+            r = subprocess.run(["c++", obj, lib, "-lm", "-lpthread", "-o", exe], capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"make_block_goldens: cannot build the ggml check\n{r.stderr[-3000:]}")
         for name, (tid, be, bb, blocks, vals) in all_blocks.items():
