@@ -22,6 +22,7 @@ its sha256 and tensor types with byte shares. Uses the gguf==0.19.0 venv of
 scripts/tokenizer/make_goldens.py (created on first use).
 
 usage: scripts/model/make-llama8b-q4km.py [--shape 8b|3b] [--type q4_k_m|q4_0|q8_0] [--seed N] [--out FILE]
+EVIDENCE: C-Q-305
 """
 import argparse
 import hashlib

@@ -17,6 +17,7 @@
 #   --record  make every file again and print its sha256 instead of checking it (to update the
 #             table after a deliberate change of the quantizer)
 # env: FERRITE_DATA_DIR, FERRITE_PEERS_DIR, FERRITE_PEER_JOBS (see build-llamacpp.sh)
+# EVIDENCE: C-Q-304
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 data="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}"

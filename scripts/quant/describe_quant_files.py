@@ -81,7 +81,10 @@ def main():
            "--allow-requantize from the Q4_1 file; the sha256s are checked there). Byte shares count",
            "tensor data only. SmolLM2's d_model 576 is not a multiple of 256, so llama-quantize falls back",
            "to a 32-block type for every matrix with 576 columns (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,",
-           "Q2_K/Q3_K -> Q4_0, IQ4_XS -> IQ4_NL); the K-quants appear in ffn_down (1536 columns).", ""]
+           "Q2_K/Q3_K -> Q4_0, IQ4_XS -> IQ4_NL); the K-quants appear in ffn_down (1536 columns). The",
+           "Q2_K file therefore holds no Q2_K tensor (its mix makes ffn_down Q3_K); the Q2_K golden blocks",
+           "come from a `--pure Q2_K` requantization (scripts/quant/make_block_goldens.py). Without an",
+           "importance matrix the IQ4_XS mix makes the first layers' ffn_down Q5_K.", ""]
     out += [describe(p) for p in paths]
     text = "\n".join(out)
     if "--stdout" in sys.argv:

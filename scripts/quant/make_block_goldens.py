@@ -28,6 +28,7 @@ Files (${FERRITE_DATA_DIR:-~/.cache/ferrite}):
 ggml's own dequantize_row_* (its to_float) gives the same f32 bits as the gguf package for every
 golden block (ggml's C is the definition; a difference is reported and fails).
 
+EVIDENCE: C-Q-301
 Usage: python3 scripts/quant/make_block_goldens.py [--check] [--check-ggml] [--blocks N]
   --check   regenerate in memory and compare with the committed files (content)
 """

@@ -490,7 +490,9 @@ pub struct I8Dot {
 /// The integer form of quant_i8.h in f64 over one row of weight blocks and one quantized row
 /// (quantized in blocks of `f.act_block()`). Formats of 32: eight lanes of 4 codes per block and
 /// one offset term mw s; formats of 256: one group per 16 values (the sub-blocks' scale and min
-/// are constant over 16), dw dx isum + mw dx qsum each.
+/// are constant over 16), dw dx isum + mw dx qsum each (the value does not depend on how the
+/// exact integers are grouped; abs_terms takes each element's |dw dx c q|, which bounds the
+/// kernel's eight lanes across sub-blocks, quant_i8.h).
 pub fn dot_i8_integer(f: QFormat, w_row: &[u8], xq: &I8Row) -> I8Dot {
     let (bb, be) = (f.block_bytes(), f.block_elems());
     assert_eq!(xq.block, f.act_block(), "activations quantized in the format's blocks");
@@ -516,10 +518,13 @@ pub fn dot_i8_integer(f: QFormat, w_row: &[u8], xq: &I8Row) -> I8Dot {
             for g in 0..be / 16 {
                 let ks = 16 * g..16 * g + 16;
                 let isum: i64 = ks.clone().map(|k| c.codes[k] as i64 * q[k] as i64).sum();
-                let qsum: i64 = ks.map(|k| q[k] as i64).sum();
+                let qsum: i64 = ks.clone().map(|k| q[k] as i64).sum();
                 let (dd, md) = (c.dw[16 * g] * dx, c.mw[16 * g] * dx);
                 value += dd * isum as f64 + md * qsum as f64;
-                abs_terms += (dd * isum as f64).abs() + (md * qsum as f64).abs();
+                // the kernel groups the integers its own way (lanes across sub-blocks): bound
+                // its partial sums by the elements' magnitudes, which bound any grouping
+                let per_elem: f64 = ks.map(|k| (c.codes[k] as f64 * q[k] as f64).abs()).sum();
+                abs_terms += dd.abs() * per_elem + (md * qsum as f64).abs();
                 tiny += (isum.abs() + qsum.abs()) as f64 + 2.0;
                 big = big.max(dd.abs()).max(md.abs());
             }
