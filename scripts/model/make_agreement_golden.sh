@@ -10,6 +10,10 @@
 # usage: scripts/model/make_agreement_golden.sh [TYPE]
 set -euo pipefail
 type=${1:-q4_1}
+# llama.cpp's threads (2 as before; its output is the same with 1, which a loaded machine runs
+# far faster: 2 spinning threads on 2 busy cores)
+threads=${FERRITE_PEER_THREADS:-2}
+[[ "$threads" =~ ^[1-9][0-9]?$ ]] || { echo "FERRITE_PEER_THREADS must be 1..99" >&2; exit 2; }
 [[ "$type" =~ ^[a-z0-9_]+$ ]] && [ $# -le 1 ] || { echo "usage: scripts/model/make_agreement_golden.sh [TYPE]" >&2; exit 2; }
 golden=smollm2-agreement.txt
 [ "$type" = q4_1 ] || golden=smollm2-$type-agreement.txt
@@ -22,7 +26,7 @@ c++ -O2 -std=c++17 "$root/scripts/model/llamacpp_greedy.cpp" -I "$peer/src/inclu
 out="$root/testdata/model/$golden"
 : > "$out"
 while IFS= read -r prompt; do
-  "$peer/llamacpp-greedy" "$model" "$prompt" 64 2>/dev/null >> "$out"
+  "$peer/llamacpp-greedy" "$model" "$prompt" 64 "$threads" 2>/dev/null >> "$out"
 done <<'PROMPTS'
 The capital of France is
 Once upon a time, in a small village by the sea,

@@ -10,6 +10,10 @@
 # usage: scripts/model/make_perplexity_golden.sh [TYPE]
 set -euo pipefail
 type=${1:-q4_1}
+# llama.cpp's threads (2 as before; its output is the same with 1, which a loaded machine runs
+# far faster: 2 spinning threads on 2 busy cores)
+threads=${FERRITE_PEER_THREADS:-2}
+[[ "$threads" =~ ^[1-9][0-9]?$ ]] || { echo "FERRITE_PEER_THREADS must be 1..99" >&2; exit 2; }
 [[ "$type" =~ ^[a-z0-9_]+$ ]] && [ $# -le 1 ] || { echo "usage: scripts/model/make_perplexity_golden.sh [TYPE]" >&2; exit 2; }
 golden=smollm2-perplexity.txt
 [ "$type" = q4_1 ] || golden=smollm2-$type-perplexity.txt
@@ -32,7 +36,7 @@ for d in prose:  # about 12 KB: comfortably more than 2,000 tokens
         break
 open(f"{root}/testdata/model/perplexity-text.txt", "w", encoding="utf-8").write(text)
 PY
-"$peer/llamacpp-perplexity" "$model" "$root/testdata/model/perplexity-text.txt" 2000 2 2>/dev/null \
+"$peer/llamacpp-perplexity" "$model" "$root/testdata/model/perplexity-text.txt" 2000 "$threads" 2>/dev/null \
   > "$root/testdata/model/$golden"
 "$root/scripts/peers/record-peer.sh" "$peer" "$golden"
 tail -1 "$root/testdata/model/$golden"
