@@ -17,7 +17,8 @@
 #undef QI8_NAME
 #undef QI8_VNNI
 
-const feri_qi8_ops feri_qi8_ops_avx2 = {.quantize = quantize_avx2, .dot = dot_avx2};
+const feri_qi8_ops feri_qi8_ops_avx2 = {
+    .quantize = quantize_avx2, .quantize_k = quantize_k_avx2, .dot = dot_avx2};
 
 #define QI8_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 #define QI8_NAME(x) x##_vnni
@@ -27,6 +28,7 @@ const feri_qi8_ops feri_qi8_ops_avx2 = {.quantize = quantize_avx2, .dot = dot_av
 #undef QI8_NAME
 #undef QI8_VNNI
 
-const feri_qi8_ops feri_qi8_ops_avx512vnni = {.quantize = quantize_vnni, .dot = dot_vnni};
+const feri_qi8_ops feri_qi8_ops_avx512vnni = {
+    .quantize = quantize_vnni, .quantize_k = quantize_k_vnni, .dot = dot_vnni};
 
 #endif
