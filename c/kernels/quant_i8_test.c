@@ -361,7 +361,9 @@ static void test_new_special(void) {
     for (int i = 0; i < 4 * k; i++) a[i / k][i % k] = rnd(&s);
     a[0][be + 3] = NAN;      /* row 0: a NaN in the second block */
     a[1][1] = -INFINITY;     /* row 1: an infinity in the first */
-    for (int i = 0; i < be; i++) a[2][i] = (i % 3 - 1) * 1e-38f; /* row 2: a tiny first block */
+    /* row 2: a tiny first block (127 / amax overflows) and a small second one, so that anything
+     * the first one added would show */
+    for (int i = 0; i < be; i++) a[2][i] = (i % 3 - 1) * 1e-38f, a[2][be + i] *= 1e-30f;
     for (int ti = 0; ti < 2; ti++) {
       fer_threadpool *pool = pool_at(ti ? FER_ISA_AVX2 : FER_ISA_PORTABLE, 2);
       if (pool == NULL) continue;
@@ -372,7 +374,7 @@ static void test_new_special(void) {
       run_i8(pool, b2, 1, k, &q, zeroed[2]);
       for (int j = 0; j < 5; j++) {
         CHECK(isnan(out[0][j]) && isnan(out[1][j]));
-        CHECK(memcmp(&out[2][j], &zeroed[2][j], 4) == 0 && isfinite(out[3][j]));
+        CHECK(memcmp(&out[2][j], &zeroed[2][j], 4) == 0 && out[2][j] != 0.0f && isfinite(out[3][j]));
       }
       fer_threadpool_free(pool);
     }
