@@ -119,7 +119,7 @@ static int within_tolerance(fer_dtype t, const uint8_t *row, const float *x, int
   return fabs((double)got - exact) <= bound + 1e-5 * mag;
 }
 
-/* ---- the new formats (issue 19): Q5_0, Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS. EVIDENCE: C-Q-201 */
+/* ---- the new formats (issue 19): Q5_0, Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS. EVIDENCE: C-Q-201, C-Q-202 */
 
 static const fer_dtype NEW_FORMATS[9] = {FER_DTYPE_Q5_0, FER_DTYPE_Q5_1, FER_DTYPE_IQ4_NL,
                                          FER_DTYPE_Q2_K, FER_DTYPE_Q3_K, FER_DTYPE_Q4_K,
