@@ -146,27 +146,23 @@ static void dot_portable_super(fer_dtype t, const uint8_t *w, int64_t w_stride, 
       const int8_t *xq = a->q + (m + i) * a->q_stride;
       const float *xd = a->d + (m + i) * a->nb;
       const int16_t *bs = a->bs + (m + i) * a->nb * 16;
-      float lanes[8] = {0};
-      float mc = 0.0f;
+      float acc = 0.0f, mc = 0.0f;
       for (int64_t b = 0; b < a->nb; b++, xq += 256, bs += 16) {
         const uint8_t *blk = w + r * w_stride + (size_t)b * bb;
         int8_t c[256], sc[16], mn[16];
         feri_qi8_super_codes(t, blk, c);
         feri_qi8_super_scales(t, blk, sc, mn);
         const float dx = xd[b];
-        for (int l = 0; l < 8; l++) {
-          int32_t isum = 0;
-          for (int g = 0; g < 8; g++)
-            for (int k = 32 * g + 4 * l; k < 32 * g + 4 * l + 4; k++) isum += sc[k / 16] * c[k] * xq[k];
-          lanes[l] = fmaf((float)isum, f16_at(blk + doff) * dx, lanes[l]);
-        }
+        int32_t isum = 0;
+        for (int k = 0; k < 256; k++) isum += sc[k / 16] * c[k] * xq[k];
+        acc = fmaf((float)isum, f16_at(blk + doff) * dx, acc);
         if (has_min) {
           int32_t msum = 0;
           for (int j = 0; j < 16; j++) msum += mn[j] * bs[j];
           mc = fmaf((float)msum, f16_at(blk + doff + 2) * dx, mc);
         }
       }
-      y[i * ldy + r] = has_min ? lane_sum(lanes) - mc : lane_sum(lanes);
+      y[i * ldy + r] = has_min ? acc - mc : acc;
     }
 }
 

@@ -31,14 +31,15 @@
  *   Q4_K  c = nibble 0..15, Q5_K c = 0..31, S and m the 6-bit scale and minimum of the 32-block;
  *   Q6_K  c = 6-bit value - 32 (-32..31), S = the int8 scale;
  *   IQ4_XS c = kvalues_iq4nl[nibble], S = 6-bit scale - 32 of the 32-block.
- * One output is eight f32 lanes and, for the formats with minima, one f32 chain mc: for each
- * super-block b in order, lane L = fma((float)I_L, d * dx, lane L), where I_L is the exact int32
- * sum of S_j c_k q_k over the elements k = 32g + 4L .. 32g + 4L + 3 of the eight groups g, and
- * mc = fma((float)M, dmin * dx, mc), M the exact int32 sum over j of m_j * bsum_j (bsum the
- * per-16 sums of q). The output is the lane sum above, minus mc for Q2_K, Q4_K and Q5_K. (Every
- * |I_L| is below 2^24 and |M| below 2^22: the conversions are exact.) Since only the integers
- * are summed in a free order, any instruction sequence that forms them exactly (maddubs / madd,
- * dpbusd / dpwssd, signed codes or unsigned codes with a correction) gives the same bits.
+ * One output is two f32 chains, acc and (for the formats with minima) mc, over the super-blocks b
+ * in order: acc = fma((float)I, d * dx, acc), where I is the exact int32 sum of S_j c_k q_k over
+ * the 256 elements (|I| < 2^28: the conversion rounds to nearest, ties to even, above 2^24), and
+ * mc = fma((float)M, dmin * dx, mc), M the exact int32 sum over j of m_j * bsum_j (bsum the per-16
+ * sums of q; |M| < 2^22). The output is acc, minus mc for Q2_K, Q4_K and Q5_K. One integer per
+ * super-block (rather than lanes) lets a kernel keep outputs, not elements, in vector lanes. Since
+ * only the integers are summed in a free order, any instruction sequence that forms them exactly
+ * (maddubs / madd, dpbusd / dpwssd, signed codes or unsigned codes with a correction) gives the
+ * same bits.
  *
  * Every table below computes exactly this, so the ISA level, the VNNI instructions, the row count
  * M and the thread count never change a bit (claim C-Q-008, C-Q-201). */
