@@ -2,8 +2,8 @@
  * portable table of quant_i8.h, which states the arithmetic every other table must reproduce.
  *
  * The driver rounds A's rows to 8 bits into the workspace once (rows in parallel), then runs
- * tasks that each own a block of out: up to TASK_M rows of A by a chunk of W's rows, walked four
- * W rows at a time (their blocks stay in L1) against two A rows at a time. */
+ * tasks that each own a block of out: up to TASK_M rows of A by a chunk of W's rows, handed to the
+ * table's dot RW W rows by RA A rows at a time (quant_i8.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,7 +189,7 @@ const feri_qi8_ops *feri_qi8_ops_for(fer_isa isa) {
 
 /* ---- the driver ------------------------------------------------------------------------------ */
 
-enum { TASK_M = 16, WS_ALIGN = 64 };
+enum { TASK_M = 64, WS_ALIGN = 64 }; /* TASK_M: A rows that share one unpacking of W (kgemm) */
 
 /* The formats added after quant.c's four (Q5_0 .. IQ4_XS): feri_qmatrix_validate does not know
  * them yet, so their descriptor is checked here the same way (blocks of 32 or 256), followed by

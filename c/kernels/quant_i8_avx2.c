@@ -18,6 +18,7 @@
 #undef QI8_TARGET
 #undef QI8_NAME
 #undef QI8_VNNI
+#undef QI8_GR
 
 const feri_qi8_ops feri_qi8_ops_avx2 = {
     .quantize = quantize_avx2, .quantize_k = quantize_k_avx2, .dot = dot_avx2};
@@ -30,6 +31,7 @@ const feri_qi8_ops feri_qi8_ops_avx2 = {
 #undef QI8_TARGET
 #undef QI8_NAME
 #undef QI8_VNNI
+#undef QI8_GR
 
 const feri_qi8_ops feri_qi8_ops_avx512vnni = {
     .quantize = quantize_vnni, .quantize_k = quantize_k_vnni, .dot = dot_vnni};

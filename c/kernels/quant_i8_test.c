@@ -296,7 +296,7 @@ static void test_new_shape(fer_dtype t, int64_t m, int64_t n, int64_t k, unsigne
 }
 
 /* The x86 tables directly on the new formats: AVX2 and AVX512-VNNI equal the portable one, for
- * 1..4 rows of W and 1, 2, 3, 5 and 8 rows of A. */
+ * 1, 2, 3, 4 and 8 rows of W and 1, 2, 3, 5 and 16 rows of A. */
 static void test_new_tables(void) {
 #if defined(__x86_64__)
   const uint64_t f = fer_cpu_features();
@@ -310,13 +310,13 @@ static void test_new_tables(void) {
   if (!has_vnni) printf("SKIPPED: quant_i8_test new-format VNNI table (not on this CPU)\n");
   const feri_qi8_ops *tables[3] = {&feri_qi8_ops_portable, &feri_qi8_ops_avx2, &feri_qi8_ops_avx512vnni};
   unsigned s = 1234;
-  enum { K = 768, RA = FERI_QI8_RA };
-  static const int ras[5] = {1, 2, 3, 5, RA};
+  enum { K = 768, RA = FERI_QI8_RA, RW = FERI_QI8_RW };
+  static const int ras[5] = {1, 2, 3, 5, RA}, rws[5] = {1, 2, 3, 4, RW};
   for (int fi = 0; fi < 9; fi++) {
     const fer_dtype t = NEW_FORMATS[fi];
     const int64_t be = feri_qi8_block_elems(t), nb = K / be;
     int64_t stride;
-    uint8_t *w = make_weights(t, 4, K, &s, &stride);
+    uint8_t *w = make_weights(t, RW, K, &s, &stride);
     static float x[RA][K];
     for (int i = 0; i < RA * K; i++) x[i / K][i % K] = rnd(&s);
     x[1][5] = -x[1][5] * 7.0f;
@@ -324,7 +324,7 @@ static void test_new_tables(void) {
     static int8_t q[3][RA * K];
     static float d[3][RA * K / 32], sm[3][RA * K / 32];
     static int16_t bs[3][RA * K / 16];
-    static float y[3][4][5][RA * 4];
+    static float y[3][5][5][RA * RW];
     memset(y, 0, sizeof y);
     for (int ti = 0; ti < (has_vnni ? 3 : 2); ti++) {
       for (int i = 0; i < RA; i++) {
@@ -332,8 +332,8 @@ static void test_new_tables(void) {
         else tables[ti]->quantize(x[i], nb, q[ti] + i * K, d[ti] + i * nb, sm[ti] + i * nb);
       }
       const feri_q8_rows rows = {q[ti], d[ti], be == 256 ? NULL : sm[ti], be == 256 ? bs[ti] : NULL, K, nb};
-      for (int rw = 1; rw <= 4; rw++)
-        for (int ai = 0; ai < 5; ai++) tables[ti]->dot(t, w, stride, rw, &rows, 0, ras[ai], y[ti][rw - 1][ai], 4);
+      for (int wi = 0; wi < 5; wi++)
+        for (int ai = 0; ai < 5; ai++) tables[ti]->dot(t, w, stride, rws[wi], &rows, 0, ras[ai], y[ti][wi][ai], RW);
     }
     for (int ti = 1; ti < (has_vnni ? 3 : 2); ti++) {
       CHECK(memcmp(q[0], q[ti], sizeof q[0]) == 0);
