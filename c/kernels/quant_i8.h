@@ -64,8 +64,8 @@ typedef struct feri_q8_rows {
 } feri_q8_rows;
 
 /* Most rows of W and of A one dot call covers (the blocks of 32 take them four by two at a time;
- * the super-blocks unpack eight W rows once for up to 64 A rows). */
-enum { FERI_QI8_RW = 8, FERI_QI8_RA = 64 };
+ * the super-blocks unpack eight or, with AVX-512, sixteen W rows once for up to 64 A rows). */
+enum { FERI_QI8_RW = 16, FERI_QI8_RA = 64 };
 
 typedef struct feri_qi8_ops {
   /* Rounds x[0 .. 32 nb) into q, d[0 .. nb), s[0 .. nb) as described above (blocks of 32). */
