@@ -289,7 +289,7 @@ static fer_status plan_quant_i8(const fer_threadpool *pool, const fer_tensor *a,
   int64_t chunk = (p->N + 4 * slots - 1) / (4 * slots);
   chunk = (chunk + FERI_QI8_RW - 1) / FERI_QI8_RW * FERI_QI8_RW;
   if (chunk < 16) chunk = 16;
-  if (chunk > 256) chunk = 256;
+  if (chunk > 128) chunk = 128; /* TASK_M x 128 f32 of results stay on the stack: 32 KiB */
   p->chunk_n = chunk;
   p->tasks_n = (p->N + chunk - 1) / chunk;
   p->tasks_m = (p->M + TASK_M - 1) / TASK_M;
@@ -325,7 +325,7 @@ static void dot_task(void *ctx, int64_t task) {
   const int64_t n0 = task % p->tasks_n * p->chunk_n, m0 = task / p->tasks_n * TASK_M;
   const int64_t nc = p->N - n0 < p->chunk_n ? p->N - n0 : p->chunk_n;
   const int64_t mc = p->M - m0 < TASK_M ? p->M - m0 : TASK_M;
-  float y[TASK_M * 256];
+  float y[TASK_M * 128];
   const uint8_t *wbase = (const uint8_t *)p->w->data;
   for (int64_t r = 0; r < nc; r += FERI_QI8_RW) {
     const int rw = nc - r < FERI_QI8_RW ? (int)(nc - r) : FERI_QI8_RW;
