@@ -2,8 +2,8 @@
  * portable table of quant_i8.h, which states the arithmetic every other table must reproduce.
  *
  * The driver rounds A's rows to 8 bits into the workspace once (rows in parallel), then runs
- * tasks that each own a block of out: up to TASK_M rows of A by a chunk of W's rows, walked four
- * W rows at a time (their blocks stay in L1) against two A rows at a time. */
+ * tasks that each own a block of out: up to TASK_M rows of A by a chunk of W's rows, handed to the
+ * table's dot RW W rows by RA A rows at a time (quant_i8.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,33 +22,57 @@ static const char *const FN = "fer_matmul_quant_i8";
 
 /* ---- the portable table: the definition, written out ---------------------------------------- */
 
+static float f16_at(const uint8_t *p) {
+  uint16_t h;
+  memcpy(&h, p, sizeof h);
+  return feri_f16_to_f32(h);
+}
+
+/* Rounds x[0 .. n) (n = 32 or 256) to codes and sets *d; returns 1 when the codes are all zero
+ * because the block is not finite (d NaN) or counts as zero (d 0), else 0. */
+static int quantize_block(const float *x, int n, int8_t *q, float *d) {
+  float amax = 0.0f;
+  int finite = 1;
+  for (int i = 0; i < n; i++) {
+    const float ax = fabsf(x[i]);
+    if (!(ax <= 3.40282347e38f)) finite = 0; /* infinite or NaN */
+    else if (ax > amax) amax = ax;
+  }
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  if (!finite || !isfinite(id)) {
+    memset(q, 0, (size_t)n);
+    *d = finite ? 0.0f : NAN;
+    return 1;
+  }
+  for (int i = 0; i < n; i++) q[i] = (int8_t)(int)nearbyintf(x[i] * id); /* default rounding: half to even */
+  *d = amax / 127.0f;
+  return 0;
+}
+
 static void quantize_portable(const float *x, int64_t nb, int8_t *q, float *d, float *s) {
   for (int64_t b = 0; b < nb; b++, x += 32, q += 32) {
-    float amax = 0.0f;
-    int finite = 1;
-    for (int i = 0; i < 32; i++) {
-      const float ax = fabsf(x[i]);
-      if (!(ax <= 3.40282347e38f)) finite = 0; /* infinite or NaN */
-      else if (ax > amax) amax = ax;
-    }
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    if (!finite || !isfinite(id)) {
-      memset(q, 0, 32);
-      d[b] = s[b] = finite ? 0.0f : NAN;
+    if (quantize_block(x, 32, q, &d[b])) {
+      s[b] = d[b];
       continue;
     }
     int sum = 0;
-    for (int i = 0; i < 32; i++) {
-      const int v = (int)nearbyintf(x[i] * id); /* default rounding: half to even */
-      q[i] = (int8_t)v;
-      sum += v;
-    }
-    d[b] = amax / 127.0f;
+    for (int i = 0; i < 32; i++) sum += q[i];
     s[b] = d[b] * (float)sum;
   }
 }
 
-/* Block b's integer codes, scale and offset (has_min: Q4_0 and Q4_1). */
+static void quantize_k_portable(const float *x, int64_t nb, int8_t *q, float *d, int16_t *bs) {
+  for (int64_t b = 0; b < nb; b++, x += 256, q += 256, bs += 16) {
+    quantize_block(x, 256, q, &d[b]);
+    for (int j = 0; j < 16; j++) {
+      int sum = 0;
+      for (int i = 0; i < 16; i++) sum += q[16 * j + i];
+      bs[j] = (int16_t)sum;
+    }
+  }
+}
+
+/* Block b's integer codes, scale and offset (has_min: Q4_0, Q4_1, Q5_0, Q5_1). */
 static void block_codes(fer_dtype t, const uint8_t *blk, int8_t codes[32], float *dw, float *mw) {
   *mw = 0.0f;
   if (t == FER_DTYPE_Q8_0) {
@@ -56,28 +80,40 @@ static void block_codes(fer_dtype t, const uint8_t *blk, int8_t codes[32], float
     *dw = feri_qblock_scale(t, blk);
     return;
   }
-  const uint8_t *nib = blk + feri_qblock_code_offset(t);
+  const int five = t == FER_DTYPE_Q5_0 || t == FER_DTYPE_Q5_1;
+  const uint8_t *nib = blk + (t == FER_DTYPE_MXFP4 ? 1 : t == FER_DTYPE_Q4_1 ? 4 : t == FER_DTYPE_Q5_0 ? 6
+                              : t == FER_DTYPE_Q5_1 ? 8 : 2);
   for (int i = 0; i < 16; i++) {
     codes[i] = (int8_t)(nib[i] & 0xF);
     codes[16 + i] = (int8_t)(nib[i] >> 4);
+  }
+  if (five) { /* qh: bit i is element i's fifth bit */
+    const uint8_t *qh = blk + (t == FER_DTYPE_Q5_0 ? 2 : 4);
+    for (int i = 0; i < 32; i++) codes[i] = (int8_t)(codes[i] | ((qh[i / 8] >> (i % 8)) & 1) << 4);
   }
   if (t == FER_DTYPE_MXFP4) {
     for (int i = 0; i < 32; i++) codes[i] = feri_mxfp4_code2[codes[i]];
     *dw = feri_e8m0_to_f32(blk[0]) * 0.5f;
     return;
   }
-  *dw = feri_qblock_scale(t, blk);
-  *mw = t == FER_DTYPE_Q4_1 ? feri_qblock_min(blk) : -8.0f * *dw;
+  *dw = f16_at(blk);
+  if (t == FER_DTYPE_IQ4_NL) {
+    for (int i = 0; i < 32; i++) codes[i] = feri_qi8_iq4nl[codes[i]];
+  } else if (t == FER_DTYPE_Q4_1 || t == FER_DTYPE_Q5_1) {
+    *mw = f16_at(blk + 2);
+  } else {
+    *mw = (t == FER_DTYPE_Q5_0 ? -16.0f : -8.0f) * *dw;
+  }
 }
 
 static float lane_sum(const float l[8]) {
   return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
 
-static void dot_portable(fer_dtype t, const uint8_t *w, int64_t w_stride, int rw,
-                         const feri_q8_rows *a, int64_t m, int ra, float *y, int64_t ldy) {
-  const size_t bb = feri_qblock_bytes(t);
-  const int has_min = t == FER_DTYPE_Q4_0 || t == FER_DTYPE_Q4_1;
+static void dot_portable_32(fer_dtype t, const uint8_t *w, int64_t w_stride, int rw,
+                            const feri_q8_rows *a, int64_t m, int ra, float *y, int64_t ldy) {
+  const size_t bb = feri_qi8_block_bytes(t);
+  const int has_min = t == FER_DTYPE_Q4_0 || t == FER_DTYPE_Q4_1 || t == FER_DTYPE_Q5_0 || t == FER_DTYPE_Q5_1;
   for (int r = 0; r < rw; r++)
     for (int i = 0; i < ra; i++) {
       const int8_t *xq = a->q + (m + i) * a->q_stride;
@@ -100,7 +136,44 @@ static void dot_portable(fer_dtype t, const uint8_t *w, int64_t w_stride, int rw
     }
 }
 
-const feri_qi8_ops feri_qi8_ops_portable = {.quantize = quantize_portable, .dot = dot_portable};
+/* The super-block definition of quant_i8.h, written out. */
+static void dot_portable_super(fer_dtype t, const uint8_t *w, int64_t w_stride, int rw,
+                               const feri_q8_rows *a, int64_t m, int ra, float *y, int64_t ldy) {
+  const size_t bb = feri_qi8_block_bytes(t), doff = feri_qi8_super_d_offset(t);
+  const int has_min = feri_qi8_super_has_min(t);
+  for (int r = 0; r < rw; r++)
+    for (int i = 0; i < ra; i++) {
+      const int8_t *xq = a->q + (m + i) * a->q_stride;
+      const float *xd = a->d + (m + i) * a->nb;
+      const int16_t *bs = a->bs + (m + i) * a->nb * 16;
+      float acc = 0.0f, mc = 0.0f;
+      for (int64_t b = 0; b < a->nb; b++, xq += 256, bs += 16) {
+        const uint8_t *blk = w + r * w_stride + (size_t)b * bb;
+        int8_t c[256], sc[16], mn[16];
+        feri_qi8_super_codes(t, blk, c);
+        feri_qi8_super_scales(t, blk, sc, mn);
+        const float dx = xd[b];
+        int32_t isum = 0;
+        for (int k = 0; k < 256; k++) isum += sc[k / 16] * c[k] * xq[k];
+        acc = fmaf((float)isum, f16_at(blk + doff) * dx, acc);
+        if (has_min) {
+          int32_t msum = 0;
+          for (int j = 0; j < 16; j++) msum += mn[j] * bs[j];
+          mc = fmaf((float)msum, f16_at(blk + doff + 2) * dx, mc);
+        }
+      }
+      y[i * ldy + r] = has_min ? acc - mc : acc;
+    }
+}
+
+static void dot_portable(fer_dtype t, const uint8_t *w, int64_t w_stride, int rw,
+                         const feri_q8_rows *a, int64_t m, int ra, float *y, int64_t ldy) {
+  if (feri_qi8_is_super(t)) dot_portable_super(t, w, w_stride, rw, a, m, ra, y, ldy);
+  else dot_portable_32(t, w, w_stride, rw, a, m, ra, y, ldy);
+}
+
+const feri_qi8_ops feri_qi8_ops_portable = {
+    .quantize = quantize_portable, .quantize_k = quantize_k_portable, .dot = dot_portable};
 
 const feri_qi8_ops *feri_qi8_ops_for(fer_isa isa) {
 #if defined(__x86_64__)
@@ -116,16 +189,68 @@ const feri_qi8_ops *feri_qi8_ops_for(fer_isa isa) {
 
 /* ---- the driver ------------------------------------------------------------------------------ */
 
-enum { TASK_M = 16, WS_ALIGN = 64 };
+enum { TASK_M = 64, WS_ALIGN = 64 }; /* TASK_M: A rows that share one unpacking of W (kgemm) */
+
+/* The formats added after quant.c's four (Q5_0 .. IQ4_XS): feri_qmatrix_validate does not know
+ * them yet, so their descriptor is checked here the same way (blocks of 32 or 256), followed by
+ * feri_matmul_quant_check's other checks. Once quant.c validates every format this copy goes. */
+static fer_status check_new_format(const fer_tensor *a, const fer_qmatrix *w, const fer_tensor *out,
+                                   feri_tensor_info *ai, feri_tensor_info *oi) {
+  fer_status st;
+  if ((st = feri_tensor_validate(a, FN, "a", ai)) != FER_STATUS_OK) return st;
+  if ((st = feri_tensor_validate(out, FN, "out", oi)) != FER_STATUS_OK) return st;
+  const size_t bb = feri_qi8_block_bytes(w->dtype);
+  const int64_t be = feri_qi8_block_elems(w->dtype);
+  if (w->rows < 0 || w->cols < 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: negative extent [%lld, %lld]", FN, (long long)w->rows,
+                     (long long)w->cols);
+  if (w->cols % be != 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: cols %lld is not a multiple of the %s block of %lld", FN,
+                     (long long)w->cols, feri_dtype_name(w->dtype), (long long)be);
+  if (w->rows > 0 && w->cols > 0) {
+    const uint64_t row_bytes = (uint64_t)(w->cols / be) * bb;
+    if (w->row_stride < 0 || (uint64_t)w->row_stride < row_bytes)
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: row_stride %lld is below a row's %llu bytes", FN,
+                       (long long)w->row_stride, (unsigned long long)row_bytes);
+    if ((uint64_t)(w->rows - 1) > (UINT64_MAX - row_bytes) / (uint64_t)w->row_stride ||
+        (uint64_t)(w->rows - 1) * (uint64_t)w->row_stride + row_bytes > (uint64_t)INT64_MAX)
+      return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: %lld rows of stride %lld overflow", FN,
+                       (long long)w->rows, (long long)w->row_stride);
+    const uint64_t need = (uint64_t)(w->rows - 1) * (uint64_t)w->row_stride + row_bytes;
+    if (w->bytes < need)
+      return feri_fail(FER_STATUS_CORRUPT, "%s: the buffer has %llu bytes, %lld rows of %lld %s values need %llu",
+                       FN, (unsigned long long)w->bytes, (long long)w->rows, (long long)w->cols,
+                       feri_dtype_name(w->dtype), (unsigned long long)need);
+    if (w->data == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: the quantized matrix has no data", FN);
+  }
+  if ((st = feri_require_float_dtype(a->dtype, FN)) != FER_STATUS_OK) return st;
+  if ((st = feri_require_float_dtype(out->dtype, FN)) != FER_STATUS_OK) return st;
+  if (a->rank != 2 || out->rank != 2)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: a and out must have rank 2 (have %d and %d)", FN,
+                     (int)a->rank, (int)out->rank);
+  const int64_t M = a->shape[0], K = a->shape[1], N = w->rows;
+  if (w->cols != K)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: a is [%lld, %lld] but w is [%lld, %lld]", FN, (long long)M,
+                     (long long)K, (long long)w->rows, (long long)w->cols);
+  if (out->shape[0] != M || out->shape[1] != N)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out is [%lld, %lld], expected [%lld, %lld]", FN,
+                     (long long)out->shape[0], (long long)out->shape[1], (long long)M, (long long)N);
+  if ((st = feri_tensor_check_writable(out, oi, FN, "out")) != FER_STATUS_OK) return st;
+  if (feri_tensors_overlap(out, oi, a, ai)) return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps a", FN);
+  const char *wlo = w->data, *whi = wlo + (w->rows > 0 && w->cols > 0 ? w->bytes : 0);
+  const char *olo = (const char *)out->data + oi->lo, *ohi = (const char *)out->data + oi->hi;
+  if (oi->numel > 0 && olo < whi && wlo < ohi) return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps w", FN);
+  return FER_STATUS_OK;
+}
 
 typedef struct qi8_plan {
   int64_t M, N, K, nb;
   const fer_qmatrix *w;
-  size_t wbb;               /* bytes of one weight block */
+  int super;                /* blocks of 256: Q8_K-style activation rows */
   const fer_tensor *a, *out;
   int a_f32;                /* A rows are contiguous f32: quantized straight from a */
   int64_t q_stride;         /* bytes per quantized row, a multiple of WS_ALIGN */
-  size_t q_bytes, d_bytes, x_bytes, total_bytes; /* workspace: q, d, s, then widened rows */
+  size_t q_bytes, d_bytes, s_bytes, x_bytes, total_bytes; /* workspace: q, d, s or bs, then widened rows */
   int64_t chunk_n;          /* W rows per task, a multiple of RW except at the end */
   int64_t tasks_n, tasks_m;
 } qi8_plan;
@@ -136,30 +261,35 @@ static fer_status plan_quant_i8(const fer_threadpool *pool, const fer_tensor *a,
                                 const fer_tensor *out, qi8_plan *p) {
   memset(p, 0, sizeof *p);
   feri_tensor_info ai, oi;
-  fer_status st = feri_matmul_quant_check(a, w, out, FN, &ai, &oi);
+  const int known = w->dtype == FER_DTYPE_MXFP4 || w->dtype == FER_DTYPE_Q4_0 || w->dtype == FER_DTYPE_Q4_1 ||
+                    w->dtype == FER_DTYPE_Q8_0 || feri_qi8_block_bytes(w->dtype) == 0;
+  fer_status st = known ? feri_matmul_quant_check(a, w, out, FN, &ai, &oi) : check_new_format(a, w, out, &ai, &oi);
   if (st != FER_STATUS_OK) return st;
   p->M = a->shape[0];
   p->K = a->shape[1];
   p->N = w->rows;
-  p->nb = p->K / FERI_QBLOCK;
+  p->super = feri_qi8_is_super(w->dtype);
+  p->nb = p->K / feri_qi8_block_elems(w->dtype);
   p->w = w;
-  p->wbb = feri_qblock_bytes(w->dtype);
   p->a = a;
   p->out = out;
   if (p->M == 0 || p->N == 0) return FER_STATUS_OK;
-  /* sizes below are bounded by the validated tensors' own byte spans */
+  /* sizes below are bounded by the validated tensors' own byte spans: K int8 codes per row and,
+   * per block, a 4-byte scale and a 4-byte s (32) or sixteen 2-byte sums (256), at most 9 K / 8
+   * bytes a row, with A itself at least 2 K bytes a row */
   p->a_f32 = a->dtype == FER_DTYPE_F32 && a->strides[1] == 4;
   p->q_stride = (int64_t)round_up((size_t)p->K, WS_ALIGN);
   p->q_bytes = (size_t)p->M * (size_t)p->q_stride;
   p->d_bytes = round_up((size_t)p->M * (size_t)p->nb * sizeof(float), WS_ALIGN);
+  p->s_bytes = p->super ? round_up((size_t)p->M * (size_t)p->nb * 16 * sizeof(int16_t), WS_ALIGN) : p->d_bytes;
   p->x_bytes = p->a_f32 ? 0 : round_up((size_t)p->M * (size_t)p->K * sizeof(float), WS_ALIGN);
-  p->total_bytes = p->q_bytes + 2 * p->d_bytes + p->x_bytes;
+  p->total_bytes = p->q_bytes + p->d_bytes + p->s_bytes + p->x_bytes;
   /* about four tasks per worker (the split changes no value: every output is computed whole) */
   const int64_t slots = (int64_t)feri_threadpool_slots(pool);
   int64_t chunk = (p->N + 4 * slots - 1) / (4 * slots);
   chunk = (chunk + FERI_QI8_RW - 1) / FERI_QI8_RW * FERI_QI8_RW;
   if (chunk < 16) chunk = 16;
-  if (chunk > 256) chunk = 256;
+  if (chunk > 128) chunk = 128; /* TASK_M x 128 f32 of results stay on the stack: 32 KiB */
   p->chunk_n = chunk;
   p->tasks_n = (p->N + chunk - 1) / chunk;
   p->tasks_m = (p->M + TASK_M - 1) / TASK_M;
@@ -184,7 +314,9 @@ static void quantize_task(void *ctx, int64_t m) {
     j->mm->widen(src, p->a->strides[1], p->a->dtype, p->K, dst);
     x = dst;
   }
-  j->ops->quantize(x, p->nb, j->rows.q + m * j->rows.q_stride, j->rows.d + m * p->nb, j->rows.s + m * p->nb);
+  int8_t *q = j->rows.q + m * j->rows.q_stride;
+  if (p->super) j->ops->quantize_k(x, p->nb, q, j->rows.d + m * p->nb, j->rows.bs + m * p->nb * 16);
+  else j->ops->quantize(x, p->nb, q, j->rows.d + m * p->nb, j->rows.s + m * p->nb);
 }
 
 static void dot_task(void *ctx, int64_t task) {
@@ -193,7 +325,7 @@ static void dot_task(void *ctx, int64_t task) {
   const int64_t n0 = task % p->tasks_n * p->chunk_n, m0 = task / p->tasks_n * TASK_M;
   const int64_t nc = p->N - n0 < p->chunk_n ? p->N - n0 : p->chunk_n;
   const int64_t mc = p->M - m0 < TASK_M ? p->M - m0 : TASK_M;
-  float y[TASK_M * 256];
+  float y[TASK_M * 128];
   const uint8_t *wbase = (const uint8_t *)p->w->data;
   for (int64_t r = 0; r < nc; r += FERI_QI8_RW) {
     const int rw = nc - r < FERI_QI8_RW ? (int)(nc - r) : FERI_QI8_RW;
@@ -253,10 +385,11 @@ fer_status fer_matmul_quant_i8(fer_threadpool *pool, const fer_tensor *a, const 
     return st;
   }
   const fer_isa isa = feri_threadpool_effective_isa(pool);
+  char *sums = ws + p.q_bytes + p.d_bytes;
   qi8_job j = {&p, feri_qi8_ops_for(isa), feri_matmul_ops_for(isa),
-               {(int8_t *)ws, (float *)(ws + p.q_bytes), (float *)(ws + p.q_bytes + p.d_bytes),
-                p.q_stride, p.nb},
-               p.x_bytes ? (float *)(ws + p.q_bytes + 2 * p.d_bytes) : NULL};
+               {(int8_t *)ws, (float *)(ws + p.q_bytes), p.super ? NULL : (float *)sums,
+                p.super ? (int16_t *)sums : NULL, p.q_stride, p.nb},
+               p.x_bytes ? (float *)(sums + p.s_bytes) : NULL};
   if (p.M == 1) {
     quantize_task(&j, 0); /* one row: not worth waking the pool */
   } else {

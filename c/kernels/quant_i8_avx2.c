@@ -1,5 +1,6 @@
 /* quant_i8_avx2.c: the AVX2 and AVX512-VNNI tables of quant_i8.h, one body (quant_i8_body.inc)
- * compiled twice: the forms differ only in the instruction for the exact integer block sums. */
+ * (with quant_i8_super_body.inc) compiled twice: the forms differ only in the instructions for the
+ * exact integer block sums. */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
@@ -13,20 +14,26 @@
 #define QI8_NAME(x) x##_avx2
 #define QI8_VNNI 0
 #include "kernels/quant_i8_body.inc"
+#include "kernels/quant_i8_super_body.inc"
 #undef QI8_TARGET
 #undef QI8_NAME
 #undef QI8_VNNI
+#undef QI8_GR
 
-const feri_qi8_ops feri_qi8_ops_avx2 = {.quantize = quantize_avx2, .dot = dot_avx2};
+const feri_qi8_ops feri_qi8_ops_avx2 = {
+    .quantize = quantize_avx2, .quantize_k = quantize_k_avx2, .dot = dot_avx2};
 
 #define QI8_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 #define QI8_NAME(x) x##_vnni
 #define QI8_VNNI 1
 #include "kernels/quant_i8_body.inc"
+#include "kernels/quant_i8_super_body.inc"
 #undef QI8_TARGET
 #undef QI8_NAME
 #undef QI8_VNNI
+#undef QI8_GR
 
-const feri_qi8_ops feri_qi8_ops_avx512vnni = {.quantize = quantize_vnni, .dot = dot_vnni};
+const feri_qi8_ops feri_qi8_ops_avx512vnni = {
+    .quantize = quantize_vnni, .quantize_k = quantize_k_vnni, .dot = dot_vnni};
 
 #endif

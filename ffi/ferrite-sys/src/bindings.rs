@@ -392,9 +392,11 @@ extern "C" {
     ) -> fer_status;
 }
 extern "C" {
-    #[doc = " Scratch fer_matmul_quant_i8 needs for these arguments: A's rows rounded to 8 bits (K + 8 K / 32"]
-    #[doc = " bytes a row, each part rounded up to 64 bytes), plus an f32 copy of A when A is not f32 with unit"]
-    #[doc = " stride along K."]
+    #[doc = " Scratch fer_matmul_quant_i8 needs for these arguments: A's rows rounded to 8 bits, each part"]
+    #[doc = " rounded up to 64 bytes: for formats with blocks of 32, K codes and two f32 (d, s) per 32 (K + 8 K"]
+    #[doc = " / 32 bytes a row); for the super-block formats (Q2_K .. Q6_K, IQ4_XS), K codes, one f32 scale per"]
+    #[doc = " 256 and sixteen int16 sums per 256 (K + 36 K / 256 bytes a row); plus an f32 copy of A when A is"]
+    #[doc = " not f32 with unit stride along K. Claims: C-Q-202."]
     pub fn fer_matmul_quant_i8_workspace_bytes(
         pool: *const fer_threadpool,
         a: *const fer_tensor,
@@ -405,15 +407,19 @@ extern "C" {
 }
 extern "C" {
     #[doc = " out[M, N] ~= a[M, K] x w^T with 8-bit activations, the arithmetic of llama.cpp's CPU path: each"]
-    #[doc = " block of 32 values of a row of A is rounded to int8 codes q = round_half_even(x * 127 / amax) with"]
-    #[doc = " the scale d = amax / 127 (amax the block's largest magnitude), each block product is an exact"]
-    #[doc = " integer sum of weight codes times q, scaled by the two block scales and summed in f32."]
-    #[doc = " Tolerance (claim C-Q-008): |out - exact| <= sum over blocks b of (amax_b / 254) * sum_{k in b}"]
-    #[doc = " |w_k|, plus f32 rounding; the exact order of operations is fixed (see c/kernels/quant_i8.h), so"]
-    #[doc = " results are bit-identical across ISA levels, thread counts and M (a row's output does not"]
-    #[doc = " depend on the other rows). A block of A holding an infinite or NaN value makes every output NaN;"]
-    #[doc = " a block whose largest magnitude is below about 2^-121 counts as zero. Arguments, errors and"]
-    #[doc = " workspace as fer_matmul_quant. Claims: C-Q-008, C-Q-005."]
+    #[doc = " block of a row of A is rounded to int8 codes q = round_half_even(x * 127 / amax) with the scale"]
+    #[doc = " d = amax / 127 (amax the block's largest magnitude); blocks are 32 values for MXFP4, Q4_0, Q4_1,"]
+    #[doc = " Q8_0, Q5_0, Q5_1 and IQ4_NL (Q8_0/Q8_1-style) and 256 values with per-16 sums of q for Q2_K,"]
+    #[doc = " Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS (Q8_K-style). Each block product is an exact integer sum of"]
+    #[doc = " weight codes times q (times the integer sub-scales of a super-block), scaled by the block scales"]
+    #[doc = " and summed in f32; offsets and minima are applied through the sums of q."]
+    #[doc = " Tolerance (claims C-Q-008, C-Q-201): |out - exact| <= sum over activation blocks b (of 32 or 256"]
+    #[doc = " values, as above) of (amax_b / 254) * sum_{k in b} |w_k|, plus f32 rounding; the exact order of"]
+    #[doc = " operations is fixed (see c/kernels/quant_i8.h), so results are bit-identical across ISA levels,"]
+    #[doc = " thread counts and M (a row's output does not depend on the other rows). A block of A holding an"]
+    #[doc = " infinite or NaN value makes every output NaN; a block whose largest magnitude is below about"]
+    #[doc = " 2^-121 counts as zero. Arguments, errors and workspace as fer_matmul_quant (cols a multiple of"]
+    #[doc = " the format's block of 32 or 256). Claims: C-Q-008, C-Q-005, C-Q-201, C-Q-202."]
     pub fn fer_matmul_quant_i8(
         pool: *mut fer_threadpool,
         a: *const fer_tensor,
