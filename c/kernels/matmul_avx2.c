@@ -417,9 +417,10 @@ FERI_AVX2 static FERI_INLINE void gemv_nk_quant_groups(const fer_dtype t, const 
                                                        const uint8_t *rows, float *y) {
   const int nibbles = t != FER_DTYPE_Q8_0;
   const int code_off = (int)feri_qblock_code_offset(t);
-  const __m128i lut = _mm_loadu_si128((const __m128i *)(t == FER_DTYPE_MXFP4 ? feri_mxfp4_code2
-                                                        : t == FER_DTYPE_Q4_0  ? LUT_Q4_0
-                                                                               : LUT_Q4_1));
+  const __m128i lut = _mm_loadu_si128((const __m128i *)(t == FER_DTYPE_MXFP4    ? feri_mxfp4_code2
+                                                        : t == FER_DTYPE_Q4_0   ? LUT_Q4_0
+                                                        : t == FER_DTYPE_IQ4_NL ? feri_iq4nl_values
+                                                                                : LUT_Q4_1));
   const __m128i low4 = _mm_set1_epi8(0x0F);
   __m256 acc[QG];
   for (int g = 0; g < ng; g++) acc[g] = _mm256_setzero_ps();
@@ -485,13 +486,159 @@ FERI_AVX2 static FERI_INLINE void gemv_nk_quant_body(const fer_dtype t, const fl
   if (j < nc) feri_gemv_strided(x, K, b, n0 + j, nc - j, y + j);
 }
 
+/* ---- formats with sub-block scales: Q5_0, Q5_1 (32) and the 256-element super-blocks ---------
+ *
+ * Value i of a block is c_i * s_j (+ o_j), j = i / sub (see quant.h): integer codes times the f32
+ * scale of their sub-block, the scales computed once per block and row exactly as the decoder
+ * does. Per block and group of eight rows, each row's codes come out of its packed bits 16 at a
+ * time in a register (codes16) and are transposed at byte level into tb, so that position p of
+ * the eight rows is one 8-byte load; each k step then widens, converts, scales (adds the offset)
+ * and chains, the same values and chain as the dense path over fer_dequantize's output. */
+
+/* Eight bytes of a 16-bit mask, spread: lane l of the result is 0xFF where bit l of bits is set. */
+FERI_AVX2 static FERI_INLINE __m128i bits16_to_bytes(uint32_t bits) {
+  const __m128i v = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)bits),
+                                     _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+  const __m128i m = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+  return _mm_cmpeq_epi8(_mm_and_si128(v, m), m);
+}
+
+/* Lane l = 0xFF where bit `bit` of byte l of p (16 bytes) is set. */
+FERI_AVX2 static FERI_INLINE __m128i bit_of_bytes(const uint8_t *p, int bit) {
+  const __m128i m = _mm_set1_epi8((char)(1 << bit));
+  return _mm_cmpeq_epi8(_mm_and_si128(_mm_loadu_si128((const __m128i *)p), m), m);
+}
+
+FERI_AVX2 static FERI_INLINE __m128i nibbles16(const uint8_t *p, int high) {
+  const __m128i v = _mm_loadu_si128((const __m128i *)p);
+  return _mm_and_si128(high ? _mm_srli_epi16(v, 4) : v, _mm_set1_epi8(0x0F));
+}
+
+/* The int8 codes of positions 16 c .. 16 c + 15 of one block (feri_qblock_codes' values). */
+FERI_AVX2 static FERI_INLINE __m128i codes16(const fer_dtype t, const uint8_t *b, int c) {
+  const __m128i three = _mm_set1_epi8(3);
+  switch (t) {
+    case FER_DTYPE_Q5_0:
+    case FER_DTYPE_Q5_1: {
+      const int q5_1 = t == FER_DTYPE_Q5_1;
+      uint32_t qh;
+      memcpy(&qh, b + (q5_1 ? 4 : 2), sizeof qh);
+      const __m128i hi = _mm_and_si128(bits16_to_bytes(qh >> (16 * c)), _mm_set1_epi8(16));
+      const __m128i v = _mm_or_si128(nibbles16(b + (q5_1 ? 8 : 6), c), hi);
+      return q5_1 ? v : _mm_sub_epi8(v, _mm_set1_epi8(16));
+    }
+    case FER_DTYPE_Q2_K: {
+      const int h = c / 8, j = (c % 8) / 2, l0 = 16 * (c % 2);
+      const __m128i v = _mm_loadu_si128((const __m128i *)(b + 16 + 32 * h + l0));
+      return _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(2 * j)), three);
+    }
+    case FER_DTYPE_Q3_K: {
+      const int h = c / 8, j = (c % 8) / 2, l0 = 16 * (c % 2);
+      const __m128i v = _mm_loadu_si128((const __m128i *)(b + 32 + 32 * h + l0));
+      const __m128i q = _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(2 * j)), three);
+      /* minus 4 where the high bit is clear */
+      return _mm_sub_epi8(q, _mm_andnot_si128(bit_of_bytes(b + l0, 4 * h + j), _mm_set1_epi8(4)));
+    }
+    case FER_DTYPE_Q4_K:
+    case FER_DTYPE_Q5_K: {
+      const int sub = c / 2, l0 = 16 * (c % 2);
+      const uint8_t *qs = b + (t == FER_DTYPE_Q4_K ? 16 : 48);
+      const __m128i v = nibbles16(qs + 32 * (sub / 2) + l0, sub & 1);
+      if (t == FER_DTYPE_Q4_K) return v;
+      return _mm_or_si128(v, _mm_and_si128(bit_of_bytes(b + 16 + l0, sub), _mm_set1_epi8(16)));
+    }
+    case FER_DTYPE_Q6_K: {
+      const int h = c / 8, quarter = (c % 8) / 2, l0 = 16 * (c % 2);
+      const __m128i lo = nibbles16(b + 64 * h + (quarter & 1 ? 32 : 0) + l0, quarter & 2);
+      const __m128i qh = _mm_loadu_si128((const __m128i *)(b + 128 + 32 * h + l0));
+      const __m128i hi = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), three);
+      return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+    }
+    default: /* IQ4_XS */
+      return _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)feri_iq4nl_values),
+                              nibbles16(b + 8 + 16 * (c / 2), c & 1));
+  }
+}
+
+FERI_AVX2 static FERI_INLINE void gemv_nk_sub_groups(const fer_dtype t, const int ng, const float *x,
+                                                     int64_t K, const feri_mm_b *b,
+                                                     const uint8_t *rows, float *y) {
+  const int E = (int)feri_qblock_elems(t), S = feri_qblock_sub(t), NS = E / S;
+  const int has_off = feri_qblock_has_offset(t);
+  __m256 acc[QG];
+  for (int g = 0; g < ng; g++) acc[g] = _mm256_setzero_ps();
+  uint8_t tb[QG][FERI_QBLOCK_MAX * 8]; /* per group: E positions x 8 rows of int8 codes */
+  float sc[QG][FERI_QSUB_MAX][8], of[QG][FERI_QSUB_MAX][8];
+  for (int64_t k = 0; k < K; k += E) {
+    const int64_t boff = k / E * b->qbytes;
+    for (int g = 0; g < ng; g++) {
+      const uint8_t *blk = rows + 8 * g * b->sn + boff;
+      for (int i = 0; i < 8; i++) {
+        float s[FERI_QSUB_MAX], o[FERI_QSUB_MAX];
+        for (int q = 0; q < b->qbytes; q += 64)
+          _mm_prefetch((const char *)(blk + i * b->sn + QPREFETCH + q), _MM_HINT_T0);
+        feri_qblock_scales(t, blk + i * b->sn, s, o);
+        for (int j = 0; j < NS; j++) {
+          sc[g][j][i] = s[j];
+          of[g][j][i] = o[j];
+        }
+      }
+      for (int c = 0; c < E / 16; c++) {
+        __m128i r[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) r[i] = codes16(t, blk + i * b->sn, c);
+        transpose_bytes_8x16(r, tb[g] + 128 * c);
+      }
+    }
+    for (int j = 0; j < NS; j++) {
+      __m256 sv[QG], ov[QG];
+      for (int g = 0; g < ng; g++) {
+        sv[g] = _mm256_loadu_ps(sc[g][j]);
+        ov[g] = _mm256_loadu_ps(of[g][j]);
+      }
+      for (int p = j * S; p < j * S + S; p++) {
+        const __m256 xk = _mm256_broadcast_ss(x + k + p);
+#pragma GCC unroll 4
+        for (int g = 0; g < ng; g++) {
+          const __m256i ci = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tb[g] + 8 * p)));
+          __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(ci), sv[g]);
+          if (has_off) w = _mm256_add_ps(w, ov[g]);
+          acc[g] = _mm256_fmadd_ps(xk, w, acc[g]);
+        }
+      }
+    }
+  }
+  for (int g = 0; g < ng; g++) _mm256_storeu_ps(y + 8 * g, acc[g]);
+}
+
+FERI_AVX2 static FERI_INLINE void gemv_nk_sub_body(const fer_dtype t, const float *x, int64_t K,
+                                                   const feri_mm_b *b, int64_t n0, int64_t nc,
+                                                   float *y) {
+  int64_t j = 0;
+  for (; j + 8 * QG <= nc; j += 8 * QG)
+    gemv_nk_sub_groups(t, QG, x, K, b, (const uint8_t *)b->data + (n0 + j) * b->sn, y + j);
+  for (; j + 8 <= nc; j += 8)
+    gemv_nk_sub_groups(t, 1, x, K, b, (const uint8_t *)b->data + (n0 + j) * b->sn, y + j);
+  if (j < nc) feri_gemv_quant(x, K, b, n0 + j, nc - j, y + j);
+}
+
 FERI_AVX2 static void gemv_nk_quant_avx2(const float *x, int64_t K, const feri_mm_b *b, int64_t n0,
                                          int64_t nc, float *y) {
   switch (b->dtype) {
     case FER_DTYPE_MXFP4: gemv_nk_quant_body(FER_DTYPE_MXFP4, x, K, b, n0, nc, y); break;
     case FER_DTYPE_Q4_0: gemv_nk_quant_body(FER_DTYPE_Q4_0, x, K, b, n0, nc, y); break;
     case FER_DTYPE_Q4_1: gemv_nk_quant_body(FER_DTYPE_Q4_1, x, K, b, n0, nc, y); break;
-    default: gemv_nk_quant_body(FER_DTYPE_Q8_0, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q8_0: gemv_nk_quant_body(FER_DTYPE_Q8_0, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_IQ4_NL: gemv_nk_quant_body(FER_DTYPE_IQ4_NL, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q5_0: gemv_nk_sub_body(FER_DTYPE_Q5_0, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q5_1: gemv_nk_sub_body(FER_DTYPE_Q5_1, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q2_K: gemv_nk_sub_body(FER_DTYPE_Q2_K, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q3_K: gemv_nk_sub_body(FER_DTYPE_Q3_K, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q4_K: gemv_nk_sub_body(FER_DTYPE_Q4_K, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q5_K: gemv_nk_sub_body(FER_DTYPE_Q5_K, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q6_K: gemv_nk_sub_body(FER_DTYPE_Q6_K, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_IQ4_XS: gemv_nk_sub_body(FER_DTYPE_IQ4_XS, x, K, b, n0, nc, y); break;
+    default: feri_gemv_quant(x, K, b, n0, nc, y); break;
   }
 }
 
