@@ -560,29 +560,136 @@ FERI_AVX2 static FERI_INLINE __m128i codes16(const fer_dtype t, const uint8_t *b
   }
 }
 
+/* The f16 at byte `off` of eight rows' blocks (blk + i * sn) as f32 lanes. */
+FERI_AVX2 static FERI_INLINE __m256 f16_rows(const uint8_t *blk, int64_t sn, int off) {
+  uint16_t h[8];
+  for (int i = 0; i < 8; i++) memcpy(&h[i], blk + i * sn + off, sizeof h[0]);
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* Eight small unsigned integers (bytes of v, low 64 bits) as f32 lanes. */
+FERI_AVX2 static FERI_INLINE __m256 u8x8_to_f32(__m128i v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+}
+
+/* A sub-block's scale and offset for eight rows: sv[j] lane i = scale j of row i (as
+ * feri_qblock_scales computes it: one f32 product of the f16 super-scale and a small integer),
+ * ov[j] the offset. Each row's integer scales come out of its packed bytes as one vector (lane =
+ * sub-block), eight such vectors are transposed, then multiplied by the rows' f16 scales (lane =
+ * row): the same single product per value as the scalar decoder. */
+FERI_AVX2 static FERI_INLINE void group_sub_scales(const fer_dtype t, const uint8_t *blk, int64_t sn,
+                                                   __m256 sv[FERI_QSUB_MAX], __m256 ov[FERI_QSUB_MAX]) {
+  const __m256 neg = _mm256_set1_ps(-0.0f);
+  __m256 r[8], q[8];
+  switch (t) {
+    case FER_DTYPE_Q5_0:
+    case FER_DTYPE_Q5_1:
+      sv[0] = f16_rows(blk, sn, 0);
+      if (t == FER_DTYPE_Q5_1) ov[0] = f16_rows(blk, sn, 2);
+      return;
+    case FER_DTYPE_Q4_K:
+    case FER_DTYPE_Q5_K: {
+      const __m256 d = f16_rows(blk, sn, 0), dmin = f16_rows(blk, sn, 2);
+      for (int i = 0; i < 8; i++) {
+        /* the 12 bytes as words w0 (bytes 0-3), w1 (4-7), w2 (8-11): scales 0-3 and minimums 0-3
+         * are the low six bits of w0 and w1; scales and minimums 4-7 take their low four bits
+         * from w2's nibbles and their top two from the top bits of w0 and w1 */
+        uint32_t w[3];
+        memcpy(w, blk + i * sn + 4, sizeof w);
+        const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 6) & 0x03030303u) << 4;
+        const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 6) & 0x03030303u) << 4;
+        r[i] = u8x8_to_f32(_mm_set_epi32(0, 0, (int)sc_hi, (int)(w[0] & 0x3f3f3f3fu)));
+        q[i] = u8x8_to_f32(_mm_set_epi32(0, 0, (int)m_hi, (int)(w[1] & 0x3f3f3f3fu)));
+      }
+      transpose8(r);
+      transpose8(q);
+      for (int j = 0; j < 8; j++) {
+        sv[j] = _mm256_mul_ps(d, r[j]);
+        ov[j] = _mm256_xor_ps(_mm256_mul_ps(dmin, q[j]), neg); /* -(dmin * m), exactly */
+      }
+      return;
+    }
+    case FER_DTYPE_IQ4_XS: {
+      const __m256 d = f16_rows(blk, sn, 0);
+      const __m256i lo_shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+      const __m256i hi_shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+      for (int i = 0; i < 8; i++) {
+        uint32_t lo;
+        uint16_t hi;
+        memcpy(&lo, blk + i * sn + 4, sizeof lo);
+        memcpy(&hi, blk + i * sn + 2, sizeof hi);
+        const __m256i l = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)lo), lo_shift), _mm256_set1_epi32(0xF));
+        const __m256i h = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(hi), hi_shift), _mm256_set1_epi32(3));
+        r[i] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_or_si256(l, _mm256_slli_epi32(h, 4)), _mm256_set1_epi32(32)));
+      }
+      transpose8(r);
+      for (int j = 0; j < 8; j++) sv[j] = _mm256_mul_ps(d, r[j]);
+      return;
+    }
+    default: { /* Q2_K, Q3_K, Q6_K: sixteen scales, two halves of eight */
+      const int d_off = t == FER_DTYPE_Q2_K ? 80 : t == FER_DTYPE_Q3_K ? 108 : 208;
+      const __m256 d = f16_rows(blk, sn, d_off);
+      const __m256 dmin = t == FER_DTYPE_Q2_K ? f16_rows(blk, sn, 82) : _mm256_setzero_ps();
+      __m256 r1[8], q1[8];
+      for (int i = 0; i < 8; i++) {
+        const uint8_t *b = blk + i * sn;
+        if (t == FER_DTYPE_Q6_K) {
+          r[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 192))));
+          r1[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 200))));
+        } else if (t == FER_DTYPE_Q2_K) {
+          const __m128i v = _mm_loadu_si128((const __m128i *)b);
+          const __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x0F));
+          const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F));
+          r[i] = u8x8_to_f32(lo);
+          r1[i] = u8x8_to_f32(_mm_srli_si128(lo, 8));
+          q[i] = u8x8_to_f32(hi);
+          q1[i] = u8x8_to_f32(_mm_srli_si128(hi, 8));
+        } else {
+          uint8_t sc[16];
+          feri_q3k_scales(b + 96, sc);
+          const __m128i v = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)sc), _mm_set1_epi8(32));
+          r[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+          r1[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
+        }
+      }
+      transpose8(r);
+      transpose8(r1);
+      for (int j = 0; j < 8; j++) {
+        sv[j] = _mm256_mul_ps(d, r[j]);
+        sv[8 + j] = _mm256_mul_ps(d, r1[j]);
+      }
+      if (t == FER_DTYPE_Q2_K) {
+        transpose8(q);
+        transpose8(q1);
+        for (int j = 0; j < 8; j++) {
+          ov[j] = _mm256_xor_ps(_mm256_mul_ps(dmin, q[j]), neg);
+          ov[8 + j] = _mm256_xor_ps(_mm256_mul_ps(dmin, q1[j]), neg);
+        }
+      }
+      return;
+    }
+  }
+}
+
 FERI_AVX2 static FERI_INLINE void gemv_nk_sub_groups(const fer_dtype t, const int ng, const float *x,
                                                      int64_t K, const feri_mm_b *b,
                                                      const uint8_t *rows, float *y) {
   const int E = (int)feri_qblock_elems(t), S = feri_qblock_sub(t), NS = E / S;
   const int has_off = feri_qblock_has_offset(t);
+  const int bb = (int)feri_qblock_bytes(t);
   __m256 acc[QG];
   for (int g = 0; g < ng; g++) acc[g] = _mm256_setzero_ps();
   uint8_t tb[QG][FERI_QBLOCK_MAX * 8]; /* per group: E positions x 8 rows of int8 codes */
-  float sc[QG][FERI_QSUB_MAX][8], of[QG][FERI_QSUB_MAX][8];
+  __m256 sv[QG][FERI_QSUB_MAX], ov[QG][FERI_QSUB_MAX];
   for (int64_t k = 0; k < K; k += E) {
     const int64_t boff = k / E * b->qbytes;
     for (int g = 0; g < ng; g++) {
       const uint8_t *blk = rows + 8 * g * b->sn + boff;
-      for (int i = 0; i < 8; i++) {
-        float s[FERI_QSUB_MAX], o[FERI_QSUB_MAX];
-        for (int q = 0; q < b->qbytes; q += 64)
+      for (int i = 0; i < 8; i++)
+        for (int q = 0; q < bb; q += 64)
           _mm_prefetch((const char *)(blk + i * b->sn + QPREFETCH + q), _MM_HINT_T0);
-        feri_qblock_scales(t, blk + i * b->sn, s, o);
-        for (int j = 0; j < NS; j++) {
-          sc[g][j][i] = s[j];
-          of[g][j][i] = o[j];
-        }
-      }
+      group_sub_scales(t, blk, b->sn, sv[g], ov[g]);
+#pragma GCC unroll 16
       for (int c = 0; c < E / 16; c++) {
         __m128i r[8];
 #pragma GCC unroll 8
@@ -591,18 +698,13 @@ FERI_AVX2 static FERI_INLINE void gemv_nk_sub_groups(const fer_dtype t, const in
       }
     }
     for (int j = 0; j < NS; j++) {
-      __m256 sv[QG], ov[QG];
-      for (int g = 0; g < ng; g++) {
-        sv[g] = _mm256_loadu_ps(sc[g][j]);
-        ov[g] = _mm256_loadu_ps(of[g][j]);
-      }
       for (int p = j * S; p < j * S + S; p++) {
         const __m256 xk = _mm256_broadcast_ss(x + k + p);
 #pragma GCC unroll 4
         for (int g = 0; g < ng; g++) {
           const __m256i ci = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tb[g] + 8 * p)));
-          __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(ci), sv[g]);
-          if (has_off) w = _mm256_add_ps(w, ov[g]);
+          __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(ci), sv[g][j]);
+          if (has_off) w = _mm256_add_ps(w, ov[g][j]);
           acc[g] = _mm256_fmadd_ps(xk, w, acc[g]);
         }
       }
