@@ -9,7 +9,8 @@
  *   not a multiple of the block INVALID_ARG naming it, short buffers CORRUPT (C-Q-102);
  * - fer_matmul_quant bit-identical to fer_matmul over fer_dequantize's output at every ISA level,
  *   thread count and M, with unaligned data and padded strides (C-Q-103);
- * - fer_embedding_quant rows and fer_moe's three strategies over K-quant experts (C-Q-104). */
+ * - fer_embedding_quant rows and fer_moe's three strategies over K-quant experts (C-Q-104).
+ * EVIDENCE: C-Q-101 C-Q-102 C-Q-103 C-Q-104 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,7 @@
 # dequantize_row_* from the llama.cpp peer's libggml-base (scripts/peers/build-llamacpp.sh), bit for
 # bit, on BLOCKS random blocks per format (default 20000). Exit 0: all equal; 1: a mismatch; 2: no
 # peer build or a bad argument.
+# EVIDENCE: C-Q-101
 set -euo pipefail
 blocks=${1:-20000}
 case $blocks in ''|*[!0-9]*) echo "usage: $0 [BLOCKS]" >&2; exit 2 ;; esac
