@@ -23,6 +23,7 @@ static const fer_dtype TYPES[] = {FER_DTYPE_MXFP4, FER_DTYPE_Q4_0, FER_DTYPE_Q4_
                                   FER_DTYPE_Q4_K,  FER_DTYPE_Q5_K, FER_DTYPE_Q6_K, FER_DTYPE_IQ4_NL,
                                   FER_DTYPE_IQ4_XS};
 
+#ifndef FERI_QUANT_SEED_MAIN
 static fer_threadpool *pools[2];
 
 static void make_pools(void) {
@@ -103,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   return 0;
 }
 
-#ifdef FERI_QUANT_SEED_MAIN
+#else
 #include <stdio.h>
 
 /* Seeds: a valid matrix of each format (two rows of two blocks, scales 1.0) under DIR. */
