@@ -3,7 +3,8 @@
  * format's best time, its weight bytes and bytes per ns, and the ratio to Q4_0's best.
  * Usage: quant_gemv_ab M N K ROUNDS [THREADS [FORMAT]]. With ROUNDS 1 and one FORMAT (its name,
  * e.g. q4_k) under callgrind (--toggle-collect=fer_matmul_quant) it gives that format's
- * instruction count instead. */
+ * instruction count instead.
+ * EVIDENCE: C-Q-106 C-Q-107 */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
