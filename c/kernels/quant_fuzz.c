@@ -4,8 +4,8 @@
  * refuse without reading outside the buffer; fer_dequantize, fer_embedding_quant and
  * fer_matmul_quant run whatever it says; when the check accepts, no dequantized value may be NaN
  * (nor infinite, except MXFP4's largest scales times 6), the portable and AVX2 fused GEMV must
- * agree bit for bit with each other and with fer_matmul over the dequantized matrix, and the embedding rows must be the dequantized rows,
- * else the harness aborts. (The descriptor's bytes field is the input's true size: a caller that
+ * agree bit for bit with each other and with fer_matmul over the dequantized matrix, and the
+ * embedding rows must be the dequantized rows, else the harness aborts. (The descriptor's bytes field is the input's true size: a caller that
  * overstates it is outside the contract.)
  * Built and run by scripts/fuzz-quant.sh (clang -fsanitize=fuzzer,address,undefined).
  * EVIDENCE: C-Q-105 */
