@@ -344,45 +344,58 @@ fer_status fer_matmul(fer_threadpool *pool, const fer_tensor *a, const fer_tenso
                       size_t workspace_bytes);
 
 /* ---------------------------------------------------------------------------------------------
- * Block-quantized weights: GGUF Q4_0, Q4_1, Q8_0 (llama.cpp's layouts) and OCP MX v1.0 MXFP4 in
- * the original system's 17-byte block (byte 0 an E8M0 scale, bytes 1-16 E2M1 codes; element
- * o < 16 the low nibble of byte 1 + o, element o >= 16 the high nibble of byte 1 + o - 16).
- * Blocks hold 32 consecutive elements of a row. Values: Q4_0 (q - 8) d; Q4_1 q d + m (rounded
- * after the product, no fma); Q8_0 q d; MXFP4 e2m1(code) 2^(scale - 127); all other values are
- * exact in f32.
+ * Block-quantized weights: the GGUF block types in ggml's layouts (ggml-common.h) and OCP MX
+ * v1.0 MXFP4 in the original system's 17-byte block (byte 0 an E8M0 scale, bytes 1-16 E2M1 codes;
+ * element o < 16 the low nibble of byte 1 + o, element o >= 16 the high nibble of byte 1 + o - 16).
+ * Blocks hold consecutive elements of a row: 32 for MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and
+ * IQ4_NL; 256 (super-blocks) for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS. Values are llama.cpp's
+ * dequantize_row_* results, bit for bit, each operation rounded to f32 on its own (no fma):
+ * Q4_0 (q - 8) d; Q4_1 q d + m; Q5_0 (q - 16) d and Q5_1 q d + m with 5-bit q; Q8_0 q d; IQ4_NL
+ * d t[q] (t ggml's 16-entry kvalues_iq4nl); Q2_K (d sc) q - dmin m per 16 elements (sc, m the
+ * nibbles of the sub-block's scale byte); Q3_K (d (sc - 32)) (q - 4 h') per 16 (6-bit sc, h' 1
+ * where the high bit is clear); Q4_K (d sc) q - dmin m and Q5_K the same with 5-bit q, per 32
+ * (6-bit sc, m); Q6_K (d sc) (q - 32) per 16 (int8 sc, 6-bit q); IQ4_XS (d (ls - 32)) t[q] per 32
+ * (6-bit ls); MXFP4 e2m1(code) 2^(scale - 127). d and dmin are f16. Every product is exact in
+ * f32 (f16 scales times small integers); only the additions of a minimum round.
  */
 
 /** A row-major matrix of blocks: row n starts at data + n * row_stride. */
 typedef struct fer_qmatrix {
-  /** The blocks; may be unaligned (blocks are 17, 18, 20 or 34 bytes). */
+  /** The blocks; may be unaligned (blocks are 17 to 210 bytes, see fer_qblock_size). */
   const void *data;
   /** Size of the buffer at data, for the bounds check. */
   uint64_t bytes;
-  /** FER_DTYPE_MXFP4, FER_DTYPE_Q4_0, FER_DTYPE_Q4_1 or FER_DTYPE_Q8_0. */
+  /** A block-quantized dtype: FER_DTYPE_MXFP4, FER_DTYPE_Q4_0 .. FER_DTYPE_IQ4_XS (16 - 28). */
   fer_dtype dtype;
   int32_t reserved;
   /** Rows (N, the output features of a weight). */
   int64_t rows;
-  /** Columns (K), a multiple of 32. */
+  /** Columns (K), a multiple of the dtype's block (32 or 256). */
   int64_t cols;
-  /** Bytes from one row to the next, at least cols / 32 blocks. */
+  /** Bytes from one row to the next, at least cols / block blocks. */
   int64_t row_stride;
 } fer_qmatrix;
 
-/** Elements and bytes of one block of a block-quantized dtype; INVALID_ARG for other dtypes. */
+/**
+ * Elements and bytes of one block of a block-quantized dtype: MXFP4 32/17, Q4_0 32/18, Q4_1
+ * 32/20, Q8_0 32/34, Q5_0 32/22, Q5_1 32/24, Q2_K 256/84, Q3_K 256/110, Q4_K 256/144, Q5_K
+ * 256/176, Q6_K 256/210, IQ4_NL 32/18, IQ4_XS 256/136. INVALID_ARG (both outputs 0) for other
+ * dtypes. Claims: C-Q-102.
+ */
 fer_status fer_qblock_size(fer_dtype dtype, int64_t *out_block_elems, int64_t *out_block_bytes);
 
 /**
  * Checks a matrix as a loader must before use: its structure (as every kernel does: a known
- * format, cols a multiple of 32, a row_stride that covers a row, a buffer that covers every row:
- * CORRUPT when short) and every scale: an E8M0 code 255 (NaN) or an f16 scale or minimum that is
- * NaN or infinite is CORRUPT, naming the row and block. Kernels do not re-read the scales.
- * Claims: C-Q-003.
+ * format, cols a multiple of its block (INVALID_ARG naming the block), a row_stride that covers
+ * a row, a buffer that covers every row: CORRUPT when short) and every scale: an E8M0 code 255
+ * (NaN) or an f16 scale d, minimum m or dmin that is NaN or infinite is CORRUPT, naming the row
+ * and block. Kernels do not re-read the scales. Claims: C-Q-003, C-Q-102.
  */
 fer_status fer_qmatrix_check(const fer_qmatrix *w);
 
 /**
- * out[rows, cols] = the dequantized values of w, rounded to out's float dtype. Claims: C-Q-001.
+ * out[rows, cols] = the dequantized values of w (the formulas above), rounded to out's float
+ * dtype. Claims: C-Q-001, C-Q-101.
  */
 fer_status fer_dequantize(fer_threadpool *pool, const fer_qmatrix *w, const fer_tensor *out);
 
@@ -392,11 +405,12 @@ fer_status fer_matmul_quant_workspace_bytes(const fer_threadpool *pool, const fe
                                             size_t *out_bytes);
 
 /**
- * out[M, N] = a[M, K] x w^T for a block-quantized weight w [N, K], without a dense copy of w:
- * M = 1 dequantizes in registers as it streams the blocks; M > 1 dequantizes one cache-sized
- * panel at a time. Bit-identical to fer_matmul(a, dequantized w, FER_MATMUL_B_NK), so every
- * contract of fer_matmul holds (the fma chain, ISA and thread independence, rows independent of
- * M, the workspace). Claims: C-Q-002.
+ * out[M, N] = a[M, K] x w^T for a block-quantized weight w [N, K] of any block dtype, without a
+ * dense copy of w: M = 1 dequantizes in registers as it streams the blocks (integer codes times
+ * their sub-block's scale); M > 1 dequantizes one cache-sized panel at a time. Bit-identical to
+ * fer_matmul(a, dequantized w, FER_MATMUL_B_NK), so every contract of fer_matmul holds (the fma
+ * chain, ISA and thread independence, rows independent of M, the workspace). Claims: C-Q-002,
+ * C-Q-103.
  */
 fer_status fer_matmul_quant(fer_threadpool *pool, const fer_tensor *a, const fer_qmatrix *w,
                             const fer_tensor *out, void *workspace, size_t workspace_bytes);
@@ -430,10 +444,10 @@ fer_status fer_matmul_quant_i8(fer_threadpool *pool, const fer_tensor *a, const 
                                const fer_tensor *out, void *workspace, size_t workspace_bytes);
 
 /**
- * Embedding lookup from a block-quantized table [V, D] (D a multiple of 32): out[i..., :] = the
- * dequantized row table[ids[i...]] rounded to out's float dtype. ids as for fer_embedding (I32 or
- * I64, every id in [0, V) or INVALID_ARG naming the first bad one, nothing written); out is ids'
- * shape plus [D]. Claims: C-Q-006.
+ * Embedding lookup from a block-quantized table [V, D] of any block dtype (D a multiple of its
+ * block, 32 or 256): out[i..., :] = the dequantized row table[ids[i...]] rounded to out's float
+ * dtype. ids as for fer_embedding (I32 or I64, every id in [0, V) or INVALID_ARG naming the first
+ * bad one, nothing written); out is ids' shape plus [D]. Claims: C-Q-006, C-Q-104.
  */
 fer_status fer_embedding_quant(fer_threadpool *pool, const fer_qmatrix *table, const fer_tensor *ids,
                                const fer_tensor *out);

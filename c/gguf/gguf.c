@@ -110,7 +110,7 @@ static bool ggml_block(uint32_t t, uint64_t *elems, uint64_t *bytes) {
       {FERI_GGML_Q8_0, 32, 34},   {FERI_GGML_Q8_1, 32, 36},   {FERI_GGML_Q2_K, 256, 84},
       {FERI_GGML_Q3_K, 256, 110}, {FERI_GGML_Q4_K, 256, 144}, {FERI_GGML_Q5_K, 256, 176},
       {FERI_GGML_Q6_K, 256, 210}, {FERI_GGML_Q8_K, 256, 292}, {FERI_GGML_BF16, 1, 2},
-      {FERI_GGML_MXFP4, 32, 17},
+      {FERI_GGML_MXFP4, 32, 17},  {FERI_GGML_IQ4_NL, 32, 18}, {FERI_GGML_IQ4_XS, 256, 136},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (table[i].type == t) {

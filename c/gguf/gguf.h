@@ -61,6 +61,8 @@ enum feri_ggml_type {
   FERI_GGML_Q5_K = 13,
   FERI_GGML_Q6_K = 14,
   FERI_GGML_Q8_K = 15,
+  FERI_GGML_IQ4_NL = 20,
+  FERI_GGML_IQ4_XS = 23,
   FERI_GGML_BF16 = 30,
   FERI_GGML_MXFP4 = 39,
 };

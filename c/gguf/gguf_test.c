@@ -409,7 +409,11 @@ static void test_getters(void) {
   CHECK(be == 32 && bb == 17);
   CHECK_STATUS(feri_ggml_type_block(FERI_GGML_Q6_K, &be, &bb), FER_STATUS_OK);
   CHECK(be == 256 && bb == 210);
-  CHECK_STATUS(feri_ggml_type_block(20, &be, &bb), FER_STATUS_UNSUPPORTED);
+  CHECK_STATUS(feri_ggml_type_block(FERI_GGML_IQ4_NL, &be, &bb), FER_STATUS_OK);
+  CHECK(be == 32 && bb == 18);
+  CHECK_STATUS(feri_ggml_type_block(FERI_GGML_IQ4_XS, &be, &bb), FER_STATUS_OK);
+  CHECK(be == 256 && bb == 136);
+  CHECK_STATUS(feri_ggml_type_block(16, &be, &bb), FER_STATUS_UNSUPPORTED); /* IQ2_XXS */
   CHECK(be == 0 && bb == 0);
   CHECK(strcmp(feri_ggml_type_name(FERI_GGML_BF16), "BF16") == 0);
   CHECK(strcmp(feri_ggml_type_name(1000), "unknown") == 0);

@@ -33,8 +33,9 @@ static void embed_task(void *ctx, int64_t t, uint32_t worker) {
   float *row = j->scratch + (size_t)worker * (size_t)tb->d;
   if (tb->q != NULL) {
     const size_t bb = feri_qblock_bytes(tb->q->dtype);
+    const int64_t be = feri_qblock_elems(tb->q->dtype);
     const uint8_t *src = (const uint8_t *)tb->q->data + j->ids[t] * tb->q->row_stride;
-    for (int64_t b = 0; b < tb->d / FERI_QBLOCK; b++) feri_qblock_dequant(tb->q->dtype, src + (size_t)b * bb, row + b * FERI_QBLOCK);
+    for (int64_t b = 0; b < tb->d / be; b++) feri_qblock_dequant(tb->q->dtype, src + (size_t)b * bb, row + b * be);
   } else {
     const fer_tensor *d = tb->dense;
     feri_row_load((const char *)d->data + j->ids[t] * d->strides[0], d->strides[1], d->dtype, tb->d, row);

@@ -417,7 +417,7 @@ fer_status fer_qblock_size(fer_dtype dtype, int64_t *out_block_elems, int64_t *o
   const size_t bb = feri_qblock_bytes(dtype);
   if (bb == 0)
     return feri_fail(FER_STATUS_INVALID_ARG, "fer_qblock_size: %s is not block-quantized", feri_dtype_name(dtype));
-  *out_block_elems = FERI_QBLOCK;
+  *out_block_elems = feri_qblock_elems(dtype);
   *out_block_bytes = (int64_t)bb;
   return FER_STATUS_OK;
 }
@@ -427,8 +427,9 @@ fer_status fer_qmatrix_check(const fer_qmatrix *w) {
   fer_status st = feri_qmatrix_validate(w, "fer_qmatrix_check");
   if (st != FER_STATUS_OK) return st;
   const size_t bb = feri_qblock_bytes(w->dtype);
+  const int64_t nb = w->cols / feri_qblock_elems(w->dtype);
   for (int64_t r = 0; r < w->rows; r++)
-    for (int64_t b = 0; b < w->cols / FERI_QBLOCK; b++) {
+    for (int64_t b = 0; b < nb; b++) {
       const uint8_t *blk = (const uint8_t *)w->data + r * w->row_stride + (size_t)b * bb;
       if ((st = feri_qblock_check(w->dtype, blk, r, b, "fer_qmatrix_check")) != FER_STATUS_OK) return st;
     }
@@ -443,18 +444,19 @@ typedef struct deq_job {
 static void dequant_task(void *ctx, int64_t row) {
   const deq_job *j = ctx;
   const size_t bb = feri_qblock_bytes(j->w->dtype);
-  float vals[FERI_QBLOCK];
+  const int64_t be = feri_qblock_elems(j->w->dtype);
+  float vals[FERI_QBLOCK_MAX];
   const uint8_t *src = (const uint8_t *)j->w->data + row * j->w->row_stride;
   char *dst = (char *)j->out->data + row * j->out->strides[0];
   const int direct = j->out->dtype == FER_DTYPE_F32 && j->out->strides[1] == 4;
-  for (int64_t b = 0; b < j->w->cols / FERI_QBLOCK; b++) {
+  for (int64_t b = 0; b < j->w->cols / be; b++) {
     if (direct) { /* contiguous f32 rows: decode straight into them */
-      feri_qblock_dequant(j->w->dtype, src + (size_t)b * bb, (float *)dst + b * FERI_QBLOCK);
+      feri_qblock_dequant(j->w->dtype, src + (size_t)b * bb, (float *)dst + b * be);
       continue;
     }
     feri_qblock_dequant(j->w->dtype, src + (size_t)b * bb, vals);
-    for (int i = 0; i < FERI_QBLOCK; i++)
-      feri_elem_store(dst + (b * FERI_QBLOCK + i) * j->out->strides[1], j->out->dtype, vals[i]);
+    for (int64_t i = 0; i < be; i++)
+      feri_elem_store(dst + (b * be + i) * j->out->strides[1], j->out->dtype, vals[i]);
   }
 }
 

@@ -38,8 +38,9 @@ typedef struct feri_mm_b {
   fer_dtype dtype;
   int64_t sk, sn;
   int64_t es;    /* element size; 0 for a block-quantized B */
-  int64_t qbytes; /* block bytes of a block-quantized B [N, K]: element (k, n) is value k % 32
-                   * of block k / 32 of the row at data + n * sn; 0 for dense B */
+  int64_t qbytes; /* block bytes of a block-quantized B [N, K]: element (k, n) is value k % E
+                   * of block k / E of the row at data + n * sn, E = feri_qblock_elems(dtype)
+                   * (32 or 256); 0 for dense B */
 } feri_mm_b;
 
 typedef struct feri_matmul_ops {
@@ -77,7 +78,11 @@ void feri_gemv_strided(const float *x, int64_t K, const feri_mm_b *b, int64_t n0
 /* Scalar widening for any stride (portable table, and strided rows). */
 void feri_widen_strided(const char *src, int64_t stride, fer_dtype dtype, int64_t n, float *dst);
 
-/* Packing of a block-quantized B (k0 and kc multiples of 32): blocks dequantized into panels. */
+/* GEMV over a block-quantized B [N, K] (K a multiple of its block): each block decoded once, then
+ * the chain over its values; the same chain as feri_gemv_strided, far fewer decodes. */
+void feri_gemv_quant(const float *x, int64_t K, const feri_mm_b *b, int64_t n0, int64_t nc, float *y);
+
+/* Packing of a block-quantized B (any k0, kc): blocks dequantized into panels. */
 void feri_pack_b_quant(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
                        float *dst);
 

@@ -31,13 +31,15 @@ FERI_AVX2 static FERI_INLINE void transpose8(__m256 r[8]) {
   r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
+FERI_AVX2 static void pack_quant_avx2(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst);
+
 /* Packing: B with unit stride along N copies rows of NR; B with unit stride along K (a [N, K]
  * weight) transposes 8 x 8 blocks in registers. Partial panels and other strides go through the
  * scalar packer, which produces the same values. */
 FERI_AVX2 static void pack_b_avx2(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0,
                                   int64_t nc, float *dst) {
   if (b->qbytes != 0) {
-    feri_pack_b_quant(b, k0, kc, n0, nc, dst);
+    pack_quant_avx2(b, k0, kc, n0, nc, dst);
     return;
   }
   const int64_t full = nc / FERI_MM_NR; /* complete panels */
@@ -417,9 +419,10 @@ FERI_AVX2 static FERI_INLINE void gemv_nk_quant_groups(const fer_dtype t, const 
                                                        const uint8_t *rows, float *y) {
   const int nibbles = t != FER_DTYPE_Q8_0;
   const int code_off = (int)feri_qblock_code_offset(t);
-  const __m128i lut = _mm_loadu_si128((const __m128i *)(t == FER_DTYPE_MXFP4 ? feri_mxfp4_code2
-                                                        : t == FER_DTYPE_Q4_0  ? LUT_Q4_0
-                                                                               : LUT_Q4_1));
+  const __m128i lut = _mm_loadu_si128((const __m128i *)(t == FER_DTYPE_MXFP4    ? feri_mxfp4_code2
+                                                        : t == FER_DTYPE_Q4_0   ? LUT_Q4_0
+                                                        : t == FER_DTYPE_IQ4_NL ? feri_iq4nl_values
+                                                                                : LUT_Q4_1));
   const __m128i low4 = _mm_set1_epi8(0x0F);
   __m256 acc[QG];
   for (int g = 0; g < ng; g++) acc[g] = _mm256_setzero_ps();
@@ -485,13 +488,278 @@ FERI_AVX2 static FERI_INLINE void gemv_nk_quant_body(const fer_dtype t, const fl
   if (j < nc) feri_gemv_strided(x, K, b, n0 + j, nc - j, y + j);
 }
 
+/* ---- formats with sub-block scales: Q5_0, Q5_1 (32) and the 256-element super-blocks ---------
+ *
+ * Value i of a block is c_i * s_j (+ o_j), j = i / sub (see quant.h): integer codes times the f32
+ * scale of their sub-block, the scales computed once per block and row exactly as the decoder
+ * does. Per block and group of eight rows, each row's codes come out of its packed bits 16 at a
+ * time in a register (codes16) and are transposed at byte level into tb, so that position p of
+ * the eight rows is one 8-byte load; each k step then widens, converts, scales (adds the offset)
+ * and chains, the same values and chain as the dense path over fer_dequantize's output. */
+
+/* Eight bytes of a 16-bit mask, spread: lane l of the result is 0xFF where bit l of bits is set. */
+FERI_AVX2 static FERI_INLINE __m128i bits16_to_bytes(uint32_t bits) {
+  const __m128i v = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)bits),
+                                     _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+  const __m128i m = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+  return _mm_cmpeq_epi8(_mm_and_si128(v, m), m);
+}
+
+/* Lane l = 0xFF where bit `bit` of byte l of p (16 bytes) is set. */
+FERI_AVX2 static FERI_INLINE __m128i bit_of_bytes(const uint8_t *p, int bit) {
+  const __m128i m = _mm_set1_epi8((char)(1 << bit));
+  return _mm_cmpeq_epi8(_mm_and_si128(_mm_loadu_si128((const __m128i *)p), m), m);
+}
+
+FERI_AVX2 static FERI_INLINE __m128i nibbles16(const uint8_t *p, int high) {
+  const __m128i v = _mm_loadu_si128((const __m128i *)p);
+  return _mm_and_si128(high ? _mm_srli_epi16(v, 4) : v, _mm_set1_epi8(0x0F));
+}
+
+/* The int8 codes of positions 16 c .. 16 c + 15 of one block (feri_qblock_codes' values). */
+FERI_AVX2 static FERI_INLINE __m128i codes16(const fer_dtype t, const uint8_t *b, int c) {
+  const __m128i three = _mm_set1_epi8(3);
+  switch (t) {
+    case FER_DTYPE_Q4_0: return _mm_sub_epi8(nibbles16(b + 2, c), _mm_set1_epi8(8));
+    case FER_DTYPE_Q4_1: return nibbles16(b + 4, c);
+    case FER_DTYPE_Q8_0: return _mm_loadu_si128((const __m128i *)(b + 2 + 16 * c));
+    case FER_DTYPE_IQ4_NL:
+      return _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)feri_iq4nl_values), nibbles16(b + 2, c));
+    case FER_DTYPE_MXFP4:
+      return _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)feri_mxfp4_code2), nibbles16(b + 1, c));
+    case FER_DTYPE_Q5_0:
+    case FER_DTYPE_Q5_1: {
+      const int q5_1 = t == FER_DTYPE_Q5_1;
+      uint32_t qh;
+      memcpy(&qh, b + (q5_1 ? 4 : 2), sizeof qh);
+      const __m128i hi = _mm_and_si128(bits16_to_bytes(qh >> (16 * c)), _mm_set1_epi8(16));
+      const __m128i v = _mm_or_si128(nibbles16(b + (q5_1 ? 8 : 6), c), hi);
+      return q5_1 ? v : _mm_sub_epi8(v, _mm_set1_epi8(16));
+    }
+    case FER_DTYPE_Q2_K: {
+      const int h = c / 8, j = (c % 8) / 2, l0 = 16 * (c % 2);
+      const __m128i v = _mm_loadu_si128((const __m128i *)(b + 16 + 32 * h + l0));
+      return _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(2 * j)), three);
+    }
+    case FER_DTYPE_Q3_K: {
+      const int h = c / 8, j = (c % 8) / 2, l0 = 16 * (c % 2);
+      const __m128i v = _mm_loadu_si128((const __m128i *)(b + 32 + 32 * h + l0));
+      const __m128i q = _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(2 * j)), three);
+      /* minus 4 where the high bit is clear */
+      return _mm_sub_epi8(q, _mm_andnot_si128(bit_of_bytes(b + l0, 4 * h + j), _mm_set1_epi8(4)));
+    }
+    case FER_DTYPE_Q4_K:
+    case FER_DTYPE_Q5_K: {
+      const int sub = c / 2, l0 = 16 * (c % 2);
+      const uint8_t *qs = b + (t == FER_DTYPE_Q4_K ? 16 : 48);
+      const __m128i v = nibbles16(qs + 32 * (sub / 2) + l0, sub & 1);
+      if (t == FER_DTYPE_Q4_K) return v;
+      return _mm_or_si128(v, _mm_and_si128(bit_of_bytes(b + 16 + l0, sub), _mm_set1_epi8(16)));
+    }
+    case FER_DTYPE_Q6_K: {
+      const int h = c / 8, quarter = (c % 8) / 2, l0 = 16 * (c % 2);
+      const __m128i lo = nibbles16(b + 64 * h + (quarter & 1 ? 32 : 0) + l0, quarter & 2);
+      const __m128i qh = _mm_loadu_si128((const __m128i *)(b + 128 + 32 * h + l0));
+      const __m128i hi = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), three);
+      return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+    }
+    default: /* IQ4_XS */
+      return _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)feri_iq4nl_values),
+                              nibbles16(b + 8 + 16 * (c / 2), c & 1));
+  }
+}
+
+/* The f16 at byte `off` of eight rows' blocks (blk + i * sn) as f32 lanes. */
+FERI_AVX2 static FERI_INLINE __m256 f16_rows(const uint8_t *blk, int64_t sn, int off) {
+  uint16_t h[8];
+  for (int i = 0; i < 8; i++) memcpy(&h[i], blk + i * sn + off, sizeof h[0]);
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* Eight small unsigned integers (bytes of v, low 64 bits) as f32 lanes. */
+FERI_AVX2 static FERI_INLINE __m256 u8x8_to_f32(__m128i v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+}
+
+/* A sub-block's scale and offset for eight rows: sv[j] lane i = scale j of row i (as
+ * feri_qblock_scales computes it: one f32 product of the f16 super-scale and a small integer),
+ * ov[j] the offset. Each row's integer scales come out of its packed bytes as one vector (lane =
+ * sub-block), eight such vectors are transposed, then multiplied by the rows' f16 scales (lane =
+ * row): the same single product per value as the scalar decoder. */
+FERI_AVX2 static FERI_INLINE void group_sub_scales(const fer_dtype t, const uint8_t *blk, int64_t sn,
+                                                   __m256 sv[FERI_QSUB_MAX], __m256 ov[FERI_QSUB_MAX]) {
+  const __m256 neg = _mm256_set1_ps(-0.0f);
+  __m256 r[8], q[8];
+  switch (t) {
+    case FER_DTYPE_MXFP4: {
+      float sc[8];
+      for (int i = 0; i < 8; i++) sc[i] = feri_e8m0_to_f32(blk[i * sn]) * 0.5f;
+      sv[0] = _mm256_loadu_ps(sc);
+      return;
+    }
+    case FER_DTYPE_Q4_0:
+    case FER_DTYPE_Q8_0:
+    case FER_DTYPE_IQ4_NL:
+    case FER_DTYPE_Q4_1:
+    case FER_DTYPE_Q5_0:
+    case FER_DTYPE_Q5_1:
+      sv[0] = f16_rows(blk, sn, 0);
+      if (t == FER_DTYPE_Q5_1 || t == FER_DTYPE_Q4_1) ov[0] = f16_rows(blk, sn, 2);
+      return;
+    case FER_DTYPE_Q4_K:
+    case FER_DTYPE_Q5_K: {
+      const __m256 d = f16_rows(blk, sn, 0), dmin = f16_rows(blk, sn, 2);
+      for (int i = 0; i < 8; i++) {
+        /* the 12 bytes as words w0 (bytes 0-3), w1 (4-7), w2 (8-11): scales 0-3 and minimums 0-3
+         * are the low six bits of w0 and w1; scales and minimums 4-7 take their low four bits
+         * from w2's nibbles and their top two from the top bits of w0 and w1 */
+        uint32_t w[3];
+        memcpy(w, blk + i * sn + 4, sizeof w);
+        const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 6) & 0x03030303u) << 4;
+        const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 6) & 0x03030303u) << 4;
+        r[i] = u8x8_to_f32(_mm_set_epi32(0, 0, (int)sc_hi, (int)(w[0] & 0x3f3f3f3fu)));
+        q[i] = u8x8_to_f32(_mm_set_epi32(0, 0, (int)m_hi, (int)(w[1] & 0x3f3f3f3fu)));
+      }
+      transpose8(r);
+      transpose8(q);
+      for (int j = 0; j < 8; j++) {
+        sv[j] = _mm256_mul_ps(d, r[j]);
+        ov[j] = _mm256_xor_ps(_mm256_mul_ps(dmin, q[j]), neg); /* -(dmin * m), exactly */
+      }
+      return;
+    }
+    case FER_DTYPE_IQ4_XS: {
+      const __m256 d = f16_rows(blk, sn, 0);
+      const __m256i lo_shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+      const __m256i hi_shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+      for (int i = 0; i < 8; i++) {
+        uint32_t lo;
+        uint16_t hi;
+        memcpy(&lo, blk + i * sn + 4, sizeof lo);
+        memcpy(&hi, blk + i * sn + 2, sizeof hi);
+        const __m256i l = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)lo), lo_shift), _mm256_set1_epi32(0xF));
+        const __m256i h = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(hi), hi_shift), _mm256_set1_epi32(3));
+        r[i] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_or_si256(l, _mm256_slli_epi32(h, 4)), _mm256_set1_epi32(32)));
+      }
+      transpose8(r);
+      for (int j = 0; j < 8; j++) sv[j] = _mm256_mul_ps(d, r[j]);
+      return;
+    }
+    default: { /* Q2_K, Q3_K, Q6_K: sixteen scales, two halves of eight */
+      const int d_off = t == FER_DTYPE_Q2_K ? 80 : t == FER_DTYPE_Q3_K ? 108 : 208;
+      const __m256 d = f16_rows(blk, sn, d_off);
+      const __m256 dmin = t == FER_DTYPE_Q2_K ? f16_rows(blk, sn, 82) : _mm256_setzero_ps();
+      __m256 r1[8], q1[8];
+      for (int i = 0; i < 8; i++) {
+        const uint8_t *b = blk + i * sn;
+        if (t == FER_DTYPE_Q6_K) {
+          r[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 192))));
+          r1[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 200))));
+        } else if (t == FER_DTYPE_Q2_K) {
+          const __m128i v = _mm_loadu_si128((const __m128i *)b);
+          const __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x0F));
+          const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F));
+          r[i] = u8x8_to_f32(lo);
+          r1[i] = u8x8_to_f32(_mm_srli_si128(lo, 8));
+          q[i] = u8x8_to_f32(hi);
+          q1[i] = u8x8_to_f32(_mm_srli_si128(hi, 8));
+        } else {
+          uint8_t sc[16];
+          feri_q3k_scales(b + 96, sc);
+          const __m128i v = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)sc), _mm_set1_epi8(32));
+          r[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+          r1[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
+        }
+      }
+      transpose8(r);
+      transpose8(r1);
+      for (int j = 0; j < 8; j++) {
+        sv[j] = _mm256_mul_ps(d, r[j]);
+        sv[8 + j] = _mm256_mul_ps(d, r1[j]);
+      }
+      if (t == FER_DTYPE_Q2_K) {
+        transpose8(q);
+        transpose8(q1);
+        for (int j = 0; j < 8; j++) {
+          ov[j] = _mm256_xor_ps(_mm256_mul_ps(dmin, q[j]), neg);
+          ov[8 + j] = _mm256_xor_ps(_mm256_mul_ps(dmin, q1[j]), neg);
+        }
+      }
+      return;
+    }
+  }
+}
+
+FERI_AVX2 static FERI_INLINE void gemv_nk_sub_groups(const fer_dtype t, const int ng, const float *x,
+                                                     int64_t K, const feri_mm_b *b,
+                                                     const uint8_t *rows, float *y) {
+  const int E = (int)feri_qblock_elems(t), S = feri_qblock_sub(t), NS = E / S;
+  const int has_off = feri_qblock_has_offset(t);
+  const int bb = (int)feri_qblock_bytes(t);
+  __m256 acc[QG];
+  for (int g = 0; g < ng; g++) acc[g] = _mm256_setzero_ps();
+  uint8_t tb[QG][FERI_QBLOCK_MAX * 8]; /* per group: E positions x 8 rows of int8 codes */
+  __m256 sv[QG][FERI_QSUB_MAX], ov[QG][FERI_QSUB_MAX];
+  for (int64_t k = 0; k < K; k += E) {
+    const int64_t boff = k / E * b->qbytes;
+    for (int g = 0; g < ng; g++) {
+      const uint8_t *blk = rows + 8 * g * b->sn + boff;
+      for (int i = 0; i < 8; i++)
+        for (int q = 0; q < bb; q += 64)
+          _mm_prefetch((const char *)(blk + i * b->sn + QPREFETCH + q), _MM_HINT_T0);
+      group_sub_scales(t, blk, b->sn, sv[g], ov[g]);
+#pragma GCC unroll 16
+      for (int c = 0; c < E / 16; c++) {
+        __m128i r[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) r[i] = codes16(t, blk + i * b->sn, c);
+        transpose_bytes_8x16(r, tb[g] + 128 * c);
+      }
+    }
+    for (int j = 0; j < NS; j++) {
+      for (int p = j * S; p < j * S + S; p++) {
+        const __m256 xk = _mm256_broadcast_ss(x + k + p);
+#pragma GCC unroll 4
+        for (int g = 0; g < ng; g++) {
+          const __m256i ci = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tb[g] + 8 * p)));
+          __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(ci), sv[g][j]);
+          if (has_off) w = _mm256_add_ps(w, ov[g][j]);
+          acc[g] = _mm256_fmadd_ps(xk, w, acc[g]);
+        }
+      }
+    }
+  }
+  for (int g = 0; g < ng; g++) _mm256_storeu_ps(y + 8 * g, acc[g]);
+}
+
+FERI_AVX2 static FERI_INLINE void gemv_nk_sub_body(const fer_dtype t, const float *x, int64_t K,
+                                                   const feri_mm_b *b, int64_t n0, int64_t nc,
+                                                   float *y) {
+  int64_t j = 0;
+  for (; j + 8 * QG <= nc; j += 8 * QG)
+    gemv_nk_sub_groups(t, QG, x, K, b, (const uint8_t *)b->data + (n0 + j) * b->sn, y + j);
+  for (; j + 8 <= nc; j += 8)
+    gemv_nk_sub_groups(t, 1, x, K, b, (const uint8_t *)b->data + (n0 + j) * b->sn, y + j);
+  if (j < nc) feri_gemv_quant(x, K, b, n0 + j, nc - j, y + j);
+}
+
 FERI_AVX2 static void gemv_nk_quant_avx2(const float *x, int64_t K, const feri_mm_b *b, int64_t n0,
                                          int64_t nc, float *y) {
   switch (b->dtype) {
     case FER_DTYPE_MXFP4: gemv_nk_quant_body(FER_DTYPE_MXFP4, x, K, b, n0, nc, y); break;
     case FER_DTYPE_Q4_0: gemv_nk_quant_body(FER_DTYPE_Q4_0, x, K, b, n0, nc, y); break;
     case FER_DTYPE_Q4_1: gemv_nk_quant_body(FER_DTYPE_Q4_1, x, K, b, n0, nc, y); break;
-    default: gemv_nk_quant_body(FER_DTYPE_Q8_0, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q8_0: gemv_nk_quant_body(FER_DTYPE_Q8_0, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_IQ4_NL: gemv_nk_quant_body(FER_DTYPE_IQ4_NL, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q5_0: gemv_nk_sub_body(FER_DTYPE_Q5_0, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q5_1: gemv_nk_sub_body(FER_DTYPE_Q5_1, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q2_K: gemv_nk_sub_body(FER_DTYPE_Q2_K, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q3_K: gemv_nk_sub_body(FER_DTYPE_Q3_K, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q4_K: gemv_nk_sub_body(FER_DTYPE_Q4_K, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q5_K: gemv_nk_sub_body(FER_DTYPE_Q5_K, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_Q6_K: gemv_nk_sub_body(FER_DTYPE_Q6_K, x, K, b, n0, nc, y); break;
+    case FER_DTYPE_IQ4_XS: gemv_nk_sub_body(FER_DTYPE_IQ4_XS, x, K, b, n0, nc, y); break;
+    default: feri_gemv_quant(x, K, b, n0, nc, y); break;
   }
 }
 
@@ -518,6 +786,78 @@ FERI_AVX2 static void widen_avx2(const char *src, int64_t stride, fer_dtype dtyp
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, feri_load8(src + i * es, dtype));
   feri_widen_strided(src + i * es, stride, dtype, n - i, dst + i);
+}
+
+/* Packing a block-quantized B: a panel's column j is row n0 + j of the weight, so a k row of the
+ * panel is one value of 16 weight rows: the GEMV's transposed codes (lane = row) times their
+ * sub-block scales (plus offsets), stored eight rows at a time: the same values as the scalar
+ * decoder, about one instruction per element instead of ten. Blocks must lie whole inside
+ * [k0, k0 + kc) (the driver's KC is a multiple of every block); otherwise, and for a last
+ * partial panel, the scalar packer runs. */
+FERI_AVX2 static FERI_INLINE void pack_quant_body(const fer_dtype t, const feri_mm_b *b, int64_t k0,
+                                                  int64_t kc, int64_t n0, int64_t nc, float *dst) {
+  const int E = (int)feri_qblock_elems(t), S = feri_qblock_sub(t), NS = E / S;
+  const int has_off = feri_qblock_has_offset(t);
+  const int64_t full = nc / FERI_MM_NR;
+  if (k0 % E != 0 || kc % E != 0) {
+    feri_pack_b_quant(b, k0, kc, n0, nc, dst);
+    return;
+  }
+  uint8_t tb[FERI_QBLOCK_MAX * 8];
+  __m256 sv[FERI_QSUB_MAX], ov[FERI_QSUB_MAX];
+  for (int64_t p = 0; p < full; p++) {
+    float *panel = dst + p * kc * FERI_MM_NR;
+    for (int half = 0; half < 2; half++) {
+      const uint8_t *rows = (const uint8_t *)b->data + (n0 + p * FERI_MM_NR + 8 * half) * b->sn;
+      for (int64_t k = 0; k < kc; k += E) {
+        const uint8_t *blk = rows + (k0 + k) / E * b->qbytes;
+        group_sub_scales(t, blk, b->sn, sv, ov);
+#pragma GCC unroll 16
+        for (int c = 0; c < E / 16; c++) {
+          __m128i r[8];
+#pragma GCC unroll 8
+          for (int i = 0; i < 8; i++) r[i] = codes16(t, blk + i * b->sn, c);
+          transpose_bytes_8x16(r, tb + 128 * c);
+        }
+        float *out = panel + k * FERI_MM_NR + 8 * half;
+        for (int j = 0; j < NS; j++)
+          for (int q = j * S; q < j * S + S; q++) {
+            const __m256i ci = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tb + 8 * q)));
+            __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(ci), sv[j]);
+            if (has_off) w = _mm256_add_ps(w, ov[j]);
+            _mm256_storeu_ps(out + q * FERI_MM_NR, w);
+          }
+      }
+    }
+  }
+  if (full * FERI_MM_NR < nc) {
+    feri_mm_b tail = *b;
+    tail.data = b->data + (n0 + full * FERI_MM_NR) * b->sn;
+    feri_pack_b_quant(&tail, k0, kc, 0, nc - full * FERI_MM_NR, dst + full * kc * FERI_MM_NR);
+  }
+}
+
+FERI_AVX2 static void pack_quant_avx2(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                                      float *dst) {
+  switch (b->dtype) {
+#define PACK_CASE(T) \
+  case T: pack_quant_body(T, b, k0, kc, n0, nc, dst); break;
+    PACK_CASE(FER_DTYPE_MXFP4)
+    PACK_CASE(FER_DTYPE_Q4_0)
+    PACK_CASE(FER_DTYPE_Q4_1)
+    PACK_CASE(FER_DTYPE_Q8_0)
+    PACK_CASE(FER_DTYPE_Q5_0)
+    PACK_CASE(FER_DTYPE_Q5_1)
+    PACK_CASE(FER_DTYPE_IQ4_NL)
+    PACK_CASE(FER_DTYPE_Q2_K)
+    PACK_CASE(FER_DTYPE_Q3_K)
+    PACK_CASE(FER_DTYPE_Q4_K)
+    PACK_CASE(FER_DTYPE_Q5_K)
+    PACK_CASE(FER_DTYPE_Q6_K)
+    PACK_CASE(FER_DTYPE_IQ4_XS)
+#undef PACK_CASE
+    default: feri_pack_b_quant(b, k0, kc, n0, nc, dst); break;
+  }
 }
 
 const feri_matmul_ops feri_matmul_ops_avx2 = {

@@ -7,15 +7,19 @@
 #include "kernels/quant.h"
 
 float feri_mm_b_at(const feri_mm_b *b, int64_t k, int64_t n) {
-  if (b->qbytes != 0)
-    return feri_qblock_value(b->dtype, (const uint8_t *)b->data + n * b->sn + k / FERI_QBLOCK * b->qbytes,
-                             (int)(k % FERI_QBLOCK));
+  if (b->qbytes != 0) {
+    const int64_t be = feri_qblock_elems(b->dtype);
+    return feri_qblock_value(b->dtype, (const uint8_t *)b->data + n * b->sn + k / be * b->qbytes, (int)(k % be));
+  }
   return feri_elem_load(b->data + k * b->sk + n * b->sn, b->dtype);
 }
 
+/* Blocks are decoded whole and their overlap with [k0, k0 + kc) copied, so k0 and kc need not be
+ * multiples of the block (32 or 256 elements). */
 void feri_pack_b_quant(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
                        float *dst) {
-  float vals[FERI_QBLOCK];
+  const int64_t be = feri_qblock_elems(b->dtype);
+  float vals[FERI_QBLOCK_MAX];
   for (int64_t p = 0; p * FERI_MM_NR < nc; p++) {
     float *panel = dst + p * kc * FERI_MM_NR;
     for (int64_t j = 0; j < FERI_MM_NR; j++) {
@@ -25,11 +29,28 @@ void feri_pack_b_quant(const feri_mm_b *b, int64_t k0, int64_t kc, int64_t n0, i
         continue;
       }
       const uint8_t *row = (const uint8_t *)b->data + (n0 + n) * b->sn;
-      for (int64_t k = 0; k < kc; k += FERI_QBLOCK) {
-        feri_qblock_dequant(b->dtype, row + (k0 + k) / FERI_QBLOCK * b->qbytes, vals);
-        for (int i = 0; i < FERI_QBLOCK; i++) panel[(k + i) * FERI_MM_NR + j] = vals[i];
+      for (int64_t k = 0; k < kc;) {
+        const int64_t at = k0 + k, off = at % be;
+        const int64_t cnt = be - off < kc - k ? be - off : kc - k;
+        feri_qblock_dequant(b->dtype, row + at / be * b->qbytes, vals);
+        for (int64_t i = 0; i < cnt; i++) panel[(k + i) * FERI_MM_NR + j] = vals[off + i];
+        k += cnt;
       }
     }
+  }
+}
+
+void feri_gemv_quant(const float *x, int64_t K, const feri_mm_b *b, int64_t n0, int64_t nc, float *y) {
+  const int64_t be = feri_qblock_elems(b->dtype);
+  float vals[FERI_QBLOCK_MAX];
+  for (int64_t j = 0; j < nc; j++) {
+    const uint8_t *row = (const uint8_t *)b->data + (n0 + j) * b->sn;
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; k += be) {
+      feri_qblock_dequant(b->dtype, row + k / be * b->qbytes, vals);
+      for (int64_t i = 0; i < be; i++) acc = fmaf(x[k + i], vals[i], acc);
+    }
+    y[j] = acc;
   }
 }
 
@@ -67,6 +88,10 @@ static void micro_portable(int64_t kc, const float *a, int64_t lda, const float 
 
 void feri_gemv_strided(const float *x, int64_t K, const feri_mm_b *b, int64_t n0, int64_t nc,
                        float *y) {
+  if (b->qbytes != 0) {
+    feri_gemv_quant(x, K, b, n0, nc, y);
+    return;
+  }
   for (int64_t j = 0; j < nc; j++) {
     float acc = 0.0f;
     for (int64_t k = 0; k < K; k++) acc = fmaf(x[k], feri_mm_b_at(b, k, n0 + j), acc);

@@ -71,6 +71,15 @@ static fer_status bind_linear(const feri_gguf *g, const char *name, uint64_t row
     case FERI_GGML_Q4_1: qd = FER_DTYPE_Q4_1; break;
     case FERI_GGML_Q8_0: qd = FER_DTYPE_Q8_0; break;
     case FERI_GGML_MXFP4: qd = FER_DTYPE_MXFP4; break;
+    case FERI_GGML_Q5_0: qd = FER_DTYPE_Q5_0; break;
+    case FERI_GGML_Q5_1: qd = FER_DTYPE_Q5_1; break;
+    case FERI_GGML_Q2_K: qd = FER_DTYPE_Q2_K; break;
+    case FERI_GGML_Q3_K: qd = FER_DTYPE_Q3_K; break;
+    case FERI_GGML_Q4_K: qd = FER_DTYPE_Q4_K; break;
+    case FERI_GGML_Q5_K: qd = FER_DTYPE_Q5_K; break;
+    case FERI_GGML_Q6_K: qd = FER_DTYPE_Q6_K; break;
+    case FERI_GGML_IQ4_NL: qd = FER_DTYPE_IQ4_NL; break;
+    case FERI_GGML_IQ4_XS: qd = FER_DTYPE_IQ4_XS; break;
     case FERI_GGML_F32:
     case FERI_GGML_F16:
     case FERI_GGML_BF16: {

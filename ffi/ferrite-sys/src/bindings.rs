@@ -328,22 +328,25 @@ extern "C" {
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct fer_qmatrix {
-    #[doc = " The blocks; may be unaligned (blocks are 17, 18, 20 or 34 bytes)."]
+    #[doc = " The blocks; may be unaligned (blocks are 17 to 210 bytes, see fer_qblock_size)."]
     pub data: *const ::std::os::raw::c_void,
     #[doc = " Size of the buffer at data, for the bounds check."]
     pub bytes: u64,
-    #[doc = " FER_DTYPE_MXFP4, FER_DTYPE_Q4_0, FER_DTYPE_Q4_1 or FER_DTYPE_Q8_0."]
+    #[doc = " A block-quantized dtype: FER_DTYPE_MXFP4, FER_DTYPE_Q4_0 .. FER_DTYPE_IQ4_XS (16 - 28)."]
     pub dtype: fer_dtype,
     pub reserved: i32,
     #[doc = " Rows (N, the output features of a weight)."]
     pub rows: i64,
-    #[doc = " Columns (K), a multiple of 32."]
+    #[doc = " Columns (K), a multiple of the dtype's block (32 or 256)."]
     pub cols: i64,
-    #[doc = " Bytes from one row to the next, at least cols / 32 blocks."]
+    #[doc = " Bytes from one row to the next, at least cols / block blocks."]
     pub row_stride: i64,
 }
 extern "C" {
-    #[doc = " Elements and bytes of one block of a block-quantized dtype; INVALID_ARG for other dtypes."]
+    #[doc = " Elements and bytes of one block of a block-quantized dtype: MXFP4 32/17, Q4_0 32/18, Q4_1"]
+    #[doc = " 32/20, Q8_0 32/34, Q5_0 32/22, Q5_1 32/24, Q2_K 256/84, Q3_K 256/110, Q4_K 256/144, Q5_K"]
+    #[doc = " 256/176, Q6_K 256/210, IQ4_NL 32/18, IQ4_XS 256/136. INVALID_ARG (both outputs 0) for other"]
+    #[doc = " dtypes. Claims: C-Q-102."]
     pub fn fer_qblock_size(
         dtype: fer_dtype,
         out_block_elems: *mut i64,
@@ -352,14 +355,15 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Checks a matrix as a loader must before use: its structure (as every kernel does: a known"]
-    #[doc = " format, cols a multiple of 32, a row_stride that covers a row, a buffer that covers every row:"]
-    #[doc = " CORRUPT when short) and every scale: an E8M0 code 255 (NaN) or an f16 scale or minimum that is"]
-    #[doc = " NaN or infinite is CORRUPT, naming the row and block. Kernels do not re-read the scales."]
-    #[doc = " Claims: C-Q-003."]
+    #[doc = " format, cols a multiple of its block (INVALID_ARG naming the block), a row_stride that covers"]
+    #[doc = " a row, a buffer that covers every row: CORRUPT when short) and every scale: an E8M0 code 255"]
+    #[doc = " (NaN) or an f16 scale d, minimum m or dmin that is NaN or infinite is CORRUPT, naming the row"]
+    #[doc = " and block. Kernels do not re-read the scales. Claims: C-Q-003, C-Q-102."]
     pub fn fer_qmatrix_check(w: *const fer_qmatrix) -> fer_status;
 }
 extern "C" {
-    #[doc = " out[rows, cols] = the dequantized values of w, rounded to out's float dtype. Claims: C-Q-001."]
+    #[doc = " out[rows, cols] = the dequantized values of w (the formulas above), rounded to out's float"]
+    #[doc = " dtype. Claims: C-Q-001, C-Q-101."]
     pub fn fer_dequantize(
         pool: *mut fer_threadpool,
         w: *const fer_qmatrix,
@@ -377,11 +381,12 @@ extern "C" {
     ) -> fer_status;
 }
 extern "C" {
-    #[doc = " out[M, N] = a[M, K] x w^T for a block-quantized weight w [N, K], without a dense copy of w:"]
-    #[doc = " M = 1 dequantizes in registers as it streams the blocks; M > 1 dequantizes one cache-sized"]
-    #[doc = " panel at a time. Bit-identical to fer_matmul(a, dequantized w, FER_MATMUL_B_NK), so every"]
-    #[doc = " contract of fer_matmul holds (the fma chain, ISA and thread independence, rows independent of"]
-    #[doc = " M, the workspace). Claims: C-Q-002."]
+    #[doc = " out[M, N] = a[M, K] x w^T for a block-quantized weight w [N, K] of any block dtype, without a"]
+    #[doc = " dense copy of w: M = 1 dequantizes in registers as it streams the blocks (integer codes times"]
+    #[doc = " their sub-block's scale); M > 1 dequantizes one cache-sized panel at a time. Bit-identical to"]
+    #[doc = " fer_matmul(a, dequantized w, FER_MATMUL_B_NK), so every contract of fer_matmul holds (the fma"]
+    #[doc = " chain, ISA and thread independence, rows independent of M, the workspace). Claims: C-Q-002,"]
+    #[doc = " C-Q-103."]
     pub fn fer_matmul_quant(
         pool: *mut fer_threadpool,
         a: *const fer_tensor,
@@ -430,10 +435,10 @@ extern "C" {
     ) -> fer_status;
 }
 extern "C" {
-    #[doc = " Embedding lookup from a block-quantized table [V, D] (D a multiple of 32): out[i..., :] = the"]
-    #[doc = " dequantized row table[ids[i...]] rounded to out's float dtype. ids as for fer_embedding (I32 or"]
-    #[doc = " I64, every id in [0, V) or INVALID_ARG naming the first bad one, nothing written); out is ids'"]
-    #[doc = " shape plus [D]. Claims: C-Q-006."]
+    #[doc = " Embedding lookup from a block-quantized table [V, D] of any block dtype (D a multiple of its"]
+    #[doc = " block, 32 or 256): out[i..., :] = the dequantized row table[ids[i...]] rounded to out's float"]
+    #[doc = " dtype. ids as for fer_embedding (I32 or I64, every id in [0, V) or INVALID_ARG naming the first"]
+    #[doc = " bad one, nothing written); out is ids' shape plus [D]. Claims: C-Q-006, C-Q-104."]
     pub fn fer_embedding_quant(
         pool: *mut fer_threadpool,
         table: *const fer_qmatrix,
