@@ -191,58 +191,6 @@ const feri_qi8_ops *feri_qi8_ops_for(fer_isa isa) {
 
 enum { TASK_M = 64, WS_ALIGN = 64 }; /* TASK_M: A rows that share one unpacking of W (kgemm) */
 
-/* The formats added after quant.c's four (Q5_0 .. IQ4_XS): feri_qmatrix_validate does not know
- * them yet, so their descriptor is checked here the same way (blocks of 32 or 256), followed by
- * feri_matmul_quant_check's other checks. Once quant.c validates every format this copy goes. */
-static fer_status check_new_format(const fer_tensor *a, const fer_qmatrix *w, const fer_tensor *out,
-                                   feri_tensor_info *ai, feri_tensor_info *oi) {
-  fer_status st;
-  if ((st = feri_tensor_validate(a, FN, "a", ai)) != FER_STATUS_OK) return st;
-  if ((st = feri_tensor_validate(out, FN, "out", oi)) != FER_STATUS_OK) return st;
-  const size_t bb = feri_qi8_block_bytes(w->dtype);
-  const int64_t be = feri_qi8_block_elems(w->dtype);
-  if (w->rows < 0 || w->cols < 0)
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: negative extent [%lld, %lld]", FN, (long long)w->rows,
-                     (long long)w->cols);
-  if (w->cols % be != 0)
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: cols %lld is not a multiple of the %s block of %lld", FN,
-                     (long long)w->cols, feri_dtype_name(w->dtype), (long long)be);
-  if (w->rows > 0 && w->cols > 0) {
-    const uint64_t row_bytes = (uint64_t)(w->cols / be) * bb;
-    if (w->row_stride < 0 || (uint64_t)w->row_stride < row_bytes)
-      return feri_fail(FER_STATUS_INVALID_ARG, "%s: row_stride %lld is below a row's %llu bytes", FN,
-                       (long long)w->row_stride, (unsigned long long)row_bytes);
-    if ((uint64_t)(w->rows - 1) > (UINT64_MAX - row_bytes) / (uint64_t)w->row_stride ||
-        (uint64_t)(w->rows - 1) * (uint64_t)w->row_stride + row_bytes > (uint64_t)INT64_MAX)
-      return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: %lld rows of stride %lld overflow", FN,
-                       (long long)w->rows, (long long)w->row_stride);
-    const uint64_t need = (uint64_t)(w->rows - 1) * (uint64_t)w->row_stride + row_bytes;
-    if (w->bytes < need)
-      return feri_fail(FER_STATUS_CORRUPT, "%s: the buffer has %llu bytes, %lld rows of %lld %s values need %llu",
-                       FN, (unsigned long long)w->bytes, (long long)w->rows, (long long)w->cols,
-                       feri_dtype_name(w->dtype), (unsigned long long)need);
-    if (w->data == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: the quantized matrix has no data", FN);
-  }
-  if ((st = feri_require_float_dtype(a->dtype, FN)) != FER_STATUS_OK) return st;
-  if ((st = feri_require_float_dtype(out->dtype, FN)) != FER_STATUS_OK) return st;
-  if (a->rank != 2 || out->rank != 2)
-    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: a and out must have rank 2 (have %d and %d)", FN,
-                     (int)a->rank, (int)out->rank);
-  const int64_t M = a->shape[0], K = a->shape[1], N = w->rows;
-  if (w->cols != K)
-    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: a is [%lld, %lld] but w is [%lld, %lld]", FN, (long long)M,
-                     (long long)K, (long long)w->rows, (long long)w->cols);
-  if (out->shape[0] != M || out->shape[1] != N)
-    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: out is [%lld, %lld], expected [%lld, %lld]", FN,
-                     (long long)out->shape[0], (long long)out->shape[1], (long long)M, (long long)N);
-  if ((st = feri_tensor_check_writable(out, oi, FN, "out")) != FER_STATUS_OK) return st;
-  if (feri_tensors_overlap(out, oi, a, ai)) return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps a", FN);
-  const char *wlo = w->data, *whi = wlo + (w->rows > 0 && w->cols > 0 ? w->bytes : 0);
-  const char *olo = (const char *)out->data + oi->lo, *ohi = (const char *)out->data + oi->hi;
-  if (oi->numel > 0 && olo < whi && wlo < ohi) return feri_fail(FER_STATUS_INVALID_ARG, "%s: out overlaps w", FN);
-  return FER_STATUS_OK;
-}
-
 typedef struct qi8_plan {
   int64_t M, N, K, nb;
   const fer_qmatrix *w;
@@ -261,9 +209,7 @@ static fer_status plan_quant_i8(const fer_threadpool *pool, const fer_tensor *a,
                                 const fer_tensor *out, qi8_plan *p) {
   memset(p, 0, sizeof *p);
   feri_tensor_info ai, oi;
-  const int known = w->dtype == FER_DTYPE_MXFP4 || w->dtype == FER_DTYPE_Q4_0 || w->dtype == FER_DTYPE_Q4_1 ||
-                    w->dtype == FER_DTYPE_Q8_0 || feri_qi8_block_bytes(w->dtype) == 0;
-  fer_status st = known ? feri_matmul_quant_check(a, w, out, FN, &ai, &oi) : check_new_format(a, w, out, &ai, &oi);
+  fer_status st = feri_matmul_quant_check(a, w, out, FN, &ai, &oi);
   if (st != FER_STATUS_OK) return st;
   p->M = a->shape[0];
   p->K = a->shape[1];

@@ -50,6 +50,7 @@
 #include <stdint.h>
 
 #include "ferrite.h"
+#include "kernels/quant.h"
 
 /* Rows of A rounded to 8 bits: row m's codes at q + m * q_stride, its block b's scale at
  * d[m * nb + b]; for blocks of 32 d * sum(q) at s[m * nb + b] (bs NULL); for blocks of 256 the
@@ -97,28 +98,9 @@ static inline int feri_qi8_is_super(fer_dtype t) {
          t == FER_DTYPE_Q6_K || t == FER_DTYPE_IQ4_XS;
 }
 
-/* Elements of one block: 256 or 32. */
-static inline int64_t feri_qi8_block_elems(fer_dtype t) { return feri_qi8_is_super(t) ? 256 : 32; }
-
-/* Bytes of one block, 0 for a format this route does not know. */
-static inline size_t feri_qi8_block_bytes(fer_dtype t) {
-  switch (t) {
-    case FER_DTYPE_MXFP4: return 17;
-    case FER_DTYPE_Q4_0: return 18;
-    case FER_DTYPE_Q4_1: return 20;
-    case FER_DTYPE_Q8_0: return 34;
-    case FER_DTYPE_Q5_0: return 22;   /* f16 d, u8 qh[4], u8 qs[16] */
-    case FER_DTYPE_Q5_1: return 24;   /* f16 d, f16 m, u8 qh[4], u8 qs[16] */
-    case FER_DTYPE_IQ4_NL: return 18; /* f16 d, u8 qs[16] */
-    case FER_DTYPE_Q2_K: return 84;   /* u8 scales[16], u8 qs[64], f16 d, f16 dmin */
-    case FER_DTYPE_Q3_K: return 110;  /* u8 hmask[32], u8 qs[64], u8 scales[12], f16 d */
-    case FER_DTYPE_Q4_K: return 144;  /* f16 d, f16 dmin, u8 scales[12], u8 qs[128] */
-    case FER_DTYPE_Q5_K: return 176;  /* f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 qs[128] */
-    case FER_DTYPE_Q6_K: return 210;  /* u8 ql[128], u8 qh[64], i8 scales[16], f16 d */
-    case FER_DTYPE_IQ4_XS: return 136; /* f16 d, u16 scales_h, u8 scales_l[4], u8 qs[128] */
-    default: return 0;
-  }
-}
+/* Elements and bytes of one block: feri_qblock_elems / feri_qblock_bytes (kernels/quant.h). */
+static inline int64_t feri_qi8_block_elems(fer_dtype t) { return feri_qblock_elems(t); }
+static inline size_t feri_qi8_block_bytes(fer_dtype t) { return feri_qblock_bytes(t); }
 
 /* Offset of the f16 d of a super-block (dmin, where there is one, follows it). */
 static inline size_t feri_qi8_super_d_offset(fer_dtype t) {
@@ -130,8 +112,8 @@ static inline int feri_qi8_super_has_min(fer_dtype t) {
   return t == FER_DTYPE_Q2_K || t == FER_DTYPE_Q4_K || t == FER_DTYPE_Q5_K;
 }
 
-/* kvalues_iq4nl: the IQ4_NL / IQ4_XS code table. */
-extern const int8_t feri_qi8_iq4nl[16];
+/* kvalues_iq4nl: the IQ4_NL / IQ4_XS code table (kernels/quant.h's). */
+#define feri_qi8_iq4nl feri_iq4nl_values
 
 /* The integer sub-scales (S) and minima (m) of a super-block, one per 16 elements, as described
  * above (zero minima for the formats without). */

@@ -6,9 +6,6 @@
 
 #include "kernels/quant_i8.h"
 
-const int8_t feri_qi8_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                   1,    13,   25,  38,  53,  69,  89,  113};
-
 /* Q4_K / Q5_K: the 6-bit scale and minimum of 32-block j, packed in 12 bytes: blocks 0-3 in
  * the low six bits of bytes j and j + 4, blocks 4-7 in the nibbles of byte j + 4 with their top
  * two bits in the top bits of bytes j - 4 and j. */
