@@ -53,6 +53,28 @@ static fer_status get_u32(const feri_gguf *g, const char *key, uint32_t *out) {
 }
 
 /* A weight [rows, cols] (GGUF dims [cols, rows]) as a projection operand. */
+fer_dtype feri_llama_weight_dtype(uint32_t ggml_type) {
+  switch (ggml_type) {
+    case FERI_GGML_F32: return FER_DTYPE_F32;
+    case FERI_GGML_F16: return FER_DTYPE_F16;
+    case FERI_GGML_BF16: return FER_DTYPE_BF16;
+    case FERI_GGML_Q4_0: return FER_DTYPE_Q4_0;
+    case FERI_GGML_Q4_1: return FER_DTYPE_Q4_1;
+    case FERI_GGML_Q8_0: return FER_DTYPE_Q8_0;
+    case FERI_GGML_MXFP4: return FER_DTYPE_MXFP4;
+    case FERI_GGML_Q5_0: return FER_DTYPE_Q5_0;
+    case FERI_GGML_Q5_1: return FER_DTYPE_Q5_1;
+    case FERI_GGML_Q2_K: return FER_DTYPE_Q2_K;
+    case FERI_GGML_Q3_K: return FER_DTYPE_Q3_K;
+    case FERI_GGML_Q4_K: return FER_DTYPE_Q4_K;
+    case FERI_GGML_Q5_K: return FER_DTYPE_Q5_K;
+    case FERI_GGML_Q6_K: return FER_DTYPE_Q6_K;
+    case FERI_GGML_IQ4_NL: return FER_DTYPE_IQ4_NL;
+    case FERI_GGML_IQ4_XS: return FER_DTYPE_IQ4_XS;
+    default: return FER_DTYPE_INVALID;
+  }
+}
+
 static fer_status bind_linear(const feri_gguf *g, const char *name, uint64_t rows, uint64_t cols, feri_linear *out) {
   int64_t i = feri_gguf_find_tensor(g, name);
   if (i < 0) return feri_fail(FER_STATUS_CORRUPT, "model: tensor %s is missing", name);
@@ -65,30 +87,13 @@ static fer_status bind_linear(const feri_gguf *g, const char *name, uint64_t row
   memset(out, 0, sizeof(*out));
   out->off = t->offset;
   out->bytes = t->n_bytes;
-  fer_dtype qd;
-  switch (t->ggml_type) {
-    case FERI_GGML_Q4_0: qd = FER_DTYPE_Q4_0; break;
-    case FERI_GGML_Q4_1: qd = FER_DTYPE_Q4_1; break;
-    case FERI_GGML_Q8_0: qd = FER_DTYPE_Q8_0; break;
-    case FERI_GGML_MXFP4: qd = FER_DTYPE_MXFP4; break;
-    case FERI_GGML_Q5_0: qd = FER_DTYPE_Q5_0; break;
-    case FERI_GGML_Q5_1: qd = FER_DTYPE_Q5_1; break;
-    case FERI_GGML_Q2_K: qd = FER_DTYPE_Q2_K; break;
-    case FERI_GGML_Q3_K: qd = FER_DTYPE_Q3_K; break;
-    case FERI_GGML_Q4_K: qd = FER_DTYPE_Q4_K; break;
-    case FERI_GGML_Q5_K: qd = FER_DTYPE_Q5_K; break;
-    case FERI_GGML_Q6_K: qd = FER_DTYPE_Q6_K; break;
-    case FERI_GGML_IQ4_NL: qd = FER_DTYPE_IQ4_NL; break;
-    case FERI_GGML_IQ4_XS: qd = FER_DTYPE_IQ4_XS; break;
-    case FERI_GGML_F32:
-    case FERI_GGML_F16:
-    case FERI_GGML_BF16: {
-      fer_dtype dd = t->ggml_type == FERI_GGML_F32 ? FER_DTYPE_F32 : t->ggml_type == FERI_GGML_F16 ? FER_DTYPE_F16 : FER_DTYPE_BF16;
-      out->quant = false;
-      out->dense = feri_tensor_2d((void *)t->data, dd, (int64_t)rows, (int64_t)cols);
-      return FER_STATUS_OK;
-    }
-    default: return feri_fail(FER_STATUS_UNSUPPORTED, "model: %s has type %s", name, feri_ggml_type_name(t->ggml_type));
+  const fer_dtype qd = feri_llama_weight_dtype(t->ggml_type);
+  if (qd == FER_DTYPE_INVALID)
+    return feri_fail(FER_STATUS_UNSUPPORTED, "model: %s has type %s", name, feri_ggml_type_name(t->ggml_type));
+  if (qd == FER_DTYPE_F32 || qd == FER_DTYPE_F16 || qd == FER_DTYPE_BF16) {
+    out->quant = false;
+    out->dense = feri_tensor_2d((void *)t->data, qd, (int64_t)rows, (int64_t)cols);
+    return FER_STATUS_OK;
   }
   int64_t be, bb;
   fer_qblock_size(qd, &be, &bb);

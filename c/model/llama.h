@@ -106,6 +106,10 @@ const struct feri_gguf *feri_llama_gguf(const feri_llama *m);
 fer_status feri_llama_set_matmul(feri_llama *m, int32_t matmul);
 const feri_llama_config *feri_llama_config_of(const feri_llama *m);
 
+/* The dtype a weight matrix of this ggml type runs as (F32, F16, BF16 dense; the block formats),
+ * FER_DTYPE_INVALID for a type ferrite cannot multiply. */
+fer_dtype feri_llama_weight_dtype(uint32_t ggml_type);
+
 /* The GGUF name of a FERI_ARCH_* value ("llama", "qwen2", "qwen3", "gemma3"); "unknown" otherwise. */
 const char *feri_llama_arch_name(int32_t arch);
 

@@ -336,6 +336,8 @@ int main(int argc, char **argv) {
   /* the tiny model, written by the program itself */
   expect(A("tiny-model", "--arch", "llama", "--seed", "1", "--out", tiny), 0, "wrote", "");
   expect(A("info", tiny), 0, NULL, "model        : llama");
+  /* each tensor type with its byte share and the route its matrices take */
+  expect(A("info", tiny), 0, NULL, "(100.0%): dense f32 GEMM/GEMV");
   test_help();
   test_bad_values();
   test_good_values();

@@ -6,12 +6,27 @@
 
 #include "ferrite.h"
 #include "gguf/gguf.h"
+#include "kernels/quant.h"
 #include "model/llama.h"
 #include "tools/commands.h"
 
 static void last_error(char *buf, size_t cap) {
   size_t len;
   fer_last_error_message(buf, cap, &len);
+}
+
+/* How a weight of dtype d multiplies: the default 8-bit route and the exact one (--matmul exact). */
+static const char *weight_route(fer_dtype d) {
+  switch (d) {
+    case FER_DTYPE_F32: return "dense f32 GEMM/GEMV (vectors: as stored)";
+    case FER_DTYPE_F16:
+    case FER_DTYPE_BF16: return "dense GEMM/GEMV, widened exactly to f32";
+    case FER_DTYPE_INVALID: return "unsupported";
+    default:
+      return feri_qblock_elems(d) == 256
+                 ? "8-bit route: Q8_K-style activations (blocks of 256); exact: fused dequantizing GEMV/GEMM"
+                 : "8-bit route: Q8_0/Q8_1-style activations (blocks of 32); exact: fused dequantizing GEMV/GEMM";
+  }
 }
 
 int feri_cmd_model_info(const char *path) {
@@ -38,11 +53,20 @@ int feri_cmd_model_info(const char *path) {
     bytes[k] += t->n_bytes;
     total += t->n_bytes;
   }
-  printf("tensors      : %lld, %llu bytes:", (long long)feri_gguf_tensor_count(g), (unsigned long long)total);
+  printf("tensors      : %lld, %llu bytes\n", (long long)feri_gguf_tensor_count(g), (unsigned long long)total);
   for (uint32_t k = 0; k < 64; k++) {
-    if (count[k]) printf(" %llu %s (%llu bytes)", (unsigned long long)count[k], feri_ggml_type_name(k), (unsigned long long)bytes[k]);
+    if (!count[k]) continue;
+    const fer_dtype d = feri_llama_weight_dtype(k);
+    printf("  %-7s %4llu tensors %12llu bytes (%5.1f%%): %s\n", feri_ggml_type_name(k), (unsigned long long)count[k],
+           (unsigned long long)bytes[k], total ? 100.0 * (double)bytes[k] / (double)total : 0.0, weight_route(d));
   }
-  printf("\n");
+  for (int64_t i = 0; i < feri_gguf_tensor_count(g); i++) {
+    const feri_gguf_tensor_info *t = feri_gguf_tensor(g, i);
+    if (feri_llama_weight_dtype(t->ggml_type) == FER_DTYPE_INVALID) {
+      printf("  unsupported: tensor %.*s has type %s\n", (int)t->name_len, t->name, feri_ggml_type_name(t->ggml_type));
+      break;
+    }
+  }
   feri_gguf_close(g);
   fer_tokenizer *tok = NULL;
   if (fer_tokenizer_from_gguf_file(path, &tok) == FER_STATUS_OK) {
