@@ -207,7 +207,10 @@ proptest! {
         let mut pool = make_pool(c.pool);
         let fused = run(&c, &d, 0, None, pool.as_mut()).unwrap();
         let each = run(&c, &d, 1, None, None).unwrap();
-        let mut cache = ferrite::DenseCache::new(1 << 24, None).unwrap();
+        // room for every expert's dense expansion (a budget below them makes the LRU thrash and
+        // the second run miss): blocks of 256 make experts of up to 24 MB
+        let dense_bytes = c.e * (d.i1 * c.h + c.h * c.i) * 4;
+        let mut cache = ferrite::DenseCache::new((2 * dense_bytes).max(1 << 20) as u64, None).unwrap();
         let cached = run(&c, &d, 2, Some(&mut cache), pool.as_mut()).unwrap();
         let again = run(&c, &d, 2, Some(&mut cache), None).unwrap(); // now from hits
         prop_assert!(cache.stats().unwrap().hits > 0);
