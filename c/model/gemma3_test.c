@@ -221,15 +221,18 @@ static void run_file(const char *file, const char *variant) {
   if (!m) return;
   test_config(m);
   test_greedy(m, variant);
-  test_agreement(m, variant);
 #if defined(__SANITIZE_ADDRESS__)
-  printf("SKIPPED: gemma3_test %s: perplexity over 2,000 tokens in a sanitizer build\n", variant);
+  /* 640 + 1,100 positions over a 262k vocabulary take many minutes under ASan; greedy above
+   * covers the same code there */
+  (void)test_agreement, (void)test_perplexity;
+  printf("SKIPPED: gemma3_test %s: agreement and perplexity in a sanitizer build\n", variant);
 #else
   fer_threadpool_options o;
   fer_threadpool_options_init(&o);
   o.n_threads = 2;
   fer_threadpool *pool = NULL;
   CHECK_STATUS(fer_threadpool_create(&o, &pool), FER_STATUS_OK);
+  test_agreement(m, variant);
   test_perplexity(m, variant, pool);
   fer_threadpool_free(pool);
 #endif
