@@ -25,20 +25,6 @@
 #include "model/llama.h"
 #include "testing/check.h"
 
-static int32_t argmax(const float *v, uint32_t n) {
-  int32_t best = 0;
-  for (uint32_t i = 1; i < n; i++)
-    if (v[i] > v[best]) best = (int32_t)i;
-  return best;
-}
-
-static uint32_t parse_ids(const char *p, int32_t *ids, uint32_t cap) {
-  uint32_t n = 0;
-  char *e;
-  for (long v; n < cap && (v = strtol(p, &e, 10), e != p); p = e) ids[n++] = (int32_t)v;
-  return n;
-}
-
 static FILE *open_golden(const char *variant, const char *kind) {
   char path[256];
   snprintf(path, sizeof path, "testdata/model/gemma3-%s-%s.txt", variant, kind);
@@ -71,7 +57,7 @@ static void test_greedy(feri_llama *m, const char *variant) {
   int steps = 0;
   while (s && logits && fgets(line, sizeof line, f)) {
     if (strncmp(line, "prompt", 6) == 0) {
-      n_prompt = parse_ids(line + 6, prompt, 64);
+      n_prompt = feri_test_parse_ids(line + 6, prompt, 64);
       continue;
     }
     int step, tok;
@@ -80,7 +66,7 @@ static void test_greedy(feri_llama *m, const char *variant) {
     if (sscanf(line, "step %d token %d", &step, &tok) != 2 || !top || sscanf(top + 5, "%*d:%f", &lg) != 1) continue;
     CHECK_STATUS(step == 0 ? feri_llama_forward(s, NULL, prompt, n_prompt, logits) : feri_llama_forward(s, NULL, &next, 1, logits),
                  FER_STATUS_OK);
-    next = argmax(logits, c->n_vocab);
+    next = feri_test_argmax(logits, c->n_vocab);
     printf("  %s step %d: token %d logit %.4f, llama.cpp %d %.4f\n", variant, step, next, logits[next], tok, lg);
     CHECK(next == tok && fabsf(logits[next] - lg) <= 0.75f);
     next = tok;
@@ -107,7 +93,7 @@ static void test_agreement(feri_llama *m, const char *variant) {
     if (strncmp(line, "prompt", 6) == 0) {
       feri_llama_seq_free(s);
       s = NULL;
-      n_prompt = parse_ids(line + 6, prompt, 128);
+      n_prompt = feri_test_parse_ids(line + 6, prompt, 128);
       CHECK_STATUS(feri_llama_seq_create(m, n_prompt + 64, NULL, &s), FER_STATUS_OK);
       step_expected = 0;
       prompts++;
@@ -123,7 +109,7 @@ static void test_agreement(feri_llama *m, const char *variant) {
     fer_status st = step == 0 ? feri_llama_forward(s, NULL, prompt, n_prompt, logits) : feri_llama_forward(s, NULL, &cur, 1, logits);
     CHECK_STATUS(st, FER_STATUS_OK);
     if (st != FER_STATUS_OK) continue;
-    const int32_t mine = argmax(logits, c->n_vocab);
+    const int32_t mine = feri_test_argmax(logits, c->n_vocab);
     total++;
     agree += mine == tok;
     if (l1 - l2 > 0.5f) {
@@ -160,7 +146,7 @@ static void test_perplexity(feri_llama *m, const char *variant, fer_threadpool *
   while (ids && fgets(line, sizeof line, f)) {
     int pos;
     double v;
-    if (strncmp(line, "ids", 3) == 0) n = parse_ids(line + 3, ids, 2000);
+    if (strncmp(line, "ids", 3) == 0) n = feri_test_parse_ids(line + 3, ids, 2000);
     if (sscanf(line, "nll %d %lf", &pos, &v) == 2 && pos < N - 1) want_sum += v, n_nll++;
   }
   fclose(f);

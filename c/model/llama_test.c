@@ -61,13 +61,6 @@ static bool read_golden(golden *g) {
   return g->n_prompt > 0 && steps >= STEPS;
 }
 
-static int32_t argmax(const float *v, uint32_t n) {
-  int32_t best = 0;
-  for (uint32_t i = 1; i < n; i++)
-    if (v[i] > v[best]) best = (int32_t)i;
-  return best;
-}
-
 static void test_greedy_matches_llama_cpp(feri_llama *m, const golden *g, fer_threadpool *pool) {
   const feri_llama_config *c = feri_llama_config_of(m);
   feri_llama_seq *s = NULL;
@@ -78,7 +71,7 @@ static void test_greedy_matches_llama_cpp(feri_llama *m, const golden *g, fer_th
   int32_t next = 0;
   for (int step = 0; step < STEPS && s && logits; step++) {
     CHECK_STATUS(feri_llama_forward(s, pool, cur, n, logits), FER_STATUS_OK);
-    next = argmax(logits, c->n_vocab);
+    next = feri_test_argmax(logits, c->n_vocab);
     if (next != g->token[step] || fabsf(logits[next] - g->logit[step]) > 0.75f) {
       fprintf(stderr, "  step %d: token %d logit %.4f, llama.cpp %d %.4f\n", step, next, logits[next], g->token[step],
               g->logit[step]);
@@ -135,7 +128,7 @@ static void run_steps(feri_llama *m, const golden *g, const feri_llama_seq_optio
   for (int step = 0; step < steps; step++) {
     float *logits = all + (size_t)step * c->n_vocab;
     CHECK_STATUS(feri_llama_forward(s, NULL, cur, n, logits), FER_STATUS_OK);
-    tokens[step] = argmax(logits, c->n_vocab);
+    tokens[step] = feri_test_argmax(logits, c->n_vocab);
     cur = &tokens[step];
     n = 1;
   }
@@ -275,7 +268,7 @@ static void run_plan(feri_llama *m, const golden *g, plan_run *r) {
   uint32_t n = g->n_prompt;
   for (int i = 0; i < 48; i++) {
     CHECK_STATUS(feri_llama_forward(s, NULL, cur, n, logits), FER_STATUS_OK);
-    r->tokens[i] = argmax(logits, c->n_vocab);
+    r->tokens[i] = feri_test_argmax(logits, c->n_vocab);
     cur = &r->tokens[i];
     n = 1;
   }
@@ -301,7 +294,7 @@ static void test_plan_freezes_the_pool(feri_llama *m, const golden *g) {
   if (!s || !logits) return;
   int32_t next;
   CHECK_STATUS(feri_llama_forward(s, NULL, g->prompt, g->n_prompt, logits), FER_STATUS_OK);
-  next = argmax(logits, c->n_vocab);
+  next = feri_test_argmax(logits, c->n_vocab);
   CHECK_STATUS(feri_llama_forward(s, NULL, &next, 1, logits), FER_STATUS_OK); /* captures */
   fer_kv_seq *kv = (fer_kv_seq *)feri_llama_seq_kv(s);
   fer_kv_seq_stats before, after;
@@ -309,7 +302,7 @@ static void test_plan_freezes_the_pool(feri_llama *m, const golden *g) {
   CHECK_STATUS(fer_kv_seq_extend(kv, 4000), FER_STATUS_BUSY); /* 4000 tokens need granules not mapped yet */
   fer_kv_seq_get_stats(kv, &after);
   CHECK(after.live_tokens == before.live_tokens && after.committed_bytes == before.committed_bytes);
-  next = argmax(logits, c->n_vocab);
+  next = feri_test_argmax(logits, c->n_vocab);
   CHECK_STATUS(feri_llama_forward(s, NULL, &next, 1, logits), FER_STATUS_OK); /* replays */
   feri_plan_stats ps;
   feri_llama_seq_plan_stats(s, &ps);
@@ -396,7 +389,7 @@ static void test_agreement_with_llama_cpp(feri_llama *m) {
     fer_status st = step == 0 ? feri_llama_forward(s, NULL, prompt, n_prompt, logits) : feri_llama_forward(s, NULL, &cur, 1, logits);
     CHECK_STATUS(st, FER_STATUS_OK);
     if (st != FER_STATUS_OK) continue;
-    int32_t mine = argmax(logits, c->n_vocab);
+    int32_t mine = feri_test_argmax(logits, c->n_vocab);
     total++;
     agree += mine == tok;
     if (l1 - l2 > 0.5f) {
@@ -447,7 +440,7 @@ static void test_tiny_model(void) {
       int finite = 1;
       for (uint32_t i = 0; i < c->n_vocab; i++) finite &= logits[i] == logits[i] && fabsf(logits[i]) < 1e30f;
       CHECK(finite);
-      g.token[0] = argmax(logits, c->n_vocab);
+      g.token[0] = feri_test_argmax(logits, c->n_vocab);
     }
     feri_llama_seq_free(s);
     free(logits);

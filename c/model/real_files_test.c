@@ -23,21 +23,6 @@
 
 enum { STEPS = 5, MAX_PROMPT = 128, N_PPL = 2000, PPL_CHUNK = 250 };
 
-static int32_t argmax(const float *v, uint32_t n) {
-  int32_t best = 0;
-  for (uint32_t i = 1; i < n; i++)
-    if (v[i] > v[best]) best = (int32_t)i;
-  return best;
-}
-
-/* "prompt 1 2 3" -> ids; returns how many. */
-static uint32_t parse_ids(const char *p, int32_t *ids, uint32_t cap) {
-  uint32_t n = 0;
-  char *e;
-  for (long v; n < cap && (v = strtol(p, &e, 10), e != p); p = e) ids[n++] = (int32_t)v;
-  return n;
-}
-
 static feri_llama_seq *new_seq(feri_llama *m, uint32_t max_tokens) {
   feri_llama_seq_options so = feri_llama_seq_defaults();
   so.dtype = FER_DTYPE_F16; /* llama.cpp's default KV type */
@@ -70,7 +55,7 @@ static void test_greedy(feri_llama *m, const char *golden_path) {
   int steps = 0;
   while (fgets(line, sizeof line, f)) {
     ref_step r;
-    if (strncmp(line, "prompt", 6) == 0 && n_prompt == 0) n_prompt = parse_ids(line + 6, prompt, MAX_PROMPT);
+    if (strncmp(line, "prompt", 6) == 0 && n_prompt == 0) n_prompt = feri_test_parse_ids(line + 6, prompt, MAX_PROMPT);
     else if (parse_step(line, &r) && r.step == steps && steps < STEPS) want[steps++] = r.token;
   }
   fclose(f);
@@ -84,7 +69,7 @@ static void test_greedy(feri_llama *m, const char *golden_path) {
     CHECK_STATUS(step == 0 ? feri_llama_forward(s, NULL, prompt, n_prompt, logits)
                            : feri_llama_forward(s, NULL, &next, 1, logits),
                  FER_STATUS_OK);
-    next = argmax(logits, V);
+    next = feri_test_argmax(logits, V);
     if (next != want[step]) {
       fprintf(stderr, "  greedy step %d: ferrite %d, llama.cpp %d\n", step, next, want[step]);
       CHECK(!"greedy decoding differs from llama.cpp");
@@ -112,7 +97,7 @@ static void test_agreement(feri_llama *m, const char *golden_path, int min_permi
   while (logits && fgets(line, sizeof line, f)) {
     if (strncmp(line, "prompt", 6) == 0) {
       feri_llama_seq_free(s);
-      n_prompt = parse_ids(line + 6, prompt, MAX_PROMPT);
+      n_prompt = feri_test_parse_ids(line + 6, prompt, MAX_PROMPT);
       s = new_seq(m, n_prompt + 64);
       step_expected = 0;
       prompts++;
@@ -126,7 +111,7 @@ static void test_agreement(feri_llama *m, const char *golden_path, int min_permi
                                 : feri_llama_forward(s, NULL, &cur, 1, logits);
     CHECK_STATUS(st, FER_STATUS_OK);
     if (st != FER_STATUS_OK) break;
-    const int32_t mine = argmax(logits, V);
+    const int32_t mine = feri_test_argmax(logits, V);
     total++;
     agree += mine == r.token;
     if (r.l1 - r.l2 > 0.5f) {
@@ -159,7 +144,7 @@ static void test_perplexity(feri_llama *m, const char *golden_path) {
   uint32_t n_ids = 0;
   double ref = 0;
   while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "ids ", 4) == 0) n_ids += parse_ids(line + 3, ids + n_ids, N_PPL - n_ids);
+    if (strncmp(line, "ids ", 4) == 0) n_ids += feri_test_parse_ids(line + 3, ids + n_ids, N_PPL - n_ids);
     else sscanf(line, "perplexity %lf", &ref);
   }
   fclose(f);

@@ -37,3 +37,17 @@ bool feri_test_data_path(const char *name, char *out, size_t cap) {
   }
   return false;
 }
+
+int32_t feri_test_argmax(const float *v, uint32_t n) {
+  int32_t best = 0;
+  for (uint32_t i = 1; i < n; i++)
+    if (v[i] > v[best]) best = (int32_t)i;
+  return best;
+}
+
+uint32_t feri_test_parse_ids(const char *p, int32_t *ids, uint32_t cap) {
+  uint32_t n = 0;
+  char *e;
+  for (long v; n < cap && (v = strtol(p, &e, 10), e != p); p = e) ids[n++] = (int32_t)v;
+  return n;
+}

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "ferrite.h"
@@ -36,6 +37,13 @@ void feri_test_fail(const char *file, int line, const char *what);
  * else ~/.cache/ferrite of the user (Bazel points HOME elsewhere, so the account's home is tried
  * too). false when it is not there; the caller then prints a line starting "SKIPPED". */
 bool feri_test_data_path(const char *name, char *out, size_t cap);
+
+/* Index of the largest of v[0..n) (the first on ties): greedy decoding in the model tests. */
+int32_t feri_test_argmax(const float *v, uint32_t n);
+
+/* Parses decimal ids separated by spaces from p ("1 2 3"), at most cap; returns how many (the
+ * reference files' "prompt" and "ids" lines). */
+uint32_t feri_test_parse_ids(const char *p, int32_t *ids, uint32_t cap);
 
 /* Ends main: prints a summary, returns the exit status. */
 int feri_test_finish(const char *name);
