@@ -49,15 +49,12 @@ static int quantize_block(const float *x, int n, int8_t *q, float *d) {
   return 0;
 }
 
-static void quantize_portable(const float *x, int64_t nb, int8_t *q, float *d, float *s) {
+static void quantize_portable(const float *x, int64_t nb, int8_t *q, float *d, int32_t *qs) {
   for (int64_t b = 0; b < nb; b++, x += 32, q += 32) {
-    if (quantize_block(x, 32, q, &d[b])) {
-      s[b] = d[b];
-      continue;
-    }
-    int sum = 0;
+    quantize_block(x, 32, q, &d[b]); /* codes 0 where the block counts as zero or is not finite */
+    int32_t sum = 0;
     for (int i = 0; i < 32; i++) sum += q[i];
-    s[b] = d[b] * (float)sum;
+    qs[b] = sum;
   }
 }
 
@@ -72,7 +69,7 @@ static void quantize_k_portable(const float *x, int64_t nb, int8_t *q, float *d,
   }
 }
 
-/* Block b's integer codes, scale and offset (has_min: Q4_0, Q4_1, Q5_0, Q5_1). */
+/* Block b's signed integer codes, scale and minimum (Q4_1, Q5_1; else 0): quant_i8.h. */
 static void block_codes(fer_dtype t, const uint8_t *blk, int8_t codes[32], float *dw, float *mw) {
   *mw = 0.0f;
   if (t == FER_DTYPE_Q8_0) {
@@ -101,38 +98,31 @@ static void block_codes(fer_dtype t, const uint8_t *blk, int8_t codes[32], float
     for (int i = 0; i < 32; i++) codes[i] = feri_qi8_iq4nl[codes[i]];
   } else if (t == FER_DTYPE_Q4_1 || t == FER_DTYPE_Q5_1) {
     *mw = f16_at(blk + 2);
-  } else {
-    *mw = (t == FER_DTYPE_Q5_0 ? -16.0f : -8.0f) * *dw;
+  } else { /* Q4_0, Q5_0: the offset is part of the code */
+    for (int i = 0; i < 32; i++) codes[i] = (int8_t)(codes[i] - (five ? 16 : 8));
   }
-}
-
-static float lane_sum(const float l[8]) {
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
 
 static void dot_portable_32(fer_dtype t, const uint8_t *w, int64_t w_stride, int rw,
                             const feri_q8_rows *a, int64_t m, int ra, float *y, int64_t ldy) {
   const size_t bb = feri_qi8_block_bytes(t);
-  const int has_min = t == FER_DTYPE_Q4_0 || t == FER_DTYPE_Q4_1 || t == FER_DTYPE_Q5_0 || t == FER_DTYPE_Q5_1;
+  const int has_min = t == FER_DTYPE_Q4_1 || t == FER_DTYPE_Q5_1;
   for (int r = 0; r < rw; r++)
     for (int i = 0; i < ra; i++) {
       const int8_t *xq = a->q + (m + i) * a->q_stride;
-      const float *xd = a->d + (m + i) * a->nb, *xs = a->s + (m + i) * a->nb;
-      float lanes[8] = {0};
-      float summ = 0.0f;
+      const float *xd = a->d + (m + i) * a->nb;
+      const int32_t *xqs = a->qs + (m + i) * a->nb;
+      float acc = 0.0f, mc = 0.0f;
       for (int64_t b = 0; b < a->nb; b++) {
         int8_t codes[32];
         float dw, mw;
         block_codes(t, w + r * w_stride + (size_t)b * bb, codes, &dw, &mw);
-        const float dd = dw * xd[b];
-        for (int l = 0; l < 8; l++) {
-          int32_t isum = 0;
-          for (int k = 4 * l; k < 4 * l + 4; k++) isum += (int32_t)codes[k] * xq[32 * b + k];
-          lanes[l] = fmaf((float)isum, dd, lanes[l]);
-        }
-        if (has_min) summ = fmaf(mw, xs[b], summ);
+        int32_t isum = 0;
+        for (int k = 0; k < 32; k++) isum += (int32_t)codes[k] * xq[32 * b + k];
+        acc = fmaf((float)isum, dw * xd[b], acc);
+        if (has_min) mc = fmaf(mw, xd[b] * (float)xqs[b], mc);
       }
-      y[i * ldy + r] = has_min ? lane_sum(lanes) + summ : lane_sum(lanes);
+      y[i * ldy + r] = has_min ? acc + mc : acc;
     }
 }
 
@@ -198,7 +188,7 @@ typedef struct qi8_plan {
   const fer_tensor *a, *out;
   int a_f32;                /* A rows are contiguous f32: quantized straight from a */
   int64_t q_stride;         /* bytes per quantized row, a multiple of WS_ALIGN */
-  size_t q_bytes, d_bytes, s_bytes, x_bytes, total_bytes; /* workspace: q, d, s or bs, then widened rows */
+  size_t q_bytes, d_bytes, s_bytes, x_bytes, total_bytes; /* workspace: q, d, qs or bs, then widened rows */
   int64_t chunk_n;          /* W rows per task, a multiple of RW except at the end */
   int64_t tasks_n, tasks_m;
 } qi8_plan;
@@ -221,7 +211,7 @@ static fer_status plan_quant_i8(const fer_threadpool *pool, const fer_tensor *a,
   p->out = out;
   if (p->M == 0 || p->N == 0) return FER_STATUS_OK;
   /* sizes below are bounded by the validated tensors' own byte spans: K int8 codes per row and,
-   * per block, a 4-byte scale and a 4-byte s (32) or sixteen 2-byte sums (256), at most 9 K / 8
+   * per block, a 4-byte scale and a 4-byte qs (32) or sixteen 2-byte sums (256), at most 9 K / 8
    * bytes a row, with A itself at least 2 K bytes a row */
   p->a_f32 = a->dtype == FER_DTYPE_F32 && a->strides[1] == 4;
   p->q_stride = (int64_t)round_up((size_t)p->K, WS_ALIGN);
@@ -262,7 +252,7 @@ static void quantize_task(void *ctx, int64_t m) {
   }
   int8_t *q = j->rows.q + m * j->rows.q_stride;
   if (p->super) j->ops->quantize_k(x, p->nb, q, j->rows.d + m * p->nb, j->rows.bs + m * p->nb * 16);
-  else j->ops->quantize(x, p->nb, q, j->rows.d + m * p->nb, j->rows.s + m * p->nb);
+  else j->ops->quantize(x, p->nb, q, j->rows.d + m * p->nb, j->rows.qs + m * p->nb);
 }
 
 static void dot_task(void *ctx, int64_t task) {
@@ -333,7 +323,7 @@ fer_status fer_matmul_quant_i8(fer_threadpool *pool, const fer_tensor *a, const 
   const fer_isa isa = feri_threadpool_effective_isa(pool);
   char *sums = ws + p.q_bytes + p.d_bytes;
   qi8_job j = {&p, feri_qi8_ops_for(isa), feri_matmul_ops_for(isa),
-               {(int8_t *)ws, (float *)(ws + p.q_bytes), p.super ? NULL : (float *)sums,
+               {(int8_t *)ws, (float *)(ws + p.q_bytes), p.super ? NULL : (int32_t *)sums,
                 p.super ? (int16_t *)sums : NULL, p.q_stride, p.nb},
                p.x_bytes ? (float *)(sums + p.s_bytes) : NULL};
   if (p.M == 1) {

@@ -5,22 +5,23 @@
  * Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, IQ4_NL) and into blocks of 256 for the super-block formats (Q2_K,
  * Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS: llama.cpp's Q8_K). Either way a block with largest magnitude
  * amax gets the scale d = amax / 127 and the codes q = round_half_even(x * (127 / amax)) in
- * [-127, 127]; a block of 32 also gets s = d * sum(q), a block of 256 the sixteen exact sums of
+ * [-127, 127]; a block of 32 also gets qs = sum(q) (an exact int32), a block of 256 the sixteen exact sums of
  * q over its elements 16j .. 16j+15 (int16: at most 16 * 127 in magnitude). A block holding a
- * non-finite value gets d = s = NaN and codes and sums 0 (every output it touches is NaN); a block
+ * non-finite value gets d = NaN and codes and sums 0 (every output it touches is NaN); a block
  * whose amax is so small that 127 / amax overflows (below about 2^-121) is zero.
  *
- * Weights of blocks of 32: an integer code per element, a scale dw per block and, for Q4_0, Q4_1,
- * Q5_0 and Q5_1, a per-block offset mw: Q4_1 codes are the nibbles n (w = n dw + mw); Q4_0 also
- * (mw = -8 dw, exact); Q5_1 and Q5_0 the five-bit values (mw the minimum m, or -16 dw); Q8_0 the
- * int8 values; IQ4_NL the table values kvalues_iq4nl[n] (-127 .. 113); MXFP4 twice the E2M1
- * value (integers -12 .. 12) with dw half the E8M0 scale, exactly.
+ * Weights of blocks of 32: a signed integer code c per element, a scale dw per block and, for
+ * Q4_1 and Q5_1, a minimum mw (w = c dw + mw): Q4_0 codes are the nibbles minus 8, Q5_0 the
+ * five-bit values minus 16 (both exact: w = c dw), Q4_1 and Q5_1 the nibbles and five-bit values,
+ * Q8_0 the int8 values, IQ4_NL the table values kvalues_iq4nl[n] (-127 .. 113), MXFP4 twice the
+ * E2M1 value (integers -12 .. 12) with dw half the E8M0 scale, exactly.
  *
- * One output of blocks of 32 (a row of A against a row of W) is defined as: eight f32 lanes,
- * lane L holding fma((float)isum, dw * dx, lane) over the blocks in order, where isum is the exact
- * integer sum of code * q over elements 4L .. 4L+3 of the block; then ((l0 + l4) + (l2 + l6)) +
- * ((l1 + l5) + (l3 + l7)); plus, for the formats with an offset, the chain fma(mw, sx, acc) over
- * the blocks, added last.
+ * One output of blocks of 32 (a row of A against a row of W) is one f32 chain over the blocks b
+ * in order, acc = fma((float)I, dw * dx, acc), where I is the exact integer sum of c_k q_k over
+ * the block's 32 elements (|I| <= 32 * 128 * 127 < 2^24: converted exactly); for Q4_1 and Q5_1 a
+ * second chain mc = fma(mw, dx * (float)qs, mc) over the blocks, and the output acc + mc. One
+ * integer per block (as for the super-blocks below) lets a kernel keep outputs, not elements, in
+ * vector lanes: the prefill kernel holds sixteen W rows in the lanes of one vector.
  *
  * Super-blocks (256 elements, sub-blocks j of 16 elements; formats with sub-blocks of 32 give both
  * halves the same integers): a signed integer code c_k per element, an integer sub-scale S_j,
@@ -53,24 +54,24 @@
 #include "kernels/quant.h"
 
 /* Rows of A rounded to 8 bits: row m's codes at q + m * q_stride, its block b's scale at
- * d[m * nb + b]; for blocks of 32 d * sum(q) at s[m * nb + b] (bs NULL); for blocks of 256 the
- * per-16 sums at bs[(m * nb + b) * 16 + j] (s NULL). */
+ * d[m * nb + b]; for blocks of 32 sum(q) at qs[m * nb + b] (bs NULL); for blocks of 256 the
+ * per-16 sums at bs[(m * nb + b) * 16 + j] (qs NULL). */
 typedef struct feri_q8_rows {
   int8_t *q;
   float *d;
-  float *s;
+  int32_t *qs;
   int16_t *bs;
   int64_t q_stride;
   int64_t nb;
 } feri_q8_rows;
 
-/* Most rows of W and of A one dot call covers (the blocks of 32 take them four by two at a time;
- * the super-blocks unpack eight or, with AVX-512, sixteen W rows once for up to 64 A rows). */
+/* Most rows of W and of A one dot call covers (one or two A rows take W eight rows at a time;
+ * more A rows share one unpacking of eight or, with AVX-512, sixteen W rows). */
 enum { FERI_QI8_RW = 16, FERI_QI8_RA = 64 };
 
 typedef struct feri_qi8_ops {
-  /* Rounds x[0 .. 32 nb) into q, d[0 .. nb), s[0 .. nb) as described above (blocks of 32). */
-  void (*quantize)(const float *x, int64_t nb, int8_t *q, float *d, float *s);
+  /* Rounds x[0 .. 32 nb) into q, d[0 .. nb), qs[0 .. nb) as described above (blocks of 32). */
+  void (*quantize)(const float *x, int64_t nb, int8_t *q, float *d, int32_t *qs);
   /* Rounds x[0 .. 256 nb) into q, d[0 .. nb), bs[0 .. 16 nb) (blocks of 256). */
   void (*quantize_k)(const float *x, int64_t nb, int8_t *q, float *d, int16_t *bs);
   /* y[i * ldy + r] = output (A row m + i, W row r) for r < rw <= RW, i < ra <= RA, where W row r
