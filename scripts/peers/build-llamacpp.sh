@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the llama.cpp peer that every comparison with llama.cpp runs against (scripts/model/*.sh,
-# scripts/tokenizer/make_goldens.py): libllama (CPU backend, shared) from the llama.cpp vendored in
+# scripts/tokenizer/make_goldens.py): libllama (CPU backend, shared) and its llama-bench from the llama.cpp vendored in
 # the pinned llama-cpp-python 0.3.36 sdist (PyPI, sha256-checked), into
 #   ${FERRITE_PEERS_DIR:-~/.cache/ferrite-peers}/llama.cpp/{src,build}
 # and prints that directory on stdout (the only thing it prints there; progress goes to stderr).
@@ -87,8 +87,8 @@ esac
 [ $# -le 1 ] || { echo "usage: scripts/peers/build-llamacpp.sh [--flags | --quantize]" >&2; exit 2; }
 
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
-  -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_OPENSSL=OFF "${opts[@]}")
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
+  -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON -DLLAMA_OPENSSL=OFF "${opts[@]}")
 want=$(printf '%s\n' "$SDIST_SHA" "recipe $RECIPE" "${cmake_args[@]}" | sha256sum | cut -d' ' -f1)
 
 # the quantizer: fixed flags, whatever this CPU has (see the header)
@@ -185,7 +185,7 @@ log "cmake ${opts[*]}"
 log "building libllama (CPU) in $root/build, -j$jobs: a few minutes"
 cmake -S "$root/src" -B "$root/build" "${gen[@]}" "${cmake_args[@]}" > "$root/cmake.log" 2>&1 \
   || { tail -40 "$root/cmake.log" >&2; die "cmake configure failed (log: $root/cmake.log)"; }
-cmake --build "$root/build" --target llama -j "$jobs" >> "$root/cmake.log" 2>&1 \
+cmake --build "$root/build" --target llama llama-bench -j "$jobs" >> "$root/cmake.log" 2>&1 \
   || { tail -40 "$root/cmake.log" >&2; die "build failed (log: $root/cmake.log)"; }
 
 # --- what the build really uses: ggml-cpu.c's -m flags and llama.cpp's own feature report ---
