@@ -26,6 +26,9 @@ typedef struct feri_rowops {
   void (*sum_bf16)(const uint16_t *x, size_t n, float partial[FERI_SUM_LANES]);
   /* out[i] = feri_silu(x[i]), times up[i] when up is not NULL (fexp.h), for i < n. */
   void (*silu_f32)(const float *x, const float *up, float *out, size_t n);
+  /* GeGLU through lut, a table of gelu at every f16 input (gelu.h): out[i] = +0 where x[i] <= -10,
+   * x[i] * up[i] where x[i] >= 10, else lut[bits of x[i] rounded to f16 (nearest even)] * up[i]. */
+  void (*geglu_lut_f32)(const float *lut, const float *x, const float *up, float *out, size_t n);
 } feri_rowops;
 
 /* The table for an ISA level (FER_ISA_AVX512 runs the AVX2 table). */

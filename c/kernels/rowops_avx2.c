@@ -4,6 +4,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "kernels/avx2_util.h"
 #include "kernels/fexp_avx2.h"
 #include "kernels/rowops.h"
@@ -203,6 +204,25 @@ FERI_AVX2 static void silu_f32(const float *x, const float *up, float *out, size
   for (; i < n; i++) out[i] = up ? feri_silu(x[i]) * up[i] : feri_silu(x[i]);
 }
 
+/* The f16 rounding by vcvtps2ph (nearest even, as feri_f32_to_f16), the table by a gather; the
+ * lanes at or beyond +-10 blended in afterwards. */
+FERI_AVX2 static void geglu_lut_f32(const float *lut, const float *x, const float *up, float *out, size_t n) {
+  const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i), u = _mm256_loadu_ps(up + i);
+    const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256 g = _mm256_mul_ps(_mm256_i32gather_ps(lut, h, 4), u);
+    g = _mm256_blendv_ps(g, _mm256_mul_ps(v, u), _mm256_cmp_ps(v, hi, _CMP_GE_OQ));
+    g = _mm256_blendv_ps(g, _mm256_setzero_ps(), _mm256_cmp_ps(v, lo, _CMP_LE_OQ));
+    _mm256_storeu_ps(out + i, g);
+  }
+  for (; i < n; i++) {
+    const float v = x[i];
+    out[i] = v <= -10.0f ? 0.0f : v >= 10.0f ? v * up[i] : lut[feri_f32_to_f16(v)] * up[i];
+  }
+}
+
 const feri_rowops feri_rowops_avx2 = {
     .add_f32 = add_f32,
     .add_f16 = add_f16,
@@ -211,5 +231,6 @@ const feri_rowops feri_rowops_avx2 = {
     .sum_f16 = sum_f16,
     .sum_bf16 = sum_bf16,
     .silu_f32 = silu_f32,
+    .geglu_lut_f32 = geglu_lut_f32,
 };
 #endif

@@ -34,6 +34,13 @@ static void silu_f32(const float *x, const float *up, float *out, size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = up ? feri_silu(x[i]) * up[i] : feri_silu(x[i]);
 }
 
+static void geglu_lut_f32(const float *lut, const float *x, const float *up, float *out, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const float v = x[i];
+    out[i] = v <= -10.0f ? 0.0f : v >= 10.0f ? v * up[i] : lut[feri_f32_to_f16(v)] * up[i];
+  }
+}
+
 float feri_sum_partials(const float partial[FERI_SUM_LANES]) {
   float lane[8];
   for (int l = 0; l < 8; l++)
@@ -51,6 +58,7 @@ const feri_rowops feri_rowops_portable = {
     .sum_f16 = sum_f16,
     .sum_bf16 = sum_bf16,
     .silu_f32 = silu_f32,
+    .geglu_lut_f32 = geglu_lut_f32,
 };
 
 const feri_rowops *feri_rowops_for(fer_isa isa) {

@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "gguf/gguf.h"
+#include "kernels/gelu.h"
 #include "model/model_internal.h"
 
 const feri_llama_config *feri_llama_config_of(const feri_llama *m) { return &m->cfg; }
@@ -287,6 +288,11 @@ static fer_status open_gguf(feri_gguf *g, feri_llama **out) {
     m->layers = calloc(c->n_layer, sizeof(*m->layers));
     if (!m->layers) st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "model");
   }
+  if (st == FER_STATUS_OK && c->ffn_act == FERI_ACT_GELU_TANH) {
+    m->gelu_lut = malloc(FERI_GELU_LUT_SIZE * sizeof(float));
+    if (m->gelu_lut) feri_gelu_tanh_lut(m->gelu_lut);
+    else st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "model: the GELU table");
+  }
   uint32_t qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
   if (st == FER_STATUS_OK) st = bind_linear(m->g, "token_embd.weight", c->n_vocab, c->n_embd, &m->tok_embd);
   if (st == FER_STATUS_OK) st = bind_vector(m->g, "output_norm.weight", c->n_embd, &m->output_norm);
@@ -435,6 +441,7 @@ void feri_llama_close(feri_llama *m) {
   fer_vmm_free(m->weight_vmm);
   feri_gguf_close(m->g);
   free(m->layers);
+  free(m->gelu_lut);
   free(m);
 }
 
