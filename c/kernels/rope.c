@@ -5,6 +5,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "core/threadpool.h"
 #include "kernels/kernel_util.h"
 #include "kernels/rows.h"
 
@@ -13,20 +14,31 @@ static const char *const FN = "fer_rope";
 typedef struct rope_ctx {
   const int64_t *positions;
   const double *freq; /* rot / 2 inverse frequencies theta^(-2i/rot) */
+  float *cs, *sn;     /* per token t: cos and sin of positions[t] * freq[i] at t * rot / 2 + i */
   int64_t rows_per_token;
   int64_t rot;
   int gptj;
 } rope_ctx;
 
+/* One token's cosines and sines (in double, rounded to f32), shared by all its rows (heads). */
+static void angles_task(void *vctx, int64_t t) {
+  const rope_ctx *c = vctx;
+  const double pos = (double)c->positions[t];
+  const int64_t half = c->rot / 2;
+  for (int64_t i = 0; i < half; i++) {
+    const double angle = pos * c->freq[i];
+    c->cs[t * half + i] = (float)cos(angle);
+    c->sn[t * half + i] = (float)sin(angle);
+  }
+}
+
 static void rope_row(const void *vctx, int64_t row, float *const *bufs, int64_t len) {
   const rope_ctx *c = vctx;
   const float *x = bufs[1];
   float *y = bufs[0];
-  const double pos = (double)c->positions[row / c->rows_per_token];
-  const int64_t half = c->rot / 2;
+  const int64_t half = c->rot / 2, t = row / c->rows_per_token;
   for (int64_t i = 0; i < half; i++) {
-    const double angle = pos * c->freq[i];
-    const float cs = (float)cos(angle), sn = (float)sin(angle);
+    const float cs = c->cs[t * half + i], sn = c->sn[t * half + i];
     const int64_t i0 = c->gptj ? 2 * i : i, i1 = c->gptj ? 2 * i + 1 : i + half;
     y[i0] = x[i0] * cs - x[i1] * sn;
     y[i1] = x[i0] * sn + x[i1] * cs;
@@ -72,9 +84,12 @@ fer_status fer_rope(fer_threadpool *pool, const fer_tensor *x, const fer_tensor 
   if (r.n_rows == 0) return FER_STATUS_OK;
   int64_t *pos = malloc((size_t)t_count * sizeof *pos);
   double *freq = malloc((size_t)(rot_dims / 2) * sizeof *freq);
-  if (pos == NULL || freq == NULL) {
+  /* t_count * rot_dims floats: bounded by x's own elements, which validation found addressable */
+  float *angles = malloc((size_t)t_count * rot_dims * sizeof *angles);
+  if (pos == NULL || freq == NULL || angles == NULL) {
     free(pos);
     free(freq);
+    free(angles);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", FN);
   }
   for (int64_t t = 0; t < t_count; t++) {
@@ -88,9 +103,13 @@ fer_status fer_rope(fer_threadpool *pool, const fer_tensor *x, const fer_tensor 
     }
   }
   for (uint32_t i = 0; i < rot_dims / 2; i++) freq[i] = pow((double)theta, -2.0 * i / rot_dims);
-  rope_ctx c = {pos, freq, r.n_rows / t_count, rot_dims, pairing == FER_ROPE_GPTJ};
-  st = feri_rows_run(pool, &r, ts, 2, rope_row, &c, FN);
+  rope_ctx c = {pos, freq, angles, angles + (size_t)t_count * (rot_dims / 2), r.n_rows / t_count, rot_dims,
+                pairing == FER_ROPE_GPTJ};
+  if (t_count == 1) angles_task(&c, 0); /* a decode step: not worth waking the pool */
+  else st = feri_threadpool_run(pool, t_count, angles_task, &c);
+  if (st == FER_STATUS_OK) st = feri_rows_run(pool, &r, ts, 2, rope_row, &c, FN);
   free(pos);
   free(freq);
+  free(angles);
   return st;
 }
