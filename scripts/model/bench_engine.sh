@@ -16,6 +16,9 @@
 # tokens, the long prompt + 1 and + 129, and the differences of the runs' user+system seconds give
 # the CPU seconds per decoded token and of the 512-token prefill (load and setup cancel out).
 # FERRITE_BENCH_PEER_B=DIR adds a second libllama build (DIR/build/bin, DIR/src) as a third side.
+# First, the rate at which the threads read the mapped file (scripts/model/read_rate.c: decode's
+# memory ceiling, weight bytes per token over it) and llama.cpp's own llama-bench (pp512, tg128) on
+# the same file and threads.
 # FERRITE_BENCH_MODEL=FILE measures another GGUF file (a path, or a name in the data directory;
 # default SmolLM2-135M-Instruct Q4_1).
 # usage: scripts/model/bench_engine.sh [ROUNDS (5)] [THREADS (2)] [cpu]
@@ -71,6 +74,15 @@ echo "peer isa: $peer_isa"
 echo "peer system_info: $(sed -n 's/^system_info: //p' "$peer/build-flags.txt")"
 echo "ferrite: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'); cpu features $fer_isa"
 echo "prompt: $("$ferrite" tokenize --model "$model" --text "$long" --count) tokens of English prose; threads $threads"
+# the memory ceiling of decode: the rate at which the same threads read the mapped file
+cc -O2 -pthread "$root/scripts/model/read_rate.c" -o "$peer/read-rate"
+"$peer/read-rate" "$model" "$threads"
+# llama.cpp's own benchmark on the same file and threads (pp512: a 512-token prompt; tg128: 128
+# tokens decoded from an empty context; 3 repetitions), beside ferrite's numbers below
+if [ -x "$peer/build/bin/llama-bench" ]; then
+  LD_LIBRARY_PATH="$peer/build/bin" "$peer/build/bin/llama-bench" -m "$model" -t "$threads" -p 512 -n 128 -r 3 2>/dev/null \
+    | awk -F'|' '/ (pp512|tg128) /{gsub(/^ +| +$/, "", $7); gsub(/^ +| +$/, "", $8); print "llama-bench " $7 ": " $8 " tok/s"}'
+fi
 
 run() { # PROMPT DECODE_TOKENS
   "$peer/llamacpp-greedy" "$model" "$1" "$(( $2 + 1 ))" "$threads" 2>&1 >/dev/null | grep "^llama.cpp" \
