@@ -291,7 +291,8 @@ static void test_new_shape(fer_dtype t, int64_t m, int64_t n, int64_t k, unsigne
 }
 
 /* The x86 tables directly on every format: AVX2 and AVX512-VNNI equal the portable one, for
- * 1, 2, 3, 4 and 16 rows of W and 1, 2, 3, 5 and 64 rows of A. */
+ * 1, 2, 3, 4 and 16 rows of W and 1, 2, 3, 4, 5, 13 and 64 rows of A (every path of the tables:
+ * one or two rows, groups of four and of eight, full and partial). */
 static void test_new_tables(void) {
 #if defined(__x86_64__)
   const uint64_t f = fer_cpu_features();
@@ -306,7 +307,7 @@ static void test_new_tables(void) {
   const feri_qi8_ops *tables[3] = {&feri_qi8_ops_portable, &feri_qi8_ops_avx2, &feri_qi8_ops_avx512vnni};
   unsigned s = 1234;
   enum { K = 768, RA = FERI_QI8_RA, RW = FERI_QI8_RW };
-  static const int ras[5] = {1, 2, 3, 5, RA}, rws[5] = {1, 2, 3, 4, RW};
+  static const int ras[7] = {1, 2, 3, 4, 5, 13, RA}, rws[5] = {1, 2, 3, 4, RW};
   for (int fi = 0; fi < 13; fi++) { /* the formats of issue 19, then the first four */
     const fer_dtype t = fi < 9 ? NEW_FORMATS[fi] : FORMATS[fi - 9];
     const int64_t be = feri_qi8_block_elems(t), nb = K / be;
@@ -320,7 +321,7 @@ static void test_new_tables(void) {
     static float d[3][RA * K / 32];
     static int32_t sm[3][RA * K / 32];
     static int16_t bs[3][RA * K / 16];
-    static float y[3][5][5][RA * RW];
+    static float y[3][5][7][RA * RW];
     memset(y, 0, sizeof y);
     for (int ti = 0; ti < (has_vnni ? 3 : 2); ti++) {
       for (int i = 0; i < RA; i++) {
@@ -329,7 +330,7 @@ static void test_new_tables(void) {
       }
       const feri_q8_rows rows = {q[ti], d[ti], be == 256 ? NULL : sm[ti], be == 256 ? bs[ti] : NULL, K, nb};
       for (int wi = 0; wi < 5; wi++)
-        for (int ai = 0; ai < 5; ai++) tables[ti]->dot(t, w, stride, rws[wi], &rows, 0, ras[ai], y[ti][wi][ai], RW);
+        for (int ai = 0; ai < 7; ai++) tables[ti]->dot(t, w, stride, rws[wi], &rows, 0, ras[ai], y[ti][wi][ai], RW);
     }
     for (int ti = 1; ti < (has_vnni ? 3 : 2); ti++) {
       CHECK(memcmp(q[0], q[ti], sizeof q[0]) == 0);
