@@ -22,7 +22,7 @@
 # FERRITE_BENCH_MODEL=FILE measures another GGUF file (a path, or a name in the data directory;
 # default SmolLM2-135M-Instruct Q4_1).
 # usage: scripts/model/bench_engine.sh [ROUNDS (5)] [THREADS (2)] [cpu]
-# EVIDENCE: C-ENG-006 C-ENG-018 C-ENG-019
+# EVIDENCE: C-ENG-006 C-ENG-018 C-ENG-019 C-ENG-104 C-ENG-105 C-ENG-106 C-ENG-107
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${1:-5}
