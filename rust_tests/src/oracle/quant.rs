@@ -334,7 +334,7 @@ pub fn dequant_block_f64(f: QFormat, b: &[u8]) -> Vec<f64> {
 }
 
 /// One block in the integer form fer_matmul_quant_i8 multiplies (quant_i8.h): value o is exactly
-/// `codes[o] * dw[o] + mw[o]`. Q4_0: the nibbles, mw = -8 dw; Q4_1: the nibbles, mw the minimum;
+/// `codes[o] * dw[o] + mw[o]`. Q4_0: the nibbles minus 8, mw = 0; Q4_1: the nibbles, mw the minimum;
 /// Q8_0: the int8 values, mw = 0; MXFP4: twice the E2M1 value (integers -12 .. 12), dw half the
 /// E8M0 scale, mw = 0; the others: the code c of [`Elem`], dw = a1 a2 and mw = -(b1 b2) (Q5_0:
 /// c = q - 16; Q3_K: q - 4 h; Q6_K: q - 32; IQ4_*: the table value), constant over each
@@ -354,7 +354,7 @@ pub fn block_codes(f: QFormat, b: &[u8]) -> BlockCodes {
     for o in 0..n {
         let (c, dw, mw) = match f {
             QFormat::Mxfp4 => ((2.0 * e2m1(nibble(&b[1..], o))) as i32, 2f64.powi(b[0] as i32 - 127) / 2.0, 0.0),
-            QFormat::Q4_0 => (nibble(&b[2..], o) as i32, d, -8.0 * d),
+            QFormat::Q4_0 => (nibble(&b[2..], o) as i32 - 8, d, 0.0),
             QFormat::Q4_1 => (nibble(&b[4..], o) as i32, d, f16_at(&b[2..]) as f64),
             QFormat::Q8_0 => ((b[2 + o] as i8) as i32, d, 0.0),
             _ => {
@@ -430,10 +430,10 @@ pub fn dot_exact(f: QFormat, w_row: &[u8], x: &[f32]) -> f64 {
 const U32: f64 = 1.0 / (1u64 << 24) as f64;
 const TINY32: f64 = 1.0 / (1u128 << 126) as f64 / (1u64 << 24) as f64;
 
-/// Relative allowance for the kernel's f32 rounding: each lane takes one product rounding and one
-/// rounded fma per block of 32, then four rounded adds, so about (nb + 6) U32 of the magnitudes
-/// it adds (nb counts blocks of 32, also in blocks of 256). 1e-5 (twice that up to nb = 78,
-/// K = 2496), and twice the count beyond.
+/// Relative allowance for the kernel's f32 rounding: each block takes one product rounding
+/// (dw dx) and one rounded fma, and the two chains one final add, so about (nb + 6) U32 of the
+/// magnitudes it adds (nb counts blocks of 32, also in blocks of 256; 6 is headroom). 1e-5 (twice
+/// that up to nb = 78, K = 2496), and twice the count beyond.
 fn rounding_rel(nb: usize) -> f64 {
     1e-5f64.max(2.0 * (nb as f64 + 6.0) * U32)
 }
@@ -477,7 +477,7 @@ pub struct I8Dot {
     /// blocks of 256 the offsets take dx_b times the exact integer sum of q over their group of
     /// 16 (Q8_K's per-16 sums) instead of s_b.
     pub value: f64,
-    /// The sum of |terms| (each lane's dw dx isum per block, each mw s): f32 rounding is relative
+    /// The sum of |terms| (each block's dw dx isum, each mw s): f32 rounding is relative
     /// to these, not to the result, since the terms may cancel.
     pub abs_terms: f64,
     /// rounding_rel(nb) abs_terms plus TINY32 per rounding in the subnormal range.
@@ -488,8 +488,8 @@ pub struct I8Dot {
 }
 
 /// The integer form of quant_i8.h in f64 over one row of weight blocks and one quantized row
-/// (quantized in blocks of `f.act_block()`). Formats of 32: eight lanes of 4 codes per block and
-/// one offset term mw s; formats of 256: one group per 16 values (the sub-blocks' scale and min
+/// (quantized in blocks of `f.act_block()`). Formats of 32: one integer per block (codes times q)
+/// and one offset term mw s (Q4_1, Q5_1; zero for the others); formats of 256: one group per 16 values (the sub-blocks' scale and min
 /// are constant over 16), dw dx isum + mw dx qsum each (the value does not depend on how the
 /// exact integers are grouped; abs_terms takes each element's |dw dx c q|, which bounds the
 /// kernel's eight lanes across sub-blocks, quant_i8.h).
@@ -503,13 +503,12 @@ pub fn dot_i8_integer(f: QFormat, w_row: &[u8], xq: &I8Row) -> I8Dot {
         let dx = xq.d[b] as f64;
         let q = &xq.q[be * b..be * (b + 1)];
         if be == 32 {
+            // one exact integer per block, one fma (quant_i8.h)
             let dd = c.dw[0] * dx;
-            for lane in 0..8 {
-                let isum: i64 = (4 * lane..4 * lane + 4).map(|k| c.codes[k] as i64 * q[k] as i64).sum();
-                value += dd * isum as f64;
-                abs_terms += (dd * isum as f64).abs();
-                tiny += isum.abs() as f64 + 1.0;
-            }
+            let isum: i64 = (0..32).map(|k| c.codes[k] as i64 * q[k] as i64).sum();
+            value += dd * isum as f64;
+            abs_terms += (dd * isum as f64).abs();
+            tiny += isum.abs() as f64 + 1.0;
             value += c.mw[0] * xq.s[b] as f64;
             abs_terms += (c.mw[0] * xq.s[b] as f64).abs();
             tiny += 1.0;
