@@ -6,19 +6,6 @@
 
 #include "kernels/quant_i8.h"
 
-/* Q4_K / Q5_K: the 6-bit scale and minimum of 32-block j, packed in 12 bytes: blocks 0-3 in
- * the low six bits of bytes j and j + 4, blocks 4-7 in the nibbles of byte j + 4 with their top
- * two bits in the top bits of bytes j - 4 and j. */
-static void k4_scale_min(const uint8_t *q, int j, int *sc, int *m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 void feri_qi8_super_scales(fer_dtype t, const uint8_t *blk, int8_t sc[16], int8_t mn[16]) {
   memset(mn, 0, 16);
   switch (t) {
@@ -26,23 +13,18 @@ void feri_qi8_super_scales(fer_dtype t, const uint8_t *blk, int8_t sc[16], int8_
       for (int j = 0; j < 16; j++) sc[j] = (int8_t)(blk[j] & 15), mn[j] = (int8_t)(blk[j] >> 4);
       break;
     case FER_DTYPE_Q3_K: {
-      /* 16 6-bit scales: low nibbles in bytes 0-7 (j < 8 low, j >= 8 high), top two bits in
-       * bytes 8-11 (byte 8 + j % 4, bits 2 (j / 4)) */
-      const uint8_t *s = blk + 96;
-      for (int j = 0; j < 16; j++) {
-        const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
-        const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-        sc[j] = (int8_t)((lo | hi << 4) - 32);
-      }
+      uint8_t s6[16]; /* the 6-bit scales, offset by 32 */
+      feri_q3k_scales(blk + 96, s6);
+      for (int j = 0; j < 16; j++) sc[j] = (int8_t)(s6[j] - 32);
       break;
     }
     case FER_DTYPE_Q4_K:
     case FER_DTYPE_Q5_K:
       for (int j = 0; j < 8; j++) {
-        int s, m;
-        k4_scale_min(blk + 4, j, &s, &m);
-        sc[2 * j] = sc[2 * j + 1] = (int8_t)s;
-        mn[2 * j] = mn[2 * j + 1] = (int8_t)m;
+        uint8_t s6, m6;
+        feri_q4k_scale_min(blk + 4, j, &s6, &m6);
+        sc[2 * j] = sc[2 * j + 1] = (int8_t)s6;
+        mn[2 * j] = mn[2 * j + 1] = (int8_t)m6;
       }
       break;
     case FER_DTYPE_Q6_K: memcpy(sc, blk + 192, 16); break;
