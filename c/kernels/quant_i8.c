@@ -17,6 +17,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/quant_i8.h"
+#include "kernels/qpanel.h"
 
 static const char *const FN = "fer_matmul_quant_i8";
 
@@ -234,6 +235,7 @@ static fer_status plan_quant_i8(const fer_threadpool *pool, const fer_tensor *a,
 
 typedef struct qi8_job {
   const qi8_plan *p;
+  const feri_qpanel *panel; /* w's panels, read instead of w when the table has panel kernels */
   const feri_qi8_ops *ops;
   const feri_matmul_ops *mm;
   feri_q8_rows rows;
@@ -263,7 +265,17 @@ static void dot_task(void *ctx, int64_t task) {
   const int64_t mc = p->M - m0 < TASK_M ? p->M - m0 : TASK_M;
   float y[TASK_M * 128];
   const uint8_t *wbase = (const uint8_t *)p->w->data;
-  for (int64_t r = 0; r < nc; r += FERI_QI8_RW) {
+  if (j->panel) { /* chunks start at multiples of 16 rows: panel (n0 + r) / 16 */
+    for (int64_t r = 0; r < nc; r += 16) {
+      const int rw = nc - r < 16 ? (int)(nc - r) : 16;
+      for (int64_t i = 0; i < mc; i += FERI_QI8_RA) {
+        const int ra = mc - i < FERI_QI8_RA ? (int)(mc - i) : FERI_QI8_RA;
+        j->ops->pdot(p->w->dtype, feri_qpanel_record(j->panel, (n0 + r) / 16, 0), j->panel->record_bytes, rw,
+                     &j->rows, m0 + i, ra, y + i * nc + r, nc);
+      }
+    }
+  }
+  for (int64_t r = 0; r < nc && !j->panel; r += FERI_QI8_RW) {
     const int rw = nc - r < FERI_QI8_RW ? (int)(nc - r) : FERI_QI8_RW;
     for (int64_t i = 0; i < mc; i += FERI_QI8_RA) {
       const int ra = mc - i < FERI_QI8_RA ? (int)(mc - i) : FERI_QI8_RA;
@@ -305,6 +317,12 @@ fer_status fer_matmul_quant_i8_workspace_bytes(const fer_threadpool *pool, const
 
 fer_status fer_matmul_quant_i8(fer_threadpool *pool, const fer_tensor *a, const fer_qmatrix *w,
                                const fer_tensor *out, void *workspace, size_t workspace_bytes) {
+  return feri_matmul_quant_i8_panel(pool, a, w, NULL, out, workspace, workspace_bytes);
+}
+
+fer_status feri_matmul_quant_i8_panel(fer_threadpool *pool, const fer_tensor *a, const fer_qmatrix *w,
+                                      const feri_qpanel *panel, const fer_tensor *out, void *workspace,
+                                      size_t workspace_bytes) {
   feri_error_clear();
   if (a == NULL || w == NULL || out == NULL)
     return feri_fail(FER_STATUS_NULL_ARG, "%s: a, w and out must not be NULL", FN);
@@ -322,7 +340,10 @@ fer_status fer_matmul_quant_i8(fer_threadpool *pool, const fer_tensor *a, const 
   }
   const fer_isa isa = feri_threadpool_effective_isa(pool);
   char *sums = ws + p.q_bytes + p.d_bytes;
-  qi8_job j = {&p, feri_qi8_ops_for(isa), feri_matmul_ops_for(isa),
+  const feri_qi8_ops *ops = feri_qi8_ops_for(isa);
+  if (panel && (!ops->pdot || panel->dtype != w->dtype || panel->rows != w->rows || panel->cols != w->cols))
+    panel = NULL; /* a table without panel kernels (or a panel of another matrix): w's own blocks */
+  qi8_job j = {&p, panel, ops, feri_matmul_ops_for(isa),
                {(int8_t *)ws, (float *)(ws + p.q_bytes), p.super ? NULL : (int32_t *)sums,
                 p.super ? (int16_t *)sums : NULL, p.q_stride, p.nb},
                p.x_bytes ? (float *)(sums + p.s_bytes) : NULL};

@@ -78,6 +78,11 @@ typedef struct feri_qi8_ops {
    * is the nb blocks at w + r * w_stride. */
   void (*dot)(fer_dtype t, const uint8_t *w, int64_t w_stride, int rw, const feri_q8_rows *a,
               int64_t m, int ra, float *y, int64_t ldy);
+  /* As dot, for the sixteen rows of one panel (qpanel.h) whose first record is at rec0 (nb
+   * records of rec_bytes), the first rw <= 16 of them written; NULL in the tables without panel
+   * kernels (where no panel should be built). */
+  void (*pdot)(fer_dtype t, const uint8_t *rec0, size_t rec_bytes, int rw, const feri_q8_rows *a, int64_t m,
+               int ra, float *y, int64_t ldy);
 } feri_qi8_ops;
 
 /* The table for an ISA level; on AVX2 the VNNI form is used when the CPU has AVX512-VNNI/VL. */

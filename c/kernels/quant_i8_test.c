@@ -5,7 +5,8 @@
  *    M = 1 against M > 1 rows, f16 A and a strided out: bit for bit;
  * plus non-finite and zero activations and bad arguments. EVIDENCE: C-Q-008
  * The formats of issue 19 against ggml's dequantized values written out here (spec_value): within
- * the tolerance, and bit for bit across tables, levels, threads and M. EVIDENCE: C-Q-201 */
+ * the tolerance, and bit for bit across tables, levels, threads and M. EVIDENCE: C-Q-201
+ * The panels of qpanel.h give the same bits as the blocks they were packed from. EVIDENCE: C-Q-203 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "core/tensor.h"
 #include "kernels/quant.h"
 #include "kernels/quant_i8.h"
+#include "kernels/qpanel.h"
 #include "testing/check.h"
 
 static const fer_dtype FORMATS[4] = {FER_DTYPE_Q4_0, FER_DTYPE_Q4_1, FER_DTYPE_Q8_0, FER_DTYPE_MXFP4};
@@ -553,7 +555,67 @@ static void test_bad_arguments(void) {
   free(w);
 }
 
+/* Every panel format, rows that do not fill a panel, panels longer than a prefetch's four records,
+ * and every row group of the panel kernel (1, 4, 8, partial, more than 64): the panel route equals
+ * the blocks' route bit for bit, at the portable level (which ignores the panel) and at AVX2
+ * (AVX512-VNNI where the CPU has it), 1 and 3 threads; a panel of another shape is ignored. */
+static void test_panels(void) {
+  static const fer_dtype types[6] = {FER_DTYPE_Q4_0, FER_DTYPE_Q4_1, FER_DTYPE_Q5_0,
+                                     FER_DTYPE_Q5_1, FER_DTYPE_Q8_0, FER_DTYPE_IQ4_NL};
+  static const int64_t ns[4] = {1, 17, 40, 96}, ks[3] = {32, 96, 1088}, ms[8] = {1, 2, 3, 4, 5, 13, 64, 70};
+  unsigned s = 4242;
+  int bad = 0, runs = 0;
+  for (int ti = 0; ti < 6; ti++)
+    for (int ni = 0; ni < 4; ni++)
+      for (int ki = 0; ki < 3; ki++) {
+        const fer_dtype t = types[ti];
+        const int64_t n = ns[ni], k = ks[ki];
+        int64_t stride;
+        uint8_t *w = make_weights(t, n, k, &s, &stride);
+        const fer_qmatrix q = {w, (uint64_t)(n * stride), t, 0, n, k, stride};
+        feri_qpanel panel;
+        CHECK_STATUS(feri_qpanel_pack(&q, &panel), FER_STATUS_OK);
+        float *a = malloc(sizeof(float) * (size_t)(70 * k)), *want = malloc(sizeof(float) * (size_t)(70 * n)),
+              *got = malloc(sizeof(float) * (size_t)(70 * n));
+        for (int64_t i = 0; i < 70 * k; i++) a[i] = rnd(&s);
+        for (int mi = 0; mi < 8; mi++)
+          for (int lv = 0; lv < 2; lv++)
+            for (uint32_t th = 1; th <= 3; th += 2) {
+              fer_threadpool *pool = pool_at(lv ? FER_ISA_AVX2 : FER_ISA_PORTABLE, th);
+              if (!pool) continue;
+              const int64_t m = ms[mi];
+              fer_tensor ta = feri_tensor_2d(a, FER_DTYPE_F32, m, k), to = feri_tensor_2d(got, FER_DTYPE_F32, m, n);
+              run_i8(pool, a, m, k, &q, want);
+              memset(got, 0xff, sizeof(float) * (size_t)(m * n));
+              CHECK_STATUS(feri_matmul_quant_i8_panel(pool, &ta, &q, &panel, &to, NULL, 0), FER_STATUS_OK);
+              bad += memcmp(got, want, sizeof(float) * (size_t)(m * n)) != 0;
+              runs++;
+              fer_threadpool_free(pool);
+            }
+        if (ni == 1 && ki == 1) { /* a panel of another matrix (one row more) is ignored */
+          fer_qmatrix q2 = q;
+          q2.rows = n - 1;
+          fer_tensor ta = feri_tensor_2d(a, FER_DTYPE_F32, 3, k), to = feri_tensor_2d(got, FER_DTYPE_F32, 3, n - 1);
+          CHECK_STATUS(fer_matmul_quant_i8(NULL, &ta, &q2, &to, NULL, 0), FER_STATUS_OK);
+          memcpy(want, got, sizeof(float) * (size_t)(3 * (n - 1)));
+          CHECK_STATUS(feri_matmul_quant_i8_panel(NULL, &ta, &q2, &panel, &to, NULL, 0), FER_STATUS_OK);
+          bad += memcmp(got, want, sizeof(float) * (size_t)(3 * (n - 1))) != 0;
+        }
+        feri_qpanel_free(&panel);
+        free(w);
+        free(a);
+        free(want);
+        free(got);
+      }
+  if (bad) printf("  panels: %d of %d runs differ from the blocks' route\n", bad, runs);
+  CHECK(bad == 0 && runs > 0);
+  feri_qpanel p;
+  const fer_qmatrix mx = {NULL, 0, FER_DTYPE_MXFP4, 0, 0, 32, 17};
+  CHECK_STATUS(feri_qpanel_pack(&mx, &p), FER_STATUS_UNSUPPORTED);
+}
+
 int main(void) {
+  test_panels();
   const int64_t shapes[][3] = {{1, 1, 32}, {1, 7, 64}, {1, 70, 576}, {2, 4, 32}, {3, 9, 96},
                                {5, 13, 128}, {17, 33, 64}, {33, 5, 32}};
   for (int fi = 0; fi < 4; fi++)

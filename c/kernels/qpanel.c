@@ -1,0 +1,72 @@
+/* qpanel.c: the repacking of qpanel.h (portable C; the kernels that read panels live in the
+ * x86 bodies of quant_i8.h). */
+#include "kernels/qpanel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "kernels/quant.h"
+
+int feri_qpanel_supported(fer_dtype t) {
+  return t == FER_DTYPE_Q4_0 || t == FER_DTYPE_Q4_1 || t == FER_DTYPE_Q5_0 || t == FER_DTYPE_Q5_1 ||
+         t == FER_DTYPE_Q8_0 || t == FER_DTYPE_IQ4_NL;
+}
+
+/* Element k's unsigned code (as codes() of quant_i8_body.inc gives it) of a block, and its fifth
+ * bit (Q5_0, Q5_1) apart. */
+static uint8_t code_of(fer_dtype t, const uint8_t *blk, int k, uint8_t *bit5) {
+  *bit5 = 0;
+  if (t == FER_DTYPE_Q8_0) return (uint8_t)(blk[2 + k] ^ 0x80);
+  const size_t off = t == FER_DTYPE_Q4_1 ? 4 : t == FER_DTYPE_Q5_0 ? 6 : t == FER_DTYPE_Q5_1 ? 8 : 2;
+  const uint8_t n = k < 16 ? blk[off + k] & 0xF : blk[off + k - 16] >> 4;
+  if (t == FER_DTYPE_Q5_0 || t == FER_DTYPE_Q5_1) {
+    const uint8_t *qh = blk + (t == FER_DTYPE_Q5_0 ? 2 : 4);
+    *bit5 = (uint8_t)((qh[k / 8] >> (k % 8)) & 1);
+  }
+  return n;
+}
+
+fer_status feri_qpanel_pack(const fer_qmatrix *w, feri_qpanel *out) {
+  memset(out, 0, sizeof *out);
+  const fer_dtype t = w->dtype;
+  if (!feri_qpanel_supported(t))
+    return feri_fail(FER_STATUS_UNSUPPORTED, "qpanel: %s has no panel form", feri_dtype_name(t));
+  const size_t bb = feri_qblock_bytes(t);
+  const int64_t nb = w->cols / 32, panels = (w->rows + 15) / 16;
+  const size_t rec = 16 * bb, total = (size_t)panels * (size_t)nb * rec;
+  uint8_t *data = total ? aligned_alloc(64, (total + 63) / 64 * 64) : NULL;
+  if (total && !data) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "qpanel: %zu bytes", total);
+  const int has_min = t == FER_DTYPE_Q4_1 || t == FER_DTYPE_Q5_1;
+  const int five = t == FER_DTYPE_Q5_0 || t == FER_DTYPE_Q5_1;
+  for (int64_t p = 0; p < panels; p++)
+    for (int64_t b = 0; b < nb; b++) {
+      uint8_t *r0 = data + ((size_t)p * (size_t)nb + (size_t)b) * rec;
+      memset(r0, 0, rec);
+      uint8_t *codes = r0 + (has_min ? 64 : 32);
+      uint64_t hb[8] = {0};
+      for (int r = 0; r < 16 && 16 * p + r < w->rows; r++) {
+        const uint8_t *blk = (const uint8_t *)w->data + (16 * p + r) * w->row_stride + b * (int64_t)bb;
+        memcpy(r0 + 2 * r, blk, 2);
+        if (has_min) memcpy(r0 + 32 + 2 * r, blk + 2, 2);
+        for (int k = 0; k < 32; k++) {
+          uint8_t bit5;
+          const uint8_t c = code_of(t, blk, k, &bit5);
+          const int q = k / 4, byte = 4 * r + k % 4;
+          if (t == FER_DTYPE_Q8_0) codes[64 * q + byte] = c;
+          else codes[64 * (q / 2) + byte] |= (uint8_t)(q % 2 ? c << 4 : c);
+          if (bit5) hb[q] |= 1ull << byte;
+        }
+      }
+      if (five) memcpy(codes + 256, hb, sizeof hb);
+    }
+  *out = (feri_qpanel){t, w->rows, w->cols, nb, rec, data};
+  return FER_STATUS_OK;
+}
+
+void feri_qpanel_free(feri_qpanel *p) {
+  if (!p) return;
+  free(p->data);
+  memset(p, 0, sizeof *p);
+}

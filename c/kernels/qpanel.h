@@ -1,0 +1,53 @@
+/* qpanel.h: block-quantized weights repacked into panels of sixteen rows for the 8-bit route's
+ * AVX512-VNNI kernels (quant_i8.h), so that neither decode nor prefill rearranges codes per call.
+ *
+ * For the formats with blocks of 32 but MXFP4 (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL), rows
+ * 16p .. 16p + 15 form panel p (rows past the matrix are zero); block b of a panel is one record
+ * of 16 x the format's block bytes (the same bytes as the sixteen ggml blocks), at
+ * data + (p * nb + b) * record_bytes:
+ *   - the sixteen rows' f16 scales d (32 bytes), then for Q4_1 and Q5_1 their f16 minima m;
+ *   - the codes quad-interleaved: tile q (q < 8) has row r's elements 4q .. 4q+3 in bytes
+ *     4r .. 4r+3, as the unsigned codes quant_i8_body.inc's codes() gives (the nibbles or
+ *     five-bit values; IQ4_NL's nibbles before its table; Q8_0's bytes xor 0x80). The nibble
+ *     formats store tiles 2j and 2j+1 in the low and high nibbles of 64 bytes j (256 bytes);
+ *     Q5_0 and Q5_1 follow with eight 64-bit masks of the fifth bits (bit 4r+e of mask q: row r's
+ *     element 4q+e); Q8_0 stores the eight tiles (512 bytes).
+ * The kernels compute quant_i8.h's definition from these records: the same bits as the ggml
+ * blocks give. */
+#ifndef FERI_KERNELS_QPANEL_H
+#define FERI_KERNELS_QPANEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferrite.h"
+
+typedef struct feri_qpanel {
+  fer_dtype dtype;
+  int64_t rows, cols, nb; /* nb: blocks per row */
+  size_t record_bytes;    /* one block of a panel */
+  uint8_t *data;          /* (rows + 15) / 16 * nb records; 64-byte aligned */
+} feri_qpanel;
+
+/* 1 where w's format has a panel form (above). */
+int feri_qpanel_supported(fer_dtype dtype);
+
+/* Repacks a checked matrix (fer_qmatrix_check) of a supported format into a new panel; free it
+ * with feri_qpanel_free. UNSUPPORTED for another format, OUT_OF_MEMORY. */
+fer_status feri_qpanel_pack(const fer_qmatrix *w, feri_qpanel *out);
+
+void feri_qpanel_free(feri_qpanel *p);
+
+/* Record b of panel p. */
+static inline const uint8_t *feri_qpanel_record(const feri_qpanel *p, int64_t panel, int64_t b) {
+  return p->data + ((size_t)panel * (size_t)p->nb + (size_t)b) * p->record_bytes;
+}
+
+/* fer_matmul_quant_i8(pool, a, w, out, ...) reading w's blocks from panel (w's panels, from
+ * feri_qpanel_pack) where the pool's table has panel kernels, else from w: the same bits either
+ * way. A panel of another shape or format than w is ignored. */
+fer_status feri_matmul_quant_i8_panel(fer_threadpool *pool, const fer_tensor *a, const fer_qmatrix *w,
+                                      const feri_qpanel *panel, const fer_tensor *out, void *workspace,
+                                      size_t workspace_bytes);
+
+#endif
