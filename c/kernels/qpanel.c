@@ -8,6 +8,9 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "kernels/quant.h"
+#include "kernels/quant_i8.h"
+
+int feri_qpanel_available(void) { return feri_qi8_ops_for(FER_ISA_AVX512)->pdot != NULL; }
 
 int feri_qpanel_supported(fer_dtype t) {
   return t == FER_DTYPE_Q4_0 || t == FER_DTYPE_Q4_1 || t == FER_DTYPE_Q5_0 || t == FER_DTYPE_Q5_1 ||
@@ -29,7 +32,14 @@ static uint8_t code_of(fer_dtype t, const uint8_t *blk, int k, uint8_t *bit5) {
 }
 
 fer_status feri_qpanel_pack(const fer_qmatrix *w, feri_qpanel *out) {
+  const feri_qi8_ops *ops = feri_qi8_ops_for(FER_ISA_AVX512);
+  return feri_qpanel_pack_with(w, ops->ppack != NULL, out);
+}
+
+fer_status feri_qpanel_pack_with(const fer_qmatrix *w, int simd, feri_qpanel *out) {
   memset(out, 0, sizeof *out);
+  const feri_qi8_ops *ops = feri_qi8_ops_for(FER_ISA_AVX512);
+  if (!ops->ppack) simd = 0;
   const fer_dtype t = w->dtype;
   if (!feri_qpanel_supported(t))
     return feri_fail(FER_STATUS_UNSUPPORTED, "qpanel: %s has no panel form", feri_dtype_name(t));
@@ -43,11 +53,22 @@ fer_status feri_qpanel_pack(const fer_qmatrix *w, feri_qpanel *out) {
   for (int64_t p = 0; p < panels; p++)
     for (int64_t b = 0; b < nb; b++) {
       uint8_t *r0 = data + ((size_t)p * (size_t)nb + (size_t)b) * rec;
+      if (simd) { /* the VNNI table's packer; rows past the matrix are zero blocks */
+        static const uint8_t zero[34];
+        const uint8_t *blks[16];
+        for (int r = 0; r < 16; r++)
+          blks[r] = 16 * p + r < w->rows ? (const uint8_t *)w->data + (16 * p + r) * w->row_stride + b * (int64_t)bb
+                                         : zero;
+        ops->ppack(t, blks, r0);
+        continue;
+      }
       memset(r0, 0, rec);
       uint8_t *codes = r0 + (has_min ? 64 : 32);
       uint64_t hb[8] = {0};
-      for (int r = 0; r < 16 && 16 * p + r < w->rows; r++) {
-        const uint8_t *blk = (const uint8_t *)w->data + (16 * p + r) * w->row_stride + b * (int64_t)bb;
+      for (int r = 0; r < 16; r++) {
+        static const uint8_t zero[34]; /* rows past the matrix: zero blocks */
+        const uint8_t *blk =
+            16 * p + r < w->rows ? (const uint8_t *)w->data + (16 * p + r) * w->row_stride + b * (int64_t)bb : zero;
         memcpy(r0 + 2 * r, blk, 2);
         if (has_min) memcpy(r0 + 32 + 2 * r, blk + 2, 2);
         for (int k = 0; k < 32; k++) {

@@ -29,12 +29,19 @@ typedef struct feri_qpanel {
   uint8_t *data;          /* (rows + 15) / 16 * nb records; 64-byte aligned */
 } feri_qpanel;
 
+/* 1 where this CPU has the kernels that read panels (the AVX512-VNNI table of quant_i8.h). */
+int feri_qpanel_available(void);
+
 /* 1 where w's format has a panel form (above). */
 int feri_qpanel_supported(fer_dtype dtype);
 
 /* Repacks a checked matrix (fer_qmatrix_check) of a supported format into a new panel; free it
  * with feri_qpanel_free. UNSUPPORTED for another format, OUT_OF_MEMORY. */
 fer_status feri_qpanel_pack(const fer_qmatrix *w, feri_qpanel *out);
+
+/* As feri_qpanel_pack, with the VNNI table's packer (simd, where the CPU has it) or the scalar
+ * one: the same bytes. */
+fer_status feri_qpanel_pack_with(const fer_qmatrix *w, int simd, feri_qpanel *out);
 
 void feri_qpanel_free(feri_qpanel *p);
 

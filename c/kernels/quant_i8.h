@@ -83,6 +83,8 @@ typedef struct feri_qi8_ops {
    * kernels (where no panel should be built). */
   void (*pdot)(fer_dtype t, const uint8_t *rec0, size_t rec_bytes, int rw, const feri_q8_rows *a, int64_t m,
                int ra, float *y, int64_t ldy);
+  /* One panel record (qpanel.h) from the sixteen rows' blocks blk[r]; NULL where pdot is. */
+  void (*ppack)(fer_dtype t, const uint8_t *const blk[16], uint8_t *rec);
 } feri_qi8_ops;
 
 /* The table for an ISA level; on AVX2 the VNNI form is used when the CPU has AVX512-VNNI/VL. */

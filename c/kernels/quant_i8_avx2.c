@@ -34,6 +34,7 @@ const feri_qi8_ops feri_qi8_ops_avx2 = {
 #undef QI8_GR
 
 const feri_qi8_ops feri_qi8_ops_avx512vnni = {
-    .quantize = quantize_vnni, .quantize_k = quantize_k_vnni, .dot = dot_vnni, .pdot = pdot_vnni};
+    .quantize = quantize_vnni, .quantize_k = quantize_k_vnni, .dot = dot_vnni, .pdot = pdot_vnni,
+    .ppack = ppack_vnni};
 
 #endif

@@ -558,7 +558,8 @@ static void test_bad_arguments(void) {
 /* Every panel format, rows that do not fill a panel, panels longer than a prefetch's four records,
  * and every row group of the panel kernel (1, 4, 8, partial, more than 64): the panel route equals
  * the blocks' route bit for bit, at the portable level (which ignores the panel) and at AVX2
- * (AVX512-VNNI where the CPU has it), 1 and 3 threads; a panel of another shape is ignored. */
+ * (AVX512-VNNI where the CPU has it), 1 and 3 threads; a panel of another shape is ignored; the
+ * vector packer writes the scalar packer's bytes. */
 static void test_panels(void) {
   static const fer_dtype types[6] = {FER_DTYPE_Q4_0, FER_DTYPE_Q4_1, FER_DTYPE_Q5_0,
                                      FER_DTYPE_Q5_1, FER_DTYPE_Q8_0, FER_DTYPE_IQ4_NL};
@@ -573,8 +574,11 @@ static void test_panels(void) {
         int64_t stride;
         uint8_t *w = make_weights(t, n, k, &s, &stride);
         const fer_qmatrix q = {w, (uint64_t)(n * stride), t, 0, n, k, stride};
-        feri_qpanel panel;
+        feri_qpanel panel, scalar;
         CHECK_STATUS(feri_qpanel_pack(&q, &panel), FER_STATUS_OK);
+        CHECK_STATUS(feri_qpanel_pack_with(&q, 0, &scalar), FER_STATUS_OK); /* the two packers agree */
+        bad += memcmp(panel.data, scalar.data, (size_t)((n + 15) / 16 * (k / 32)) * scalar.record_bytes) != 0;
+        feri_qpanel_free(&scalar);
         float *a = malloc(sizeof(float) * (size_t)(70 * k)), *want = malloc(sizeof(float) * (size_t)(70 * n)),
               *got = malloc(sizeof(float) * (size_t)(70 * n));
         for (int64_t i = 0; i < 70 * k; i++) a[i] = rnd(&s);

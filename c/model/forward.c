@@ -66,7 +66,8 @@ static fer_status linear(const feri_llama *m, const feri_scratch *sc, fer_thread
   TRY(use(m, w->off, w->bytes));
   fer_tensor a = feri_tensor_2d((void *)x, FER_DTYPE_F32, n, in);
   fer_tensor c = feri_tensor_2d(y, FER_DTYPE_F32, n, out);
-  if (w->quant && !m->matmul_exact) return fer_matmul_quant_i8(pool, &a, &w->q, &c, sc->qws, sc->qws_bytes);
+  if (w->quant && !m->matmul_exact)
+    return feri_matmul_quant_i8_panel(pool, &a, &w->q, w->panel.data ? &w->panel : NULL, &c, sc->qws, sc->qws_bytes);
   if (w->quant) return fer_matmul_quant(pool, &a, &w->q, &c, NULL, 0);
   return fer_matmul(pool, &a, &w->dense, FER_MATMUL_B_NK, &c, NULL, 0);
 }

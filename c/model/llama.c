@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/dtype.h"
@@ -398,6 +399,42 @@ static fer_status place_in_store(feri_llama *m, const char *path, const feri_lla
   return FER_STATUS_OK;
 }
 
+/* One linear's panel (kernels/qpanel.h), then its blocks' pages dropped from the process (the
+ * mapping is of the file: a later read faults them back from the page cache), so that resident
+ * memory holds one copy of the weights, not two. */
+static fer_status pack_panel(feri_linear *w) {
+  if (!w->quant || !feri_qpanel_supported(w->q.dtype) || w->panel.data) return FER_STATUS_OK;
+  fer_status st = feri_qpanel_pack(&w->q, &w->panel);
+  if (st != FER_STATUS_OK) return st;
+  const long page = sysconf(_SC_PAGESIZE);
+  const uintptr_t lo = ((uintptr_t)w->q.data + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+  const uintptr_t hi = ((uintptr_t)w->q.data + (uintptr_t)w->q.bytes) / (uintptr_t)page * (uintptr_t)page;
+  if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice only: a refusal changes nothing */
+  return FER_STATUS_OK;
+}
+
+/* Panels for every projection of a model whose weights are used from its file's mapping, where
+ * the CPU has the panel kernels (the 8-bit route then reads them; the exact route reads q). */
+static fer_status pack_panels(feri_llama *m) {
+  if (!feri_qpanel_available()) return FER_STATUS_OK;
+  fer_status st = pack_panel(&m->output);
+  for (uint32_t l = 0; l < m->cfg.n_layer && st == FER_STATUS_OK; l++) {
+    feri_llama_layer *L = &m->layers[l];
+    feri_linear *ws[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (int i = 0; i < 7 && st == FER_STATUS_OK; i++) st = pack_panel(ws[i]);
+  }
+  return st;
+}
+
+static void free_panels(feri_llama *m) {
+  feri_qpanel_free(&m->output.panel);
+  for (uint32_t l = 0; m->layers && l < m->cfg.n_layer; l++) {
+    feri_llama_layer *L = &m->layers[l];
+    feri_linear *ws[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (int i = 0; i < 7; i++) feri_qpanel_free(&ws[i]->panel);
+  }
+}
+
 fer_status feri_llama_open_with(const char *path, const feri_llama_options *o, feri_llama **out) {
   *out = NULL;
   feri_gguf *g = NULL;
@@ -409,6 +446,13 @@ fer_status feri_llama_open_with(const char *path, const feri_llama_options *o, f
     return feri_fail(FER_STATUS_INVALID_ARG, "model: matmul option %d is neither I8 (0) nor EXACT (1)", (int)o->matmul);
   }
   if (st == FER_STATUS_OK && o) (*out)->matmul_exact = o->matmul == FERI_MATMUL_EXACT;
+  if (st == FER_STATUS_OK && (!o || o->weights == FERI_WEIGHTS_MAPPED)) {
+    st = pack_panels(*out);
+    if (st != FER_STATUS_OK) {
+      feri_llama_close(*out);
+      *out = NULL;
+    }
+  }
   if (st != FER_STATUS_OK || !o || o->weights == FERI_WEIGHTS_MAPPED) return st;
   st = place_in_store(*out, path, o);
   if (st != FER_STATUS_OK) {
@@ -439,6 +483,7 @@ void feri_llama_close(feri_llama *m) {
   if (!m) return;
   fer_weight_store_free(m->store);
   fer_vmm_free(m->weight_vmm);
+  free_panels(m);
   feri_gguf_close(m->g);
   free(m->layers);
   free(m->gelu_lut);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ferrite.h"
+#include "kernels/qpanel.h"
 
 struct feri_gguf;
 
@@ -50,6 +51,9 @@ typedef struct feri_linear {
   fer_qmatrix q;
   fer_tensor dense; /* [out, in] */
   uint64_t off, bytes;
+  /* q repacked for the 8-bit route's panel kernels (data NULL: none), made at load when the
+   * weights are used from the mapped file and the CPU has those kernels; q stays valid beside it */
+  feri_qpanel panel;
 } feri_linear;
 
 typedef struct feri_vector {
