@@ -5,7 +5,8 @@
  *   engine may decide either way, ends the comparison (both continuations are then correct);
  * - teacher-forced argmax agreement on 10 prompts x 64 tokens: equal wherever llama.cpp's top-2
  *   margin exceeds 0.5, and the share over all positions printed and guarded;
- * - perplexity on 2,000 tokens of the committed prose within 1% of llama.cpp's.
+ * - perplexity on 2,000 tokens of the committed prose within 1% of llama.cpp's;
+ * - the panels the mapped model reads (where the CPU has their kernels) give the blocks' logits.
  * The references are made by scripts/model/make_{greedy,agreement,perplexity}_golden.sh for the
  * file; ferrite runs as llama.cpp runs by default (8-bit activations, f16 KV cache).
  *
@@ -86,6 +87,37 @@ static void test_greedy(feri_llama *m, const char *golden_path) {
   else printf("greedy: the first %d tokens equal llama.cpp's, then a near-tie\n", equal);
   feri_llama_seq_free(s);
   free(logits);
+}
+
+/* The panels (kernels/qpanel.h) a mapped model reads where the CPU has their kernels give the
+ * logits the blocks give: the model opened with its weights in a fully resident store (which makes
+ * no panels) equals it bit for bit over a 40-token prompt and 3 decode steps. EVIDENCE: C-Q-203 */
+static void test_panels_equal_blocks(feri_llama *m, const char *path) {
+  const feri_llama_config *c = feri_llama_config_of(m);
+  feri_llama_options o = {FERI_WEIGHTS_STORE, FERI_MATMUL_I8, 0, UINT64_MAX / 2, 0};
+  feri_llama *s = NULL;
+  CHECK_STATUS(feri_llama_open_with(path, &o, &s), FER_STATUS_OK);
+  if (!s) return;
+  const uint32_t V = c->n_vocab;
+  float *a = malloc(V * sizeof(float)), *b = malloc(V * sizeof(float));
+  feri_llama_seq *qa = new_seq(m, 64), *qb = new_seq(s, 64);
+  int32_t ids[40];
+  for (int i = 0; i < 40; i++) ids[i] = (int32_t)((i * 7919 + 13) % (V < 1000 ? V : 1000));
+  int differ = 0;
+  for (int step = 0; step < 4 && a && b && qa && qb; step++) {
+    const uint32_t n = step == 0 ? 40 : 1;
+    const int32_t *in = step == 0 ? ids : &ids[step];
+    CHECK_STATUS(feri_llama_forward(qa, NULL, in, n, a), FER_STATUS_OK);
+    CHECK_STATUS(feri_llama_forward(qb, NULL, in, n, b), FER_STATUS_OK);
+    differ += memcmp(a, b, V * sizeof(float)) != 0;
+  }
+  printf("panels: logits %s the blocks' over 4 steps\n", differ ? "DIFFER from" : "equal");
+  CHECK(differ == 0);
+  feri_llama_seq_free(qa);
+  feri_llama_seq_free(qb);
+  feri_llama_close(s);
+  free(a);
+  free(b);
 }
 
 /* Teacher-forced agreement: ferrite is fed llama.cpp's greedy tokens; argmax equal wherever
@@ -200,6 +232,7 @@ int main(int argc, char **argv) {
   if (m) {
     printf("%s\n", argv[1]);
     test_greedy(m, argv[2]);
+    test_panels_equal_blocks(m, path);
 #if defined(__SANITIZE_ADDRESS__)
     /* 640 + 2,000 forward positions take minutes under ASan; the normal build runs them */
     (void)test_agreement, (void)test_perplexity, (void)min_permille, (void)max_misses;
