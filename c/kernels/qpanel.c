@@ -31,34 +31,37 @@ static uint8_t code_of(fer_dtype t, const uint8_t *blk, int k, uint8_t *bit5) {
   return n;
 }
 
-fer_status feri_qpanel_pack(const fer_qmatrix *w, feri_qpanel *out) {
-  const feri_qi8_ops *ops = feri_qi8_ops_for(FER_ISA_AVX512);
-  return feri_qpanel_pack_with(w, ops->ppack != NULL, out);
-}
-
-fer_status feri_qpanel_pack_with(const fer_qmatrix *w, int simd, feri_qpanel *out) {
+fer_status feri_qpanel_alloc(const fer_qmatrix *w, feri_qpanel *out) {
   memset(out, 0, sizeof *out);
-  const feri_qi8_ops *ops = feri_qi8_ops_for(FER_ISA_AVX512);
-  if (!ops->ppack) simd = 0;
   const fer_dtype t = w->dtype;
   if (!feri_qpanel_supported(t))
     return feri_fail(FER_STATUS_UNSUPPORTED, "qpanel: %s has no panel form", feri_dtype_name(t));
-  const size_t bb = feri_qblock_bytes(t);
+  const size_t rec = 16 * feri_qblock_bytes(t);
   const int64_t nb = w->cols / 32, panels = (w->rows + 15) / 16;
-  const size_t rec = 16 * bb, total = (size_t)panels * (size_t)nb * rec;
+  const size_t total = (size_t)panels * (size_t)nb * rec;
   uint8_t *data = total ? aligned_alloc(64, (total + 63) / 64 * 64) : NULL;
   if (total && !data) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "qpanel: %zu bytes", total);
+  *out = (feri_qpanel){t, w->rows, w->cols, nb, rec, data};
+  return FER_STATUS_OK;
+}
+
+void feri_qpanel_pack_range(const fer_qmatrix *w, feri_qpanel *out, int64_t p0, int64_t p1, int simd) {
+  const fer_dtype t = w->dtype;
+  const feri_qi8_ops *ops = feri_qi8_ops_for(FER_ISA_AVX512);
+  if (!ops->ppack) simd = 0;
+  const size_t bb = feri_qblock_bytes(t), rec = out->record_bytes;
+  const int64_t nb = out->nb;
   const int has_min = t == FER_DTYPE_Q4_1 || t == FER_DTYPE_Q5_1;
   const int five = t == FER_DTYPE_Q5_0 || t == FER_DTYPE_Q5_1;
-  for (int64_t p = 0; p < panels; p++)
+  static const uint8_t zero[34]; /* rows past the matrix: zero blocks */
+  for (int64_t p = p0; p < p1; p++)
     for (int64_t b = 0; b < nb; b++) {
-      uint8_t *r0 = data + ((size_t)p * (size_t)nb + (size_t)b) * rec;
-      if (simd) { /* the VNNI table's packer; rows past the matrix are zero blocks */
-        static const uint8_t zero[34];
-        const uint8_t *blks[16];
-        for (int r = 0; r < 16; r++)
-          blks[r] = 16 * p + r < w->rows ? (const uint8_t *)w->data + (16 * p + r) * w->row_stride + b * (int64_t)bb
-                                         : zero;
+      uint8_t *r0 = out->data + ((size_t)p * (size_t)nb + (size_t)b) * rec;
+      const uint8_t *blks[16];
+      for (int r = 0; r < 16; r++)
+        blks[r] = 16 * p + r < w->rows ? (const uint8_t *)w->data + (16 * p + r) * w->row_stride + b * (int64_t)bb
+                                       : zero;
+      if (simd) { /* the VNNI table's packer */
         ops->ppack(t, blks, r0);
         continue;
       }
@@ -66,14 +69,11 @@ fer_status feri_qpanel_pack_with(const fer_qmatrix *w, int simd, feri_qpanel *ou
       uint8_t *codes = r0 + (has_min ? 64 : 32);
       uint64_t hb[8] = {0};
       for (int r = 0; r < 16; r++) {
-        static const uint8_t zero[34]; /* rows past the matrix: zero blocks */
-        const uint8_t *blk =
-            16 * p + r < w->rows ? (const uint8_t *)w->data + (16 * p + r) * w->row_stride + b * (int64_t)bb : zero;
-        memcpy(r0 + 2 * r, blk, 2);
-        if (has_min) memcpy(r0 + 32 + 2 * r, blk + 2, 2);
+        memcpy(r0 + 2 * r, blks[r], 2);
+        if (has_min) memcpy(r0 + 32 + 2 * r, blks[r] + 2, 2);
         for (int k = 0; k < 32; k++) {
           uint8_t bit5;
-          const uint8_t c = code_of(t, blk, k, &bit5);
+          const uint8_t c = code_of(t, blks[r], k, &bit5);
           const int q = k / 4, byte = 4 * r + k % 4;
           if (t == FER_DTYPE_Q8_0) codes[64 * q + byte] = c;
           else codes[64 * (q / 2) + byte] |= (uint8_t)(q % 2 ? c << 4 : c);
@@ -82,8 +82,14 @@ fer_status feri_qpanel_pack_with(const fer_qmatrix *w, int simd, feri_qpanel *ou
       }
       if (five) memcpy(codes + 256, hb, sizeof hb);
     }
-  *out = (feri_qpanel){t, w->rows, w->cols, nb, rec, data};
-  return FER_STATUS_OK;
+}
+
+fer_status feri_qpanel_pack(const fer_qmatrix *w, feri_qpanel *out) { return feri_qpanel_pack_with(w, 1, out); }
+
+fer_status feri_qpanel_pack_with(const fer_qmatrix *w, int simd, feri_qpanel *out) {
+  fer_status st = feri_qpanel_alloc(w, out);
+  if (st == FER_STATUS_OK) feri_qpanel_pack_range(w, out, 0, (w->rows + 15) / 16, simd);
+  return st;
 }
 
 void feri_qpanel_free(feri_qpanel *p) {

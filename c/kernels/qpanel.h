@@ -43,6 +43,11 @@ fer_status feri_qpanel_pack(const fer_qmatrix *w, feri_qpanel *out);
  * one: the same bytes. */
 fer_status feri_qpanel_pack_with(const fer_qmatrix *w, int simd, feri_qpanel *out);
 
+/* feri_qpanel_pack in two parts, so that a caller can release the source rows as it goes: the
+ * panel's memory (UNSUPPORTED, OUT_OF_MEMORY), then panels p0 .. p1 - 1 (rows 16 p0 .. 16 p1 - 1). */
+fer_status feri_qpanel_alloc(const fer_qmatrix *w, feri_qpanel *out);
+void feri_qpanel_pack_range(const fer_qmatrix *w, feri_qpanel *out, int64_t p0, int64_t p1, int simd);
+
 void feri_qpanel_free(feri_qpanel *p);
 
 /* Record b of panel p. */

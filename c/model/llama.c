@@ -404,12 +404,21 @@ static fer_status place_in_store(feri_llama *m, const char *path, const feri_lla
  * memory holds one copy of the weights, not two. */
 static fer_status pack_panel(feri_linear *w) {
   if (!w->quant || !feri_qpanel_supported(w->q.dtype) || w->panel.data) return FER_STATUS_OK;
-  fer_status st = feri_qpanel_pack(&w->q, &w->panel);
+  fer_status st = feri_qpanel_alloc(&w->q, &w->panel);
   if (st != FER_STATUS_OK) return st;
-  const long page = sysconf(_SC_PAGESIZE);
-  const uintptr_t lo = ((uintptr_t)w->q.data + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
-  const uintptr_t hi = ((uintptr_t)w->q.data + (uintptr_t)w->q.bytes) / (uintptr_t)page * (uintptr_t)page;
-  if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice only: a refusal changes nothing */
+  /* a few MiB of rows at a time, each range's pages dropped once packed: the peak holds the
+   * panels and one range, not a large tensor twice (Gemma's tied 160 MiB embedding) */
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const int64_t panels = (w->q.rows + 15) / 16, step = 1 + (4 << 20) / (16 * w->q.row_stride);
+  for (int64_t p0 = 0; p0 < panels; p0 += step) {
+    const int64_t p1 = p0 + step < panels ? p0 + step : panels;
+    feri_qpanel_pack_range(&w->q, &w->panel, p0, p1, 1);
+    const uintptr_t from = (uintptr_t)w->q.data + (uintptr_t)(16 * p0 * w->q.row_stride);
+    const int64_t end_row = 16 * p1 < w->q.rows ? 16 * p1 : w->q.rows;
+    const uintptr_t to = (uintptr_t)w->q.data + (uintptr_t)(end_row * w->q.row_stride);
+    const uintptr_t lo = (from + page - 1) / page * page, hi = to / page * page;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice only: a refusal changes nothing */
+  }
   return FER_STATUS_OK;
 }
 
