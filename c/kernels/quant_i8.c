@@ -265,22 +265,18 @@ static void dot_task(void *ctx, int64_t task) {
   const int64_t mc = p->M - m0 < TASK_M ? p->M - m0 : TASK_M;
   float y[TASK_M * 128];
   const uint8_t *wbase = (const uint8_t *)p->w->data;
-  if (j->panel) { /* chunks start at multiples of 16 rows: panel (n0 + r) / 16 */
-    for (int64_t r = 0; r < nc; r += 16) {
-      const int rw = nc - r < 16 ? (int)(nc - r) : 16;
-      for (int64_t i = 0; i < mc; i += FERI_QI8_RA) {
-        const int ra = mc - i < FERI_QI8_RA ? (int)(mc - i) : FERI_QI8_RA;
-        j->ops->pdot(p->w->dtype, feri_qpanel_record(j->panel, (n0 + r) / 16, 0), j->panel->record_bytes, rw,
-                     &j->rows, m0 + i, ra, y + i * nc + r, nc);
-      }
-    }
-  }
-  for (int64_t r = 0; r < nc && !j->panel; r += FERI_QI8_RW) {
+  /* FERI_QI8_RW = 16 rows at a time, a panel's; chunks start at multiples of 16 rows, so the
+   * rows from n0 + r are panel (n0 + r) / 16 */
+  for (int64_t r = 0; r < nc; r += FERI_QI8_RW) {
     const int rw = nc - r < FERI_QI8_RW ? (int)(nc - r) : FERI_QI8_RW;
     for (int64_t i = 0; i < mc; i += FERI_QI8_RA) {
       const int ra = mc - i < FERI_QI8_RA ? (int)(mc - i) : FERI_QI8_RA;
-      j->ops->dot(p->w->dtype, wbase + (n0 + r) * p->w->row_stride, p->w->row_stride, rw, &j->rows,
-                  m0 + i, ra, y + i * nc + r, nc);
+      if (j->panel)
+        j->ops->pdot(p->w->dtype, feri_qpanel_record(j->panel, (n0 + r) / 16, 0), j->panel->record_bytes, rw,
+                     &j->rows, m0 + i, ra, y + i * nc + r, nc);
+      else
+        j->ops->dot(p->w->dtype, wbase + (n0 + r) * p->w->row_stride, p->w->row_stride, rw, &j->rows,
+                    m0 + i, ra, y + i * nc + r, nc);
     }
   }
   const int64_t o_sm = p->out->strides[0], o_sn = p->out->strides[1];

@@ -67,7 +67,7 @@ typedef struct feri_q8_rows {
 
 /* Most rows of W and of A one dot call covers (one or two A rows take W eight rows at a time;
  * more A rows share one unpacking of eight or, with AVX-512, sixteen W rows). */
-enum { FERI_QI8_RW = 16, FERI_QI8_RA = 64 };
+enum { FERI_QI8_RW = 16, FERI_QI8_RA = 64 }; /* RW is also a panel's rows (qpanel.h) */
 
 typedef struct feri_qi8_ops {
   /* Rounds x[0 .. 32 nb) into q, d[0 .. nb), qs[0 .. nb) as described above (blocks of 32). */

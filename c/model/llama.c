@@ -403,7 +403,8 @@ static fer_status place_in_store(feri_llama *m, const char *path, const feri_lla
  * mapping is of the file: a later read faults them back from the page cache), so that resident
  * memory holds one copy of the weights, not two. */
 static fer_status pack_panel(feri_linear *w) {
-  if (!w->quant || !feri_qpanel_supported(w->q.dtype) || w->panel.data) return FER_STATUS_OK;
+  if (!w->quant || !feri_qpanel_supported(w->q.dtype) || w->panel.data || w->q.rows == 0 || w->q.cols == 0)
+    return FER_STATUS_OK;
   fer_status st = feri_qpanel_alloc(&w->q, &w->panel);
   if (st != FER_STATUS_OK) return st;
   /* a few MiB of rows at a time, each range's pages dropped once packed: the peak holds the

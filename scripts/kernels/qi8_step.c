@@ -52,9 +52,15 @@ int main(int argc, char **argv) {
         for (int64_t b = 0; b < K / be; b++) {
           unsigned char *blk = w + (size_t)r * stride + (size_t)b * (size_t)bsz;
           const size_t off = dt == FER_DTYPE_Q2_K ? 80 : dt == FER_DTYPE_Q3_K ? 108 : dt == FER_DTYPE_Q6_K ? 208 : 0;
-          if (dt == FER_DTYPE_MXFP4) blk[0] = 120;
-          else blk[off] = 0, blk[off + 1] = 0x20, blk[off + 2 < (size_t)bsz ? off + 2 : off] = 0,
-               blk[off + 3 < (size_t)bsz ? off + 3 : off + 1] = 0x18;
+          const uint16_t d = 0x2000, mn = 0x1800; /* f16 2^-7 and 2^-9 */
+          if (dt == FER_DTYPE_MXFP4) {
+            blk[0] = 120;
+          } else {
+            memcpy(blk + off, &d, 2);
+            if (dt == FER_DTYPE_Q4_1 || dt == FER_DTYPE_Q5_1 || dt == FER_DTYPE_Q2_K || dt == FER_DTYPE_Q4_K ||
+                dt == FER_DTYPE_Q5_K)
+              memcpy(blk + off + 2, &mn, 2); /* the formats with a minimum */
+          }
         }
       q[l * 7 + j] = (fer_qmatrix){w, bytes, (fer_dtype)dt, 0, N, K, (int64_t)stride};
       total += bytes;

@@ -69,6 +69,10 @@ int main(int argc, char **argv) {
     feri_llama_seq *s;
     feri_llama_seq_create(m, np + 70, &so, &s);
     uint32_t V = feri_llama_config_of(m)->n_vocab;
+    if ((uint32_t)ta >= V || (uint32_t)tb >= V) {
+      fprintf(stderr, "probe_position: tokens must be below the vocabulary's %u\n", V);
+      return 2;
+    }
     float *lg = malloc(V * 4);
     feri_llama_forward(s, NULL, prompt, np, lg);
     for (int st = 1; st <= S; st++) feri_llama_forward(s, NULL, &toks[st - 1], 1, lg);
