@@ -14,7 +14,8 @@ int feri_qpanel_available(void) { return feri_qi8_ops_for(FER_ISA_AVX512)->pdot 
 
 int feri_qpanel_supported(fer_dtype t) {
   return t == FER_DTYPE_Q4_0 || t == FER_DTYPE_Q4_1 || t == FER_DTYPE_Q5_0 || t == FER_DTYPE_Q5_1 ||
-         t == FER_DTYPE_Q8_0 || t == FER_DTYPE_IQ4_NL;
+         t == FER_DTYPE_Q8_0 || t == FER_DTYPE_IQ4_NL || t == FER_DTYPE_Q4_K || t == FER_DTYPE_Q5_K ||
+         t == FER_DTYPE_Q6_K;
 }
 
 /* Element k's unsigned code (as codes() of quant_i8_body.inc gives it) of a block, and its fifth
@@ -31,13 +32,35 @@ static uint8_t code_of(fer_dtype t, const uint8_t *blk, int k, uint8_t *bit5) {
   return n;
 }
 
+/* One record of super-blocks (qpanel.h), element by element. */
+static void pack_super(fer_dtype t, const uint8_t *const blk[16], uint8_t *rec) {
+  const int has_min = t != FER_DTYPE_Q6_K;
+  const size_t doff = feri_qi8_super_d_offset(t), rec_bytes = 16 * feri_qblock_bytes(t);
+  memset(rec, 0, rec_bytes);
+  uint8_t *s = rec + (has_min ? 64 : 32), *c = s + (has_min ? 192 : 256), *hi = c + 2048;
+  for (int r = 0; r < 16; r++) {
+    memcpy(rec + 2 * r, blk[r] + doff, 2);
+    if (has_min) memcpy(rec + 32 + 2 * r, blk[r] + doff + 2, 2);
+    for (int k = 0; k < (has_min ? 3 : 4); k++) memcpy(s + 64 * k + 4 * r, blk[r] + (has_min ? 4 : 192) + 4 * k, 4);
+    int8_t code[256];
+    feri_qi8_super_codes(t, blk[r], code);
+    for (int e = 0; e < 256; e++) {
+      const int tile = e / 4, byte = 4 * r + e % 4;
+      const unsigned u = (unsigned)(code[e] + (t == FER_DTYPE_Q6_K ? 32 : 0)); /* Q6_K's offset */
+      c[64 * (tile / 2) + byte] |= (uint8_t)((u & 15) << (tile % 2 ? 4 : 0));
+      if (t == FER_DTYPE_Q5_K && (u & 16)) hi[8 * tile + byte / 8] |= (uint8_t)(1u << (byte % 8));
+      if (t == FER_DTYPE_Q6_K) hi[64 * (tile / 4) + byte] |= (uint8_t)((u >> 4) << (2 * (tile % 4)));
+    }
+  }
+}
+
 fer_status feri_qpanel_alloc(const fer_qmatrix *w, feri_qpanel *out) {
   memset(out, 0, sizeof *out);
   const fer_dtype t = w->dtype;
   if (!feri_qpanel_supported(t))
     return feri_fail(FER_STATUS_UNSUPPORTED, "qpanel: %s has no panel form", feri_dtype_name(t));
   const size_t rec = 16 * feri_qblock_bytes(t);
-  const int64_t nb = w->cols / 32, panels = (w->rows + 15) / 16;
+  const int64_t nb = w->cols / feri_qblock_elems(t), panels = (w->rows + 15) / 16;
   const size_t total = (size_t)panels * (size_t)nb * rec;
   uint8_t *data = total ? aligned_alloc(64, (total + 63) / 64 * 64) : NULL;
   if (total && !data) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "qpanel: %zu bytes", total);
@@ -53,7 +76,7 @@ void feri_qpanel_pack_range(const fer_qmatrix *w, feri_qpanel *out, int64_t p0, 
   const int64_t nb = out->nb;
   const int has_min = t == FER_DTYPE_Q4_1 || t == FER_DTYPE_Q5_1;
   const int five = t == FER_DTYPE_Q5_0 || t == FER_DTYPE_Q5_1;
-  static const uint8_t zero[34]; /* rows past the matrix: zero blocks */
+  static const uint8_t zero[256]; /* rows past the matrix: zero blocks (the largest is Q6_K's 210 bytes) */
   for (int64_t p = p0; p < p1; p++)
     for (int64_t b = 0; b < nb; b++) {
       uint8_t *r0 = out->data + ((size_t)p * (size_t)nb + (size_t)b) * rec;
@@ -63,6 +86,10 @@ void feri_qpanel_pack_range(const fer_qmatrix *w, feri_qpanel *out, int64_t p0, 
                                        : zero;
       if (simd) { /* the VNNI table's packer */
         ops->ppack(t, blks, r0);
+        continue;
+      }
+      if (feri_qi8_is_super(t)) {
+        pack_super(t, blks, r0);
         continue;
       }
       memset(r0, 0, rec);

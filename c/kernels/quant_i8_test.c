@@ -561,23 +561,24 @@ static void test_bad_arguments(void) {
  * (AVX512-VNNI where the CPU has it), 1 and 3 threads; a panel of another shape is ignored; the
  * vector packer writes the scalar packer's bytes. */
 static void test_panels(void) {
-  static const fer_dtype types[6] = {FER_DTYPE_Q4_0, FER_DTYPE_Q4_1, FER_DTYPE_Q5_0,
-                                     FER_DTYPE_Q5_1, FER_DTYPE_Q8_0, FER_DTYPE_IQ4_NL};
+  static const fer_dtype types[9] = {FER_DTYPE_Q4_0, FER_DTYPE_Q4_1, FER_DTYPE_Q5_0,
+                                     FER_DTYPE_Q5_1, FER_DTYPE_Q8_0, FER_DTYPE_IQ4_NL,
+                                     FER_DTYPE_Q4_K, FER_DTYPE_Q5_K, FER_DTYPE_Q6_K};
   static const int64_t ns[4] = {1, 17, 40, 96}, ks[3] = {32, 96, 1088}, ms[8] = {1, 2, 3, 4, 5, 13, 64, 70};
   unsigned s = 4242;
   int bad = 0, runs = 0;
-  for (int ti = 0; ti < 6; ti++)
+  for (int ti = 0; ti < 9; ti++)
     for (int ni = 0; ni < 4; ni++)
       for (int ki = 0; ki < 3; ki++) {
         const fer_dtype t = types[ti];
-        const int64_t n = ns[ni], k = ks[ki];
+        const int64_t n = ns[ni], k = ks[ki] * (feri_qi8_is_super(t) ? 8 : 1); /* whole super-blocks */
         int64_t stride;
         uint8_t *w = make_weights(t, n, k, &s, &stride);
         const fer_qmatrix q = {w, (uint64_t)(n * stride), t, 0, n, k, stride};
         feri_qpanel panel, scalar;
         CHECK_STATUS(feri_qpanel_pack(&q, &panel), FER_STATUS_OK);
         CHECK_STATUS(feri_qpanel_pack_with(&q, 0, &scalar), FER_STATUS_OK); /* the two packers agree */
-        bad += memcmp(panel.data, scalar.data, (size_t)((n + 15) / 16 * (k / 32)) * scalar.record_bytes) != 0;
+        bad += memcmp(panel.data, scalar.data, (size_t)((n + 15) / 16 * scalar.nb) * scalar.record_bytes) != 0;
         feri_qpanel_free(&scalar);
         float *a = malloc(sizeof(float) * (size_t)(70 * k)), *want = malloc(sizeof(float) * (size_t)(70 * n)),
               *got = malloc(sizeof(float) * (size_t)(70 * n));
