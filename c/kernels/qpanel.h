@@ -12,6 +12,18 @@
  *     formats store tiles 2j and 2j+1 in the low and high nibbles of 64 bytes j (256 bytes);
  *     Q5_0 and Q5_1 follow with eight 64-bit masks of the fifth bits (bit 4r+e of mask q: row r's
  *     element 4q+e); Q8_0 stores the eight tiles (512 bytes).
+ * For the super-block formats Q4_K, Q5_K and Q6_K, a record is super-block b of the sixteen rows
+ * (16 x 144, 176 or 210 bytes, again the same bytes as the ggml blocks):
+ *   - the sixteen f16 d, then (Q4_K, Q5_K) the sixteen f16 dmin;
+ *   - the sub-scales as each row's own ggml bytes, four to a 32-bit lane: vector k lane r holds
+ *     row r's scale bytes 4k .. 4k+3 (Q4_K, Q5_K: three vectors of the packed 6-bit scales and
+ *     minima; Q6_K: four vectors of its sixteen int8 scales), so that one vector unpacks a
+ *     sub-scale for all sixteen rows;
+ *   - the codes as 64 tiles (tile T: row r's elements 4T .. 4T+3 in bytes 4r .. 4r+3, unsigned:
+ *     Q6_K's offset by 32), tiles 2u and 2u+1 in the low and high nibbles of 64 bytes u (2048
+ *     bytes); then Q5_K's fifth bits as 64 masks of 64 bits (bit 4r+e of mask T: row r's element
+ *     4T+e), or Q6_K's bits 4 and 5 as 16 x 64 bytes (bits 2i, 2i+1 of byte 4r+e of unit u: row
+ *     r's element 4(4u+i)+e).
  * The kernels compute quant_i8.h's definition from these records: the same bits as the ggml
  * blocks give. */
 #ifndef FERI_KERNELS_QPANEL_H
