@@ -8,6 +8,7 @@
  * the tolerance, and bit for bit across tables, levels, threads and M. EVIDENCE: C-Q-201
  * The panels of qpanel.h give the same bits as the blocks they were packed from. EVIDENCE: C-Q-203 */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -619,8 +620,56 @@ static void test_panels(void) {
   CHECK_STATUS(feri_qpanel_pack(&mx, &p), FER_STATUS_UNSUPPORTED);
 }
 
+/* kB of AnonHugePages in the mapping of /proc/self/smaps that holds address p (-1: not found). */
+static long huge_kb_at(const void *p) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  char line[512];
+  int inside = 0;
+  long kb = -1;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's first line (no field reads two) */
+      inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+    } else if (inside && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) {
+      break;
+    }
+  }
+  fclose(f);
+  return kb;
+}
+
+/* A panel of several MiB sits on transparent huge pages where the kernel offers them (the
+ * kernels stream panels; BENCHMARKS.md measures the difference). EVIDENCE: C-Q-204 */
+static void test_panel_huge_pages(void) {
+  char mode[128] = "";
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (f) {
+    if (!fgets(mode, sizeof mode, f)) mode[0] = 0;
+    fclose(f);
+  }
+  if (!strstr(mode, "[always]") && !strstr(mode, "[madvise]")) {
+    printf("  panel huge pages: SKIPPED (transparent huge pages: %s)\n", mode[0] ? mode : "unknown");
+    return;
+  }
+  unsigned s = 99;
+  int64_t stride;
+  const int64_t n = 1024, k = 8192; /* 4.5 MiB of Q4_0 */
+  uint8_t *w = make_weights(FER_DTYPE_Q4_0, n, k, &s, &stride);
+  const fer_qmatrix q = {w, (uint64_t)(n * stride), FER_DTYPE_Q4_0, 0, n, k, stride};
+  feri_qpanel panel;
+  CHECK_STATUS(feri_qpanel_pack_with(&q, 0, &panel), FER_STATUS_OK);
+  const long kb = huge_kb_at(panel.data);
+  printf("  panel huge pages: %ld kB of the %zu-byte panel on huge pages\n", kb,
+         (size_t)(n / 16 * (k / 32)) * panel.record_bytes);
+  CHECK(kb >= 2048);
+  feri_qpanel_free(&panel);
+  free(w);
+}
+
 int main(void) {
   test_panels();
+  test_panel_huge_pages();
   const int64_t shapes[][3] = {{1, 1, 32}, {1, 7, 64}, {1, 70, 576}, {2, 4, 32}, {3, 9, 96},
                                {5, 13, 128}, {17, 33, 64}, {33, 5, 32}};
   for (int fi = 0; fi < 4; fi++)
