@@ -1,0 +1,356 @@
+/* grammar_test.c: regular expressions, the token trie and the regex matcher (issue 20, first part).
+ *
+ * - The parser refuses malformed and unsupported syntax with the right status and the byte offset.
+ * - Language: random expressions over a small alphabet (ASCII, a two-byte and a three-byte
+ *   character) against PCRE2 (anchored at both ends, UTF): every random string is a word of ours
+ *   exactly when PCRE2 matches it whole, and a prefix of a word exactly when PCRE2 reports a
+ *   partial match (PCRE2_PARTIAL_HARD against the expression followed by \z).
+ * - \d, \w, \s follow Rust's Unicode classes (Arabic-Indic digits, accented letters, combining
+ *   marks, no-break space).
+ * - The trie holds every included token once, in preorder with correct subtree sizes.
+ * - The mask equals a brute-force check of every token (its bytes run through the DFA from the
+ *   current state) at every step of random walks that accept allowed tokens, with end of sequence
+ *   exactly where the expression accepts; accept, rollback and refusals behave as matcher.h says.
+ * EVIDENCE: C-GRM-001 C-GRM-002 C-GRM-003 */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/lexer.h"
+#include "grammar/matcher.h"
+#include "grammar/regex.h"
+#include "grammar/toktrie.h"
+#include "testing/check.h"
+
+static unsigned next(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return (*s >> 16) & 0x7FFF;
+}
+
+/* ---- parse errors ---------------------------------------------------------------------------- */
+
+static void test_parse_errors(void) {
+  static const struct {
+    const char *src;
+    fer_status want;
+  } cases[] = {
+      {"(ab", FER_STATUS_BAD_FORMAT},       {"ab)", FER_STATUS_BAD_FORMAT},
+      {"[ab", FER_STATUS_BAD_FORMAT},       {"*a", FER_STATUS_BAD_FORMAT},
+      {"a{2", FER_STATUS_BAD_FORMAT},       {"a{3,2}", FER_STATUS_BAD_FORMAT},
+      {"[z-a]", FER_STATUS_BAD_FORMAT},     {"\\x{110000}", FER_STATUS_BAD_FORMAT},
+      {"\\xZZ", FER_STATUS_BAD_FORMAT},     {"a\\", FER_STATUS_BAD_FORMAT},
+      {"(?=a)", FER_STATUS_UNSUPPORTED},    {"(?i)a", FER_STATUS_UNSUPPORTED},
+      {"\\bfoo", FER_STATUS_UNSUPPORTED},   {"\\p{L}", FER_STATUS_UNSUPPORTED},
+      {"\\1", FER_STATUS_UNSUPPORTED},      {"[a&&b]", FER_STATUS_UNSUPPORTED},
+      {"a^b", FER_STATUS_UNSUPPORTED},      {"a{100001}", FER_STATUS_INVALID_ARG},
+      {"\xff", FER_STATUS_BAD_FORMAT},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    feri_rx rx;
+    const fer_status st = feri_rx_parse(cases[i].src, strlen(cases[i].src), &rx);
+    if (st != cases[i].want) printf("  parse %s: status %d, want %d\n", cases[i].src, (int)st, (int)cases[i].want);
+    CHECK(st == cases[i].want);
+    char msg[256] = "";
+    size_t ml = 0;
+    (void)fer_last_error_message(msg, sizeof msg, &ml);
+    CHECK(strstr(msg, "at byte") != NULL || st == FER_STATUS_INVALID_ARG);
+    CHECK(rx.nodes == NULL && rx.n_nodes == 0);
+  }
+  feri_grammar *g = NULL; /* an expression with no word at all */
+  CHECK_STATUS(feri_grammar_from_regex("[^\\x{0}-\\x{10FFFF}]", 19, &g), FER_STATUS_INVALID_ARG);
+  CHECK(g == NULL);
+  /* nested counted repetition past the automaton bound is refused, not run out of memory */
+  CHECK_STATUS(feri_grammar_from_regex("((a{1000}){1000}){100}", 22, &g), FER_STATUS_INVALID_ARG);
+  CHECK(g == NULL);
+}
+
+/* ---- whole words and prefixes against PCRE2 ------------------------------------------------- */
+
+/* 1 when bytes s[0 .. n) are a word (full = 1) or a prefix of one (full = 0) of the DFA. */
+static int dfa_accepts(feri_dfa *d, const uint8_t *s, size_t n, int full) {
+  const uint32_t lex = 0;
+  uint32_t st = feri_dfa_start(d, &lex, 1);
+  for (size_t i = 0; i < n && st != 0; i++) st = feri_dfa_step(d, st, s[i]);
+  if (st == 0) return 0;
+  if (!full) return 1;
+  uint32_t na;
+  (void)feri_dfa_accepts(d, st, &na);
+  return na > 0;
+}
+
+static const char *ATOMS[] = {"a", "b", "c", "\xc3\xa9", "\xe4\xb8\xad", "[ab]", "[^a]", ".", "[a-c\xc3\xa9]", "\\x{4e2d}",
+                              "(?:ab|c)", "x"};
+
+static void gen(unsigned *s, char *out, size_t cap, int depth) {
+  const unsigned r = next(s) % (depth > 3 ? 3 : 9);
+  char a[256] = "", b[256] = "";
+  if (r < 3) {
+    snprintf(out, cap, "%s", ATOMS[next(s) % (sizeof ATOMS / sizeof ATOMS[0])]);
+    return;
+  }
+  gen(s, a, sizeof a, depth + 1);
+  switch (r) {
+    case 3: gen(s, b, sizeof b, depth + 1), snprintf(out, cap, "%s%s", a, b); break;
+    case 4: gen(s, b, sizeof b, depth + 1), snprintf(out, cap, "(?:%s|%s)", a, b); break;
+    case 5: snprintf(out, cap, "(?:%s)*", a); break;
+    case 6: snprintf(out, cap, "(?:%s)+", a); break;
+    case 7: snprintf(out, cap, "(?:%s)?", a); break;
+    default: snprintf(out, cap, "(?:%s){%u,%u}", a, next(s) % 3, 2 + next(s) % 2); break;
+  }
+}
+
+static void test_language_against_pcre2(void) {
+  unsigned s = 7;
+  static const char *LETTERS[] = {"a", "b", "c", "x", "\xc3\xa9", "\xe4\xb8\xad", "\n"};
+  int bad = 0, words = 0, prefixes = 0, checks = 0;
+  for (int e = 0; e < 300; e++) {
+    char src[256];
+    gen(&s, src, sizeof src, 0);
+    feri_grammar *g = NULL;
+    if (feri_grammar_from_regex(src, strlen(src), &g) != FER_STATUS_OK) continue; /* an empty language */
+    char anchored[300];
+    snprintf(anchored, sizeof anchored, "(?:%s)\\z", src); /* PCRE2's end anchor allows partial matching */
+    int err;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)anchored, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_ANCHORED, &err, &off, NULL);
+    CHECK(re != NULL);
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    feri_dfa d;
+    CHECK_STATUS(feri_dfa_init(&d, &g->nfa), FER_STATUS_OK);
+    for (int k = 0; k < 60; k++) {
+      uint8_t str[64];
+      size_t n = 0;
+      const int len = (int)(next(&s) % 7);
+      for (int i = 0; i < len; i++) {
+        const char *l = LETTERS[next(&s) % 7];
+        memcpy(str + n, l, strlen(l));
+        n += strlen(l);
+      }
+      const int full = pcre2_match(re, str, n, 0, 0, md, NULL) >= 0;
+      const int part = pcre2_match(re, str, n, 0, PCRE2_PARTIAL_HARD, md, NULL);
+      /* PCRE2 reports no partial match of the empty string: every language here has a word */
+      const int prefix = n == 0 || full || part == PCRE2_ERROR_PARTIAL || part >= 0;
+      /* byte-level: cut the string inside its last character too, when it has more than one byte */
+      const int got_full = dfa_accepts(&d, str, n, 1), got_prefix = dfa_accepts(&d, str, n, 0);
+      if (got_full != full || got_prefix != prefix) {
+        if (bad < 5) printf("  /%s/ on \"%.*s\": word %d/%d prefix %d/%d\n", src, (int)n, str, got_full, full, got_prefix, prefix);
+        bad++;
+      }
+      words += full;
+      prefixes += prefix;
+      checks++;
+      if (n > 1 && (str[n - 1] & 0xC0) == 0x80) { /* a cut character is a prefix when the whole one is */
+        size_t cut = n - 1;
+        while (cut > 0 && (str[cut] & 0xC0) == 0x80) cut--;
+        if (dfa_accepts(&d, str, cut + 1, 0) != prefix && prefix) bad++;
+      }
+    }
+    feri_dfa_free(&d);
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    feri_grammar_free(g);
+  }
+  printf("  language: %d strings, %d words, %d prefixes, %d disagreements with PCRE2\n", checks, words, prefixes, bad);
+  CHECK(bad == 0 && checks > 10000 && words > 500 && prefixes > words);
+}
+
+static void test_unicode_classes(void) {
+  static const struct {
+    const char *re, *s;
+    int want;
+  } cases[] = {
+      {"\\d", "7", 1},          {"\\d", "\xd9\xa3", 1},  /* U+0663 ARABIC-INDIC DIGIT THREE */
+      {"\\d", "a", 0},          {"\\D", "a", 1},         {"\\D", "\xd9\xa3", 0},
+      {"\\w", "_", 1},          {"\\w", "\xc3\xa9", 1},  /* é */
+      {"\\w", "\xcc\x81", 1},   /* U+0301 combining acute: a mark */
+      {"\\w", "-", 0},          {"\\W", "-", 1},
+      {"\\s", " ", 1},          {"\\s", "\xc2\xa0", 1},  /* no-break space */
+      {"\\s", "\xe2\x80\x83", 1}, {"\\s", "x", 0},      {"\\S", "x", 1},
+      {"[\\d\\s]+", "1 \xd9\xa3", 1}, {"[^\\d]", "5", 0}, {".", "\n", 0}, {".", "\xf0\x9f\x98\x80", 1},
+      {"\\u00e9|\\u{4e2d}", "\xe4\xb8\xad", 1}, {"^ab$", "ab", 1}, {"a\\.b", "a.b", 1}, {"a\\.b", "axb", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    feri_grammar *g = NULL;
+    CHECK_STATUS(feri_grammar_from_regex(cases[i].re, strlen(cases[i].re), &g), FER_STATUS_OK);
+    if (!g) continue;
+    feri_dfa d;
+    CHECK_STATUS(feri_dfa_init(&d, &g->nfa), FER_STATUS_OK);
+    const int got = dfa_accepts(&d, (const uint8_t *)cases[i].s, strlen(cases[i].s), 1);
+    if (got != cases[i].want) printf("  /%s/ on \"%s\": %d, want %d\n", cases[i].re, cases[i].s, got, cases[i].want);
+    CHECK(got == cases[i].want);
+    feri_dfa_free(&d);
+    feri_grammar_free(g);
+  }
+}
+
+/* ---- trie and masks -------------------------------------------------------------------------- */
+
+typedef struct vocab {
+  uint32_t n;
+  uint8_t **bytes;
+  uint32_t *lens;
+  uint8_t *include;
+} vocab;
+
+/* Random tokens over pieces of ASCII, é, 中 and lone bytes of them (byte-level vocabularies hold
+ * halves of characters), some repeated, a few left out (control tokens). */
+static vocab make_vocab(unsigned *s, uint32_t n) {
+  static const char *PIECES[] = {"a", "b", "c", "x", "1", " ", "\"", "{", "\xc3", "\xa9", "\xc3\xa9", "\xe4", "\xb8\xad",
+                                 "\xe4\xb8\xad", "\n"};
+  vocab v = {n, calloc(n, sizeof(uint8_t *)), calloc(n, sizeof(uint32_t)), calloc(n, 1)};
+  for (uint32_t t = 0; t < n; t++) {
+    uint8_t buf[32];
+    uint32_t len = 0;
+    if (t > 0 && next(s) % 17 == 0) { /* a duplicate of an earlier token */
+      const uint32_t o = next(s) % t;
+      memcpy(buf, v.bytes[o], v.lens[o]);
+      len = v.lens[o];
+    } else {
+      const int k = 1 + (int)(next(s) % 4);
+      for (int i = 0; i < k; i++) {
+        const char *p = PIECES[next(s) % (sizeof PIECES / sizeof PIECES[0])];
+        memcpy(buf + len, p, strlen(p));
+        len += (uint32_t)strlen(p);
+      }
+    }
+    v.bytes[t] = malloc(len ? len : 1);
+    memcpy(v.bytes[t], buf, len);
+    v.lens[t] = len;
+    v.include[t] = next(s) % 29 != 0;
+  }
+  return v;
+}
+
+static void free_vocab(vocab *v) {
+  for (uint32_t t = 0; t < v->n; t++) free(v->bytes[t]);
+  free(v->bytes), free(v->lens), free(v->include);
+}
+
+static void test_trie(void) {
+  unsigned s = 11;
+  vocab v = make_vocab(&s, 3000);
+  feri_toktrie t;
+  CHECK_STATUS(feri_toktrie_build((const uint8_t *const *)v.bytes, v.lens, v.n, v.include, &t), FER_STATUS_OK);
+  uint8_t *seen = calloc(v.n, 1), path[64];
+  int bad = 0;
+  CHECK(t.subtree[0] == t.n_nodes && t.depth[0] == 0);
+  for (uint32_t i = 1; i < t.n_nodes; i++) {
+    path[t.depth[i] - 1] = t.byte[i];
+    const uint32_t end = i + t.subtree[i];
+    bad += end > t.n_nodes || (end < t.n_nodes && t.depth[end] > t.depth[i]); /* the subtree ends there */
+    for (uint32_t k = i + 1; k < end && k < t.n_nodes; k++) bad += t.depth[k] <= t.depth[i];
+    if (i + 1 < t.n_nodes && t.depth[i + 1] == t.depth[i] + 0 && t.byte[i + 1] <= t.byte[i]) bad++; /* siblings in order */
+    if (t.token[i] >= 0) {
+      const uint32_t id = (uint32_t)t.token[i];
+      bad += seen[id]++ != 0 || v.lens[id] != t.depth[i] || memcmp(v.bytes[id], path, t.depth[i]) != 0 || !v.include[id];
+    }
+  }
+  for (uint32_t k = 0; k < t.n_dups; k++) {
+    const uint32_t id = (uint32_t)t.dup_token[k], node = t.dup_node[k];
+    bad += seen[id]++ != 0 || t.token[node] < 0 || v.lens[id] != v.lens[t.token[node]] ||
+           memcmp(v.bytes[id], v.bytes[t.token[node]], v.lens[id]) != 0;
+  }
+  for (uint32_t id = 0; id < v.n; id++) bad += seen[id] != (v.include[id] && v.lens[id] > 0);
+  printf("  trie: %u tokens, %u nodes, %u duplicates, %d defects\n", v.n, t.n_nodes, t.n_dups, bad);
+  CHECK(bad == 0 && t.n_dups > 0);
+  free(seen);
+  feri_toktrie_free(&t);
+  free_vocab(&v);
+}
+
+/* The allowed set by brute force: each included token's bytes from the matcher's state. */
+static void brute_mask(feri_matcher *m, const vocab *v, uint32_t *mask) {
+  memset(mask, 0, feri_mask_words(v->n) * 4);
+  if (m->ended) return;
+  for (uint32_t t = 0; t < v->n; t++) {
+    if (!v->include[t] || v->lens[t] == 0) continue;
+    uint32_t st = m->hist[m->n_hist - 1];
+    for (uint32_t k = 0; k < v->lens[t] && st; k++) st = feri_dfa_step(&m->dfa, st, v->bytes[t][k]);
+    if (st) feri_mask_set(mask, t);
+  }
+  if (m->eos >= 0 && feri_matcher_is_accepting(m)) feri_mask_set(mask, (uint32_t)m->eos);
+}
+
+static void test_masks(void) {
+  static const char *RES[] = {"[a-c]{2}x", "(ab|c\xc3\xa9)*", "\"[^\"\\n]*\"", "\\d+", "\xe4\xb8\xad+ ?[abc]{0,3}",
+                              "\\{\"a\": (1|\"[a-z]*\")\\}", ".*x"};
+  unsigned s = 21;
+  vocab v = make_vocab(&s, 4000);
+  const int32_t eos = 3999;
+  v.include[eos] = 0; /* a control token */
+  feri_toktrie t;
+  CHECK_STATUS(feri_toktrie_build((const uint8_t *const *)v.bytes, v.lens, v.n, v.include, &t), FER_STATUS_OK);
+  const size_t W = feri_mask_words(v.n);
+  uint32_t *got = malloc(W * 4 + 8), *want = malloc(W * 4);
+  int bad = 0, steps = 0, ends = 0;
+  for (size_t r = 0; r < sizeof RES / sizeof RES[0]; r++) {
+    feri_grammar *g = NULL;
+    CHECK_STATUS(feri_grammar_from_regex(RES[r], strlen(RES[r]), &g), FER_STATUS_OK);
+    for (int walk = 0; walk < 6 && g; walk++) {
+      feri_matcher *m = NULL;
+      CHECK_STATUS(feri_matcher_new(g, &t, eos, &m), FER_STATUS_OK);
+      for (int step = 0; step < 12 && m; step++) {
+        got[W] = got[W + 1] = 0xDEADBEEF;
+        CHECK_STATUS(feri_matcher_fill_mask(m, got, W + 2), FER_STATUS_OK);
+        CHECK(got[W] == 0 && got[W + 1] == 0); /* words past the vocabulary zeroed */
+        brute_mask(m, &v, want);
+        bad += memcmp(got, want, W * 4) != 0;
+        steps++;
+        uint32_t allowed[4096], n = 0;
+        for (uint32_t k = 0; k < v.n; k++)
+          if (feri_mask_get(got, k)) allowed[n++] = k;
+        if (n == 0) break;
+        /* a token the mask refuses is refused by accept, nothing changed */
+        for (uint32_t k = 0; k < v.n; k++)
+          if (!feri_mask_get(got, k) && k != (uint32_t)eos) {
+            const uint32_t before = feri_matcher_n_tokens(m);
+            CHECK_STATUS(feri_matcher_accept(m, (int32_t)k), FER_STATUS_INVALID_ARG);
+            CHECK(feri_matcher_n_tokens(m) == before);
+            break;
+          }
+        const uint32_t pick = allowed[next(&s) % n];
+        CHECK_STATUS(feri_matcher_accept(m, (int32_t)pick), FER_STATUS_OK);
+        if (pick == (uint32_t)eos) {
+          ends++;
+          CHECK(feri_matcher_is_ended(m) && !feri_matcher_is_accepting(m));
+          CHECK_STATUS(feri_matcher_fill_mask(m, got, W), FER_STATUS_OK);
+          uint32_t any = 0;
+          for (size_t w = 0; w < W; w++) any |= got[w];
+          CHECK(any == 0); /* nothing after the end */
+          CHECK_STATUS(feri_matcher_accept(m, (int32_t)allowed[0]), FER_STATUS_INVALID_ARG);
+          break;
+        }
+      }
+      if (m) { /* rollback to the start gives the first mask again */
+        const uint32_t n = feri_matcher_n_tokens(m);
+        CHECK_STATUS(feri_matcher_rollback(m, n + 1), FER_STATUS_INVALID_ARG);
+        CHECK_STATUS(feri_matcher_rollback(m, n), FER_STATUS_OK);
+        CHECK(feri_matcher_n_tokens(m) == 0 && !feri_matcher_is_ended(m));
+        CHECK_STATUS(feri_matcher_fill_mask(m, got, W), FER_STATUS_OK);
+        brute_mask(m, &v, want);
+        bad += memcmp(got, want, W * 4) != 0;
+      }
+      CHECK_STATUS(feri_matcher_fill_mask(m, got, W - 1), FER_STATUS_BUFFER_TOO_SMALL);
+      feri_matcher_free(m);
+    }
+    feri_grammar_free(g);
+  }
+  printf("  masks: %d steps over %zu expressions, %d ended, %d differ from brute force\n", steps,
+         sizeof RES / sizeof RES[0], ends, bad);
+  CHECK(bad == 0 && steps > 100 && ends > 0);
+  free(got), free(want);
+  feri_toktrie_free(&t);
+  free_vocab(&v);
+}
+
+int main(void) {
+  test_parse_errors();
+  test_unicode_classes();
+  test_language_against_pcre2();
+  test_trie();
+  test_masks();
+  return feri_test_finish("grammar_test");
+}

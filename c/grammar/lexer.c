@@ -1,0 +1,385 @@
+/* lexer.c: the NFA construction (each node built in front of its continuation, so no patch lists;
+ * concatenation and alternation spines walked without recursion), UTF-8 byte sequences of
+ * code-point ranges, and the lazily built DFA of lexer.h. */
+#include "grammar/lexer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+
+/* ---- NFA ------------------------------------------------------------------------------------- */
+
+typedef struct builder {
+  feri_nfa *nfa;
+  const feri_rx *rx;
+  fer_status err;
+} builder;
+
+static uint32_t new_state(builder *b, feri_nfa_kind kind, uint8_t lo, uint8_t hi, uint32_t next, uint32_t alt) {
+  feri_nfa *n = b->nfa;
+  if (b->err) return 0;
+  if (n->n_states >= FERI_NFA_MAX_STATES) {
+    b->err = feri_fail(FER_STATUS_INVALID_ARG, "lexer: more than %d automaton states (a repetition count too large?)",
+                       FERI_NFA_MAX_STATES);
+    return 0;
+  }
+  if (n->n_states == n->cap_states) {
+    const uint32_t cap = n->cap_states ? 2 * n->cap_states : 256;
+    feri_nfa_state *p = realloc(n->states, sizeof *p * cap);
+    if (!p) {
+      b->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: %u automaton states", cap);
+      return 0;
+    }
+    n->states = p;
+    n->cap_states = cap;
+  }
+  n->states[n->n_states] = (feri_nfa_state){(uint8_t)kind, lo, hi, next, alt};
+  return n->n_states++;
+}
+
+/* The states for the UTF-8 encodings of code points lo .. hi (one encoded length, and every
+ * continuation byte but the ranges' own a full or matching range: see utf8_ranges), leading to next;
+ * several sequences are joined by SPLIT states. */
+static int enc(uint32_t c, uint8_t out[4]) {
+  if (c < 0x80) return out[0] = (uint8_t)c, 1;
+  if (c < 0x800) return out[0] = (uint8_t)(0xC0 | c >> 6), out[1] = (uint8_t)(0x80 | (c & 63)), 2;
+  if (c < 0x10000)
+    return out[0] = (uint8_t)(0xE0 | c >> 12), out[1] = (uint8_t)(0x80 | ((c >> 6) & 63)), out[2] = (uint8_t)(0x80 | (c & 63)), 3;
+  out[0] = (uint8_t)(0xF0 | c >> 18), out[1] = (uint8_t)(0x80 | ((c >> 12) & 63));
+  out[2] = (uint8_t)(0x80 | ((c >> 6) & 63)), out[3] = (uint8_t)(0x80 | (c & 63));
+  return 4;
+}
+
+/* Appends to *acc (a start state or UINT32_MAX) the alternatives that encode [lo, hi]. */
+static void utf8_ranges(builder *b, uint32_t lo, uint32_t hi, uint32_t next, uint32_t *acc, int depth) {
+  if (lo > hi || b->err || depth > 64) return;
+  static const uint32_t limits[3] = {0x7F, 0x7FF, 0xFFFF};
+  for (int k = 0; k < 3; k++)
+    if (lo <= limits[k] && hi > limits[k]) {
+      utf8_ranges(b, lo, limits[k], next, acc, depth + 1);
+      utf8_ranges(b, limits[k] + 1, hi, next, acc, depth + 1);
+      return;
+    }
+  uint8_t a[4], z[4];
+  const int len = enc(lo, a);
+  (void)enc(hi, z);
+  for (int i = 1; i < len; i++) { /* split until trailing continuation bytes span full ranges */
+    const uint32_t m = (1u << (6 * i)) - 1;
+    if ((lo & ~m) != (hi & ~m)) {
+      if ((lo & m) != 0) {
+        utf8_ranges(b, lo, lo | m, next, acc, depth + 1);
+        utf8_ranges(b, (lo | m) + 1, hi, next, acc, depth + 1);
+        return;
+      }
+      if ((hi & m) != m) {
+        utf8_ranges(b, lo, (hi & ~m) - 1, next, acc, depth + 1);
+        utf8_ranges(b, hi & ~m, hi, next, acc, depth + 1);
+        return;
+      }
+    }
+  }
+  uint32_t s = next;
+  for (int i = len - 1; i >= 0; i--) s = new_state(b, FERI_NFA_BYTES, a[i], z[i], s, 0);
+  *acc = *acc == UINT32_MAX ? s : new_state(b, FERI_NFA_SPLIT, 0, 0, *acc, s);
+}
+
+/* A state that never matches (an empty set): one byte range that is empty. */
+static uint32_t never(builder *b) { return new_state(b, FERI_NFA_BYTES, 1, 0, 0, 0); }
+
+static uint32_t build(builder *b, uint32_t node, uint32_t next, int depth) {
+  if (b->err) return 0;
+  if (depth > 400) {
+    b->err = feri_fail(FER_STATUS_INVALID_ARG, "lexer: expression nested deeper than 400");
+    return 0;
+  }
+  const feri_rx_node *n = &b->rx->nodes[node];
+  switch (n->kind) {
+    case FERI_RX_EMPTY: return next;
+    case FERI_RX_NONE: return never(b);
+    case FERI_RX_SET: {
+      uint32_t acc = UINT32_MAX;
+      for (uint32_t i = 0; i < n->set_len && !b->err; i++)
+        utf8_ranges(b, b->rx->ranges[2 * (n->set + i)], b->rx->ranges[2 * (n->set + i) + 1], next, &acc, 0);
+      return acc == UINT32_MAX ? never(b) : acc;
+    }
+    case FERI_RX_CAT: { /* the left spine, right to left, without recursion along it */
+      uint32_t cur = next, x = node;
+      while (b->rx->nodes[x].kind == FERI_RX_CAT && !b->err) {
+        cur = build(b, b->rx->nodes[x].b, cur, depth + 1);
+        x = b->rx->nodes[x].a;
+      }
+      return build(b, x, cur, depth + 1);
+    }
+    case FERI_RX_ALT: {
+      uint32_t acc = UINT32_MAX, x = node;
+      while (b->rx->nodes[x].kind == FERI_RX_ALT && !b->err) {
+        const uint32_t s = build(b, b->rx->nodes[x].b, next, depth + 1);
+        acc = acc == UINT32_MAX ? s : new_state(b, FERI_NFA_SPLIT, 0, 0, s, acc);
+        x = b->rx->nodes[x].a;
+      }
+      const uint32_t s = build(b, x, next, depth + 1);
+      return acc == UINT32_MAX ? s : new_state(b, FERI_NFA_SPLIT, 0, 0, s, acc);
+    }
+    default: break;
+  }
+  /* REPEAT: a{min} then a* or (max - min) optional copies */
+  const uint32_t child = n->a, min = n->min, max = n->max;
+  uint32_t cur;
+  if (max == FERI_RX_INF) {
+    const uint32_t loop = new_state(b, FERI_NFA_SPLIT, 0, 0, 0, next);
+    const uint32_t body = build(b, child, loop, depth + 1);
+    if (b->err) return 0;
+    b->nfa->states[loop].next = body;
+    cur = loop;
+  } else {
+    cur = next;
+    for (uint32_t k = min; k < max && !b->err; k++)
+      cur = new_state(b, FERI_NFA_SPLIT, 0, 0, build(b, child, cur, depth + 1), next);
+  }
+  for (uint32_t k = 0; k < min && !b->err; k++) cur = build(b, child, cur, depth + 1);
+  return cur;
+}
+
+void feri_nfa_free(feri_nfa *nfa) {
+  if (!nfa) return;
+  free(nfa->states);
+  free(nfa->start);
+  free(nfa->live);
+  free(nfa->class_byte);
+  memset(nfa, 0, sizeof *nfa);
+}
+
+/* live[s] = 1 where a MATCH is reachable from s: a search backwards from the MATCH states. */
+static fer_status mark_live(feri_nfa *n) {
+  const uint32_t N = n->n_states;
+  uint32_t *deg = calloc((size_t)N + 1, sizeof *deg), *edges = malloc(sizeof *edges * 2 * ((size_t)N + 1)),
+           *queue = malloc(sizeof *queue * ((size_t)N + 1));
+  n->live = calloc(N ? N : 1, 1);
+  if (!deg || !edges || !queue || !n->live) {
+    free(deg), free(edges), free(queue);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: liveness of %u states", N);
+  }
+  for (uint32_t s = 0; s < N; s++) { /* reverse edges, counted then placed */
+    const feri_nfa_state *st = &n->states[s];
+    if (st->kind == FERI_NFA_BYTES && st->lo <= st->hi) deg[st->next + 1]++;
+    if (st->kind == FERI_NFA_SPLIT) deg[st->next + 1]++, deg[st->alt + 1]++;
+  }
+  for (uint32_t s = 0; s < N; s++) deg[s + 1] += deg[s];
+  uint32_t *fill = malloc(sizeof *fill * ((size_t)N + 1));
+  if (!fill) {
+    free(deg), free(edges), free(queue);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: liveness of %u states", N);
+  }
+  memcpy(fill, deg, sizeof *fill * ((size_t)N + 1));
+  for (uint32_t s = 0; s < N; s++) {
+    const feri_nfa_state *st = &n->states[s];
+    if (st->kind == FERI_NFA_BYTES && st->lo <= st->hi) edges[fill[st->next]++] = s;
+    if (st->kind == FERI_NFA_SPLIT) edges[fill[st->next]++] = s, edges[fill[st->alt]++] = s;
+  }
+  uint32_t head = 0, tail = 0;
+  for (uint32_t s = 0; s < N; s++)
+    if (n->states[s].kind == FERI_NFA_MATCH) n->live[s] = 1, queue[tail++] = s;
+  while (head < tail) {
+    const uint32_t s = queue[head++];
+    for (uint32_t e = deg[s]; e < deg[s + 1]; e++)
+      if (!n->live[edges[e]]) n->live[edges[e]] = 1, queue[tail++] = edges[e];
+  }
+  free(deg), free(edges), free(queue), free(fill);
+  return FER_STATUS_OK;
+}
+
+fer_status feri_nfa_build(const feri_rx *rx, const uint32_t *roots, uint32_t n, feri_nfa *out) {
+  memset(out, 0, sizeof *out);
+  builder b = {out, rx, FER_STATUS_OK};
+  out->n_lexemes = n;
+  out->start = malloc(sizeof *out->start * (n ? n : 1));
+  if (!out->start) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: %u lexemes", n);
+  for (uint32_t i = 0; i < n && !b.err; i++) {
+    const uint32_t m = new_state(&b, FERI_NFA_MATCH, 0, 0, 0, i);
+    out->start[i] = build(&b, roots[i], m, 0);
+  }
+  fer_status st = b.err;
+  if (st == FER_STATUS_OK) st = mark_live(out);
+  if (st == FER_STATUS_OK) { /* byte classes: bytes no range tells apart share a class */
+    uint8_t cut[257] = {0};
+    for (uint32_t s = 0; s < out->n_states; s++) {
+      const feri_nfa_state *q = &out->states[s];
+      if (q->kind == FERI_NFA_BYTES && q->lo <= q->hi) cut[q->lo] = 1, cut[q->hi + 1] = 1;
+    }
+    uint32_t c = 0;
+    for (int v = 0; v < 256; v++) {
+      if (v > 0 && cut[v]) c++;
+      out->byte_class[v] = (uint8_t)c;
+    }
+    out->n_classes = c + 1;
+    out->class_byte = malloc(sizeof *out->class_byte * out->n_classes);
+    if (!out->class_byte) st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: byte classes");
+    else
+      for (int v = 255; v >= 0; v--) out->class_byte[out->byte_class[v]] = (uint32_t)v;
+  }
+  if (st != FER_STATUS_OK) feri_nfa_free(out);
+  return st;
+}
+
+/* ---- DFA ------------------------------------------------------------------------------------- */
+
+static uint64_t hash_set(const uint32_t *s, uint32_t n) {
+  uint64_t h = 0xcbf29ce484222325ull ^ n;
+  for (uint32_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+  return h ^ (h >> 31);
+}
+
+void feri_dfa_free(feri_dfa *d) {
+  if (!d) return;
+  free(d->states), free(d->trans), free(d->sets), free(d->accs), free(d->table);
+  free(d->work), free(d->stack), free(d->mark), free(d->visited);
+  memset(d, 0, sizeof *d);
+}
+
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
+  if (need <= *cap) return 1;
+  uint32_t c = *cap ? *cap : 64;
+  while (c < need) c *= 2;
+  void *q = realloc(*p, elem * c);
+  if (!q) return 0;
+  *p = q;
+  *cap = c;
+  return 1;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The DFA state of the closure of work[0 .. n) (NFA states), added when new; 0 for an empty set. */
+static uint32_t intern(feri_dfa *d, uint32_t n_seed) {
+  const feri_nfa *nfa = d->nfa;
+  uint32_t n = 0, top = 0, seen = 0;
+  for (uint32_t i = 0; i < n_seed; i++)
+    if (!d->mark[d->work[i]]) d->mark[d->work[i]] = 1, d->stack[top++] = d->work[i], d->visited[seen++] = d->work[i];
+  while (top > 0) { /* closure over SPLIT edges; only live BYTES and MATCH states are kept */
+    const uint32_t s = d->stack[--top];
+    const feri_nfa_state *q = &nfa->states[s];
+    if (q->kind == FERI_NFA_SPLIT) {
+      if (!d->mark[q->next]) d->mark[q->next] = 1, d->stack[top++] = q->next, d->visited[seen++] = q->next;
+      if (!d->mark[q->alt]) d->mark[q->alt] = 1, d->stack[top++] = q->alt, d->visited[seen++] = q->alt;
+    } else if (nfa->live[s]) {
+      d->work[n++] = s;
+    }
+  }
+  for (uint32_t i = 0; i < seen; i++) d->mark[d->visited[i]] = 0;
+  if (n == 0) return 0;
+  qsort(d->work, n, sizeof *d->work, cmp_u32);
+  const uint64_t h = hash_set(d->work, n);
+  uint32_t slot = (uint32_t)h & d->table_mask;
+  for (;;) {
+    const uint32_t e = d->table[slot];
+    if (e == 0) break;
+    const feri_dfa_state *st = &d->states[e - 1];
+    if (st->set_len == n && memcmp(d->sets + st->set_off, d->work, sizeof *d->work * n) == 0) return e - 1;
+    slot = (slot + 1) & d->table_mask;
+  }
+  if (d->n_states >= FERI_DFA_MAX_STATES) {
+    if (!d->err) d->err = feri_fail(FER_STATUS_INVALID_ARG, "lexer: more than %d DFA states", FERI_DFA_MAX_STATES);
+    return 0;
+  }
+  uint32_t n_acc = 0;
+  for (uint32_t i = 0; i < n; i++) n_acc += nfa->states[d->work[i]].kind == FERI_NFA_MATCH;
+  const uint32_t id = d->n_states;
+  if (!grow((void **)&d->states, &d->cap_states, id + 1, sizeof *d->states) ||
+      !grow((void **)&d->sets, &d->cap_sets, d->n_sets + n, sizeof *d->sets) ||
+      !grow((void **)&d->accs, &d->cap_accs, d->n_accs + n_acc + 1, sizeof *d->accs)) {
+    if (!d->err) d->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: DFA state %u", id);
+    return 0;
+  }
+  if (d->cap_states > d->cap_trans) { /* the transitions follow the states' capacity */
+    int32_t *t = realloc(d->trans, sizeof *t * (size_t)d->cap_states * nfa->n_classes);
+    if (!t) {
+      if (!d->err) d->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: DFA transitions");
+      return 0;
+    }
+    d->trans = t;
+    d->cap_trans = d->cap_states;
+  }
+  for (uint32_t c = 0; c < nfa->n_classes; c++) d->trans[(size_t)id * nfa->n_classes + c] = -1;
+  feri_dfa_state *st = &d->states[id];
+  st->set_off = d->n_sets;
+  st->set_len = n;
+  memcpy(d->sets + d->n_sets, d->work, sizeof *d->work * n);
+  d->n_sets += n;
+  st->acc_off = d->n_accs;
+  st->acc_len = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (nfa->states[d->work[i]].kind == FERI_NFA_MATCH) d->accs[d->n_accs++] = nfa->states[d->work[i]].alt;
+  st->acc_len = d->n_accs - st->acc_off;
+  qsort(d->accs + st->acc_off, st->acc_len, sizeof *d->accs, cmp_u32);
+  d->n_states++;
+  if (2 * d->n_states > d->table_mask + 1) { /* rehash at half full */
+    const uint32_t size = 2 * (d->table_mask + 1);
+    uint32_t *tab = calloc(size, sizeof *tab);
+    if (!tab) {
+      if (!d->err) d->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: DFA table");
+      return 0;
+    }
+    for (uint32_t k = 1; k < d->n_states; k++) {
+      const feri_dfa_state *q = &d->states[k];
+      uint32_t sl = (uint32_t)hash_set(d->sets + q->set_off, q->set_len) & (size - 1);
+      while (tab[sl]) sl = (sl + 1) & (size - 1);
+      tab[sl] = k + 1;
+    }
+    free(d->table);
+    d->table = tab;
+    d->table_mask = size - 1;
+  } else {
+    d->table[slot] = id + 1;
+  }
+  return id;
+}
+
+fer_status feri_dfa_init(feri_dfa *d, const feri_nfa *nfa) {
+  memset(d, 0, sizeof *d);
+  d->nfa = nfa;
+  const size_t N = nfa->n_states ? nfa->n_states : 1;
+  d->work = malloc(sizeof *d->work * N);
+  d->stack = malloc(sizeof *d->stack * N);
+  d->mark = calloc(N, 1);
+  d->visited = malloc(sizeof *d->visited * N);
+  d->table = calloc(1024, sizeof *d->table);
+  d->table_mask = 1023;
+  d->states = malloc(sizeof *d->states * 64);
+  d->cap_states = 64;
+  d->trans = malloc(sizeof *d->trans * 64 * nfa->n_classes);
+  d->cap_trans = 64;
+  if (!d->work || !d->stack || !d->mark || !d->visited || !d->table || !d->states || !d->trans) {
+    feri_dfa_free(d);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: DFA for %u states", nfa->n_states);
+  }
+  /* state 0: dead, every transition to itself */
+  d->states[0] = (feri_dfa_state){0, 0, 0, 0};
+  for (uint32_t c = 0; c < nfa->n_classes; c++) d->trans[c] = 0;
+  d->n_states = 1;
+  return FER_STATUS_OK;
+}
+
+uint32_t feri_dfa_start(feri_dfa *d, const uint32_t *lex, uint32_t n) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (lex[i] < d->nfa->n_lexemes) d->work[k++] = d->nfa->start[lex[i]];
+  return intern(d, k);
+}
+
+uint32_t feri_dfa_step_slow(feri_dfa *d, uint32_t s, uint8_t byte) {
+  const feri_nfa *nfa = d->nfa;
+  const feri_dfa_state *st = &d->states[s];
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < st->set_len; i++) {
+    const feri_nfa_state *q = &nfa->states[d->sets[st->set_off + i]];
+    if (q->kind == FERI_NFA_BYTES && byte >= q->lo && byte <= q->hi) d->work[k++] = q->next;
+  }
+  const uint32_t t = intern(d, k);
+  if (d->err) return 0; /* a failed step leaves the transition uncomputed */
+  d->trans[(size_t)s * nfa->n_classes + nfa->byte_class[byte]] = (int32_t)t;
+  return t;
+}

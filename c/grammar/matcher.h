@@ -1,0 +1,71 @@
+/* matcher.h: one sequence's position in a compiled grammar, and the token mask for its next step.
+ *
+ * A token is allowed when its bytes take the output so far to a prefix of a word of the language
+ * (byte-level: a token ending inside a UTF-8 character is allowed when some character completes
+ * it), and the end-of-sequence token when the output so far is a whole word. Tokens outside the
+ * trie (control tokens) are never allowed, nor is anything once the sequence has ended.
+ *
+ * This first form serves grammars that are one regular expression (regex.h): the position is a
+ * state of the expression's DFA (lexer.h). The mask is a walk of the token trie (toktrie.h) with one
+ * DFA state per depth, skipping every subtree whose prefix is dead.
+ *
+ * A matcher is used by one thread at a time; the grammar and the trie it reads are shared and
+ * never changed. */
+#ifndef FERI_GRAMMAR_MATCHER_H
+#define FERI_GRAMMAR_MATCHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferrite.h"
+#include "grammar/lexer.h"
+#include "grammar/regex.h"
+#include "grammar/toktrie.h"
+
+/* A compiled grammar: immutable once made. */
+typedef struct feri_grammar {
+  feri_rx rx;
+  feri_nfa nfa; /* one lexeme: the whole expression */
+} feri_grammar;
+
+/* Compiles a regular expression (regex.h's syntax and statuses). INVALID_ARG when its language is
+ * empty (no string matches: a grammar that can never accept). */
+fer_status feri_grammar_from_regex(const char *src, size_t len, feri_grammar **out);
+void feri_grammar_free(feri_grammar *g);
+
+typedef struct feri_matcher {
+  const feri_grammar *g;
+  const feri_toktrie *trie;
+  int32_t eos;      /* the end-of-sequence token, or -1 */
+  feri_dfa dfa;     /* this matcher's cache of the grammar's DFA */
+  uint32_t *hist;   /* the DFA state after each accepted token: hist[0] before any */
+  uint32_t n_hist, cap_hist;
+  int ended;        /* eos was accepted */
+  uint32_t *walk;   /* a state per trie depth */
+} feri_matcher;
+
+/* A matcher at the start of g over the tokens of trie (both must outlive it). */
+fer_status feri_matcher_new(const feri_grammar *g, const feri_toktrie *trie, int32_t eos, feri_matcher **out);
+void feri_matcher_free(feri_matcher *m);
+
+/* Writes the mask of allowed next tokens: bit t % 32 of mask[t / 32] (words >= feri_mask_words of
+ * the trie's vocabulary; the words past it are zeroed). BUFFER_TOO_SMALL when words is short. */
+fer_status feri_matcher_fill_mask(feri_matcher *m, uint32_t *mask, size_t words);
+
+/* Advances by one token; INVALID_ARG (nothing changed) when the mask would not allow it. */
+fer_status feri_matcher_accept(feri_matcher *m, int32_t token);
+
+/* Takes back the last n accepted tokens (the end of sequence included); INVALID_ARG (nothing
+ * changed) when fewer were accepted. */
+fer_status feri_matcher_rollback(feri_matcher *m, uint32_t n);
+
+/* 1 when the output so far is a whole word (the end-of-sequence token is allowed). */
+int feri_matcher_is_accepting(feri_matcher *m);
+
+/* 1 once the end-of-sequence token was accepted. */
+static inline int feri_matcher_is_ended(const feri_matcher *m) { return m->ended; }
+
+/* Tokens accepted so far (the end of sequence included). */
+static inline uint32_t feri_matcher_n_tokens(const feri_matcher *m) { return m->n_hist - 1 + (uint32_t)m->ended; }
+
+#endif
