@@ -261,15 +261,14 @@ static void test_trie(void) {
   free_vocab(&v);
 }
 
-/* The allowed set by brute force: each included token's bytes from the matcher's state. */
+/* The allowed set by brute force: each token tried with accept and taken back. */
 static void brute_mask(feri_matcher *m, const vocab *v, uint32_t *mask) {
   memset(mask, 0, feri_mask_words(v->n) * 4);
-  if (m->ended) return;
+  if (feri_matcher_is_ended(m)) return;
   for (uint32_t t = 0; t < v->n; t++) {
-    if (!v->include[t] || v->lens[t] == 0) continue;
-    uint32_t st = m->hist[m->n_hist - 1];
-    for (uint32_t k = 0; k < v->lens[t] && st; k++) st = feri_dfa_step(&m->dfa, st, v->bytes[t][k]);
-    if (st) feri_mask_set(mask, t);
+    if ((int32_t)t == m->eos || feri_matcher_accept(m, (int32_t)t) != FER_STATUS_OK) continue;
+    feri_mask_set(mask, t);
+    CHECK_STATUS(feri_matcher_rollback(m, 1), FER_STATUS_OK);
   }
   if (m->eos >= 0 && feri_matcher_is_accepting(m)) feri_mask_set(mask, (uint32_t)m->eos);
 }

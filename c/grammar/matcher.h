@@ -5,9 +5,12 @@
  * it), and the end-of-sequence token when the output so far is a whole word. Tokens outside the
  * trie (control tokens) are never allowed, nor is anything once the sequence has ended.
  *
- * This first form serves grammars that are one regular expression (regex.h): the position is a
- * state of the expression's DFA (lexer.h). The mask is a walk of the token trie (toktrie.h) with one
- * DFA state per depth, skipping every subtree whose prefix is dead.
+ * A grammar is a context-free grammar over lexemes (cfg.h). The position is the Earley parser's
+ * rows (earley.h) and the lexer's DFA state (lexer.h) for the lexeme in progress, matched greedily:
+ * a byte the lexeme cannot take ends it (when it is complete), the parser scans it, and the byte
+ * starts the next lexeme. The mask is a walk of the token trie (toktrie.h) that keeps one such
+ * position per depth, pushes rows where a token ends a lexeme and drops them on the way back up,
+ * and skips every subtree whose prefix is dead.
  *
  * A matcher is used by one thread at a time; the grammar and the trie it reads are shared and
  * never changed. */
@@ -19,29 +22,42 @@
 
 #include "ferrite.h"
 #include "grammar/lexer.h"
+#include "grammar/cfg.h"
+#include "grammar/earley.h"
 #include "grammar/regex.h"
 #include "grammar/toktrie.h"
 
-/* A compiled grammar: immutable once made. */
+/* A compiled grammar: immutable once made, shared by any number of matchers and threads. */
 typedef struct feri_grammar {
-  feri_rx rx;
-  feri_nfa nfa; /* one lexeme: the whole expression */
+  feri_cfg cfg;
+  feri_nfa nfa; /* the lexemes */
 } feri_grammar;
 
-/* Compiles a regular expression (regex.h's syntax and statuses). INVALID_ARG when its language is
- * empty (no string matches: a grammar that can never accept). */
+/* Compiles a regular expression (regex.h's syntax and statuses) into a grammar of one lexeme (and
+ * an empty rule where the expression matches the empty string). INVALID_ARG when no string matches
+ * (a grammar that can never accept). */
 fer_status feri_grammar_from_regex(const char *src, size_t len, feri_grammar **out);
+
+/* Makes a grammar of a built cfg (feri_cfg_finish done), which it takes over (even on failure). */
+fer_status feri_grammar_from_cfg(feri_cfg *cfg, feri_grammar **out);
 void feri_grammar_free(feri_grammar *g);
+
+/* One position: the parser's row count and the lexer's state (fresh: no byte of the lexeme in
+ * progress read yet). */
+typedef struct feri_match_pos {
+  uint32_t rows, lex, fresh;
+} feri_match_pos;
 
 typedef struct feri_matcher {
   const feri_grammar *g;
   const feri_toktrie *trie;
-  int32_t eos;      /* the end-of-sequence token, or -1 */
-  feri_dfa dfa;     /* this matcher's cache of the grammar's DFA */
-  uint32_t *hist;   /* the DFA state after each accepted token: hist[0] before any */
+  int32_t eos;         /* the end-of-sequence token, or -1 */
+  feri_dfa dfa;        /* this matcher's cache of the lexemes' DFA */
+  feri_earley parser;
+  feri_match_pos *hist; /* the position after each accepted token: hist[0] before any */
   uint32_t n_hist, cap_hist;
-  int ended;        /* eos was accepted */
-  uint32_t *walk;   /* a state per trie depth */
+  int ended;           /* eos was accepted */
+  feri_match_pos *walk; /* a position per trie depth */
 } feri_matcher;
 
 /* A matcher at the start of g over the tokens of trie (both must outlive it). */

@@ -462,16 +462,31 @@ static uint32_t parse_alt(parser *p) {
   return node;
 }
 
+fer_status feri_rx_parse_into(feri_rx *rx, const char *src, size_t len, uint32_t *root) {
+  *root = UINT32_MAX;
+  if (src == NULL && len > 0) return feri_fail(FER_STATUS_NULL_ARG, "regex: source is NULL");
+  const uint32_t n_nodes = rx->n_nodes, n_ranges = rx->n_ranges;
+  parser p = {src, len, 0, rx, 0, FER_STATUS_OK, NULL, 0, 0};
+  if (p.n > 0 && p.s[0] == '^') p.i = 1; /* the start anchor: implied */
+  uint32_t r = parse_alt(&p);
+  if (r != UINT32_MAX && p.i < p.n) r = bad(&p, FER_STATUS_BAD_FORMAT, "unmatched ')'");
+  free(p.cls);
+  if (r == UINT32_MAX) {
+    const fer_status st = p.st != FER_STATUS_OK ? p.st : rx->err != FER_STATUS_OK ? rx->err : FER_STATUS_OUT_OF_MEMORY;
+    rx->n_nodes = n_nodes; /* what this expression added is dropped */
+    rx->n_ranges = n_ranges;
+    rx->err = FER_STATUS_OK;
+    return st;
+  }
+  *root = r;
+  return FER_STATUS_OK;
+}
+
 fer_status feri_rx_parse(const char *src, size_t len, feri_rx *out) {
   memset(out, 0, sizeof *out);
-  if (src == NULL && len > 0) return feri_fail(FER_STATUS_NULL_ARG, "regex: source is NULL");
-  parser p = {src, len, 0, out, 0, FER_STATUS_OK, NULL, 0, 0};
-  if (p.n > 0 && p.s[0] == '^') p.i = 1; /* the start anchor: implied */
-  uint32_t root = parse_alt(&p);
-  if (root != UINT32_MAX && p.i < p.n) root = bad(&p, FER_STATUS_BAD_FORMAT, "unmatched ')'");
-  free(p.cls);
-  if (root == UINT32_MAX) {
-    const fer_status st = p.st != FER_STATUS_OK ? p.st : out->err != FER_STATUS_OK ? out->err : FER_STATUS_OUT_OF_MEMORY;
+  uint32_t root;
+  const fer_status st = feri_rx_parse_into(out, src, len, &root);
+  if (st != FER_STATUS_OK) {
     feri_rx_free(out);
     return st;
   }

@@ -53,6 +53,10 @@ enum { FERI_RX_MAX_NODES = 1 << 20 };
 /* Parses src[0 .. len) into a new tree in *out (freed with feri_rx_free; zeroed on failure). */
 fer_status feri_rx_parse(const char *src, size_t len, feri_rx *out);
 
+/* Parses src into more nodes of an existing tree, the expression's node in *root; on failure the
+ * tree is as it was (and *root UINT32_MAX). */
+fer_status feri_rx_parse_into(feri_rx *rx, const char *src, size_t len, uint32_t *root);
+
 void feri_rx_free(feri_rx *rx);
 
 /* Building trees by hand (the JSON-schema and GBNF compilers do): each returns the new node's
