@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/cfg.h"
 #include "grammar/lexer.h"
 #include "grammar/matcher.h"
 #include "grammar/regex.h"
@@ -345,11 +346,119 @@ static void test_masks(void) {
   free_vocab(&v);
 }
 
+/* A grammar built by hand over four lexemes, left recursion included:
+ *   S -> "[" L "]" | "[" "]";  L -> V | L "," V;  V -> NUM | STR | S;  NUM = [0-9]+, STR = "[a-z]*"
+ * fed one byte per token: words, prefixes and refusals as written out here. */
+static int32_t lexeme(feri_cfg *g, const char *re) {
+  uint32_t root;
+  CHECK_STATUS(feri_rx_parse_into(&g->rx, re, strlen(re), &root), FER_STATUS_OK);
+  return feri_cfg_lexeme(g, root);
+}
+
+static feri_grammar *list_grammar(void) {
+  feri_cfg g;
+  CHECK_STATUS(feri_cfg_init(&g), FER_STATUS_OK);
+  const uint32_t S = feri_cfg_nonterm(&g), L = feri_cfg_nonterm(&g), V = feri_cfg_nonterm(&g);
+  const int32_t open = lexeme(&g, "\\["), close = lexeme(&g, "\\]"), comma = lexeme(&g, ","),
+                num = lexeme(&g, "[0-9]+"), str = lexeme(&g, "\"[a-z]*\"");
+  const int32_t r1[] = {open, (int32_t)L, close}, r2[] = {open, close}, r3[] = {(int32_t)V},
+                r4[] = {(int32_t)L, comma, (int32_t)V}, r5[] = {num}, r6[] = {str}, r7[] = {(int32_t)S};
+  feri_cfg_rule(&g, S, r1, 3), feri_cfg_rule(&g, S, r2, 2), feri_cfg_rule(&g, L, r3, 1);
+  feri_cfg_rule(&g, L, r4, 3), feri_cfg_rule(&g, V, r5, 1), feri_cfg_rule(&g, V, r6, 1), feri_cfg_rule(&g, V, r7, 1);
+  CHECK_STATUS(feri_cfg_finish(&g, S), FER_STATUS_OK);
+  feri_grammar *out = NULL;
+  CHECK_STATUS(feri_grammar_from_cfg(&g, &out), FER_STATUS_OK);
+  return out;
+}
+
+static void test_cfg(void) {
+  feri_grammar *g = list_grammar();
+  if (!g) return;
+  /* a vocabulary of the 256 bytes, 256 = end of sequence */
+  uint8_t *bytes[257], one[256];
+  uint32_t lens[257];
+  for (int b = 0; b < 256; b++) one[b] = (uint8_t)b, bytes[b] = one + b, lens[b] = 1;
+  bytes[256] = one, lens[256] = 0;
+  feri_toktrie t;
+  CHECK_STATUS(feri_toktrie_build((const uint8_t *const *)bytes, lens, 257, NULL, &t), FER_STATUS_OK);
+  static const struct {
+    const char *s;
+    int word, prefix;
+  } cases[] = {
+      {"[]", 1, 1},          {"[1]", 1, 1},         {"[12,\"ab\",[]]", 1, 1}, {"[[[1],2],[3]]", 1, 1},
+      {"[", 0, 1},           {"[12", 0, 1},         {"[\"a", 0, 1},          {"[1,", 0, 1},
+      {"[,", 0, 0},          {"[1,]", 0, 0},        {"]", 0, 0},             {"[1][", 0, 0},
+      {"[1 ]", 0, 0},        {"[\"A\"]", 0, 0},     {"[]]", 0, 0},           {"[1,2,3,4,5,6,7,8,9,10]", 1, 1},
+  };
+  int bad = 0;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    feri_matcher *m = NULL;
+    CHECK_STATUS(feri_matcher_new(g, &t, 256, &m), FER_STATUS_OK);
+    if (!m) continue;
+    int prefix = 1;
+    for (const char *p = cases[c].s; *p && prefix; p++) prefix = feri_matcher_accept(m, (uint8_t)*p) == FER_STATUS_OK;
+    const int word = prefix && feri_matcher_is_accepting(m);
+    if (word != cases[c].word || prefix != cases[c].prefix) {
+      printf("  cfg \"%s\": word %d prefix %d, want %d %d\n", cases[c].s, word, prefix, cases[c].word, cases[c].prefix);
+      bad++;
+    }
+    if (prefix) { /* the mask agrees: end of sequence exactly at words */
+      uint32_t mask[9];
+      CHECK_STATUS(feri_matcher_fill_mask(m, mask, 9), FER_STATUS_OK);
+      bad += feri_mask_get(mask, 256) != word;
+    }
+    feri_matcher_free(m);
+  }
+  CHECK(bad == 0);
+  /* masks on a random vocabulary against accept-and-rollback, along random paths */
+  unsigned s = 5;
+  vocab v = make_vocab(&s, 2000);
+  static const char *PIECES[] = {"[", "]", ",", "1", "2", "\"", "a", "[1", "],", "\"]", ",\"", "[[", "]]", "12", "ab"};
+  for (uint32_t k = 0; k < v.n; k++) { /* this grammar's alphabet */
+    const char *p = PIECES[next(&s) % 15], *q = PIECES[next(&s) % 15];
+    free(v.bytes[k]);
+    v.lens[k] = (uint32_t)(strlen(p) + (k % 3 ? strlen(q) : 0));
+    v.bytes[k] = malloc(v.lens[k]);
+    memcpy(v.bytes[k], p, strlen(p));
+    if (k % 3) memcpy(v.bytes[k] + strlen(p), q, strlen(q));
+  }
+  feri_toktrie t2;
+  CHECK_STATUS(feri_toktrie_build((const uint8_t *const *)v.bytes, v.lens, v.n, v.include, &t2), FER_STATUS_OK);
+  const size_t W = feri_mask_words(v.n);
+  uint32_t *got = malloc(W * 4), *want = malloc(W * 4);
+  int steps = 0, differ = 0;
+  for (int walk = 0; walk < 40; walk++) {
+    feri_matcher *m = NULL;
+    CHECK_STATUS(feri_matcher_new(g, &t2, 1999, &m), FER_STATUS_OK);
+    for (int step = 0; step < 25 && m; step++) {
+      CHECK_STATUS(feri_matcher_fill_mask(m, got, W), FER_STATUS_OK);
+      brute_mask(m, &v, want);
+      differ += memcmp(got, want, W * 4) != 0;
+      steps++;
+      uint32_t allowed[2000], n = 0;
+      for (uint32_t k = 0; k < v.n; k++)
+        if (feri_mask_get(got, k) && k != 1999) allowed[n++] = k;
+      if (n == 0) break;
+      CHECK_STATUS(feri_matcher_accept(m, (int32_t)allowed[next(&s) % n]), FER_STATUS_OK);
+    }
+    feri_matcher_free(m);
+  }
+  printf("  cfg: %zu strings as written, %d masks along random paths, %d differ from accept-and-rollback\n",
+         sizeof cases / sizeof cases[0], steps, differ);
+  CHECK(differ == 0 && steps > 100);
+  free(got), free(want);
+  feri_toktrie_free(&t2);
+  free_vocab(&v);
+  feri_toktrie_free(&t);
+  feri_grammar_free(g);
+}
+
 int main(void) {
   test_parse_errors();
   test_unicode_classes();
   test_language_against_pcre2();
   test_trie();
   test_masks();
+  test_cfg();
   return feri_test_finish("grammar_test");
 }
