@@ -44,6 +44,12 @@ fer_status feri_toktrie_build(const uint8_t *const *bytes, const uint32_t *lens,
 
 void feri_toktrie_free(feri_toktrie *t);
 
+/* The trie of a tokenizer's vocabulary for a model with n_vocab logits (0: the tokenizer's size;
+ * ids past the tokenizer are never allowed): each token's output bytes in mid-sequence, control
+ * tokens (special added tokens, and added tokens written <...>) left out. INVALID_ARG when n_vocab
+ * is smaller than the vocabulary. */
+fer_status feri_toktrie_from_tokenizer(const fer_tokenizer *tok, uint32_t n_vocab, feri_toktrie *out);
+
 /* 32-bit words of a mask over n tokens (bit t % 32 of word t / 32: llguidance's int32 layout). */
 static inline size_t feri_mask_words(uint32_t n) { return ((size_t)n + 31) / 32; }
 

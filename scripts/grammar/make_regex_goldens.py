@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Golden token masks of llguidance for regular expressions, along token paths it samples itself
+(issue 20). For each expression, two paths of up to 24 steps from a seeded generator: at each step
+llguidance's mask (fill_next_token_bitmask), whether llguidance was in a forced state there
+(compute_ff_bytes() non-empty: its mask then follows the forced-token rule of LLGUIDANCE.md
+section 3.2), and the token taken (a random allowed one, end of sequence only when nothing else is
+allowed). The C test (c/grammar/grammar_golden_test.c) walks the same paths and compares masks by
+an FNV-1a 64 hash of the mask's 32-bit words (little-endian) and their popcount.
+
+usage: make_regex_goldens.py TOKENIZER_JSON OUT     (needs llguidance==1.9.1 and numpy)
+output lines:  rx <json string>  |  step <forced 0/1> <popcount> <hash hex> <token taken or -1>"""
+import json, random, sys
+
+import llguidance as llg
+import numpy as np
+from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
+
+REGEXES = [
+    r"\d+", r"[a-z]+", r"\d{3}-\d{4}", r"(yes|no|maybe)", r"[A-Z][a-z]*( [A-Z][a-z]*)*",
+    r"-?(0|[1-9][0-9]*)(\.[0-9]+)?", r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,4}", r"\w+", r"\s*\w+\s*",
+    r"(ab|cd)*", r".{1,20}", r"[^\n]+\n", r"\"[^\"\\\\]*\"", r"(0x)?[0-9a-fA-F]{1,8}", r"[a-z]+(_[a-z]+)*",
+    r"(\+|-)?\d+(,\d{3})*", r"[\u4e00-\u9fff]+", r"(true|false|null)", r"https?://[a-z.]+(/[a-z]*)*",
+    r"\d{4}-\d{2}-\d{2}", r"[.!?]+", r"(é|è|ê)+x", r"[a-c]{2,5}", r"\p{L}?x?",
+]
+REGEXES = [r for r in REGEXES if "\\p" not in r]  # \p{...} is refused by ferrite's parser (UNSUPPORTED)
+
+def fnv(words):
+    h = 0xcbf29ce484222325
+    for b in words.astype("<u4").tobytes():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr); sys.exit(2)
+    tok = llg.LLTokenizer(sys.argv[1], slices=[])
+    eos = tok.eos_token
+    rnd = random.Random(20)
+    out = [f"# llguidance {llg.get_version()}; vocab {tok.vocab_size}; eos {eos}; "
+           f"tokenizer {sys.argv[1].split('/')[-1]}"]
+    for rx in REGEXES:
+        for path in range(2):
+            m = llg.LLMatcher(tok, llg.LLMatcher.grammar_from_regex(rx), log_level=0)
+            assert not m.is_error(), m.get_error()
+            out.append("rx " + json.dumps(rx))
+            for _ in range(24):
+                forced = 1 if m.compute_ff_bytes() else 0
+                bm = allocate_token_bitmask(1, tok.vocab_size)
+                fill_next_token_bitmask(m, bm)
+                words = bm[0].view(np.uint32)
+                ids = np.nonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[:tok.vocab_size])[0]
+                choice = [int(i) for i in ids if i != eos]
+                take = rnd.choice(choice) if choice else (eos if eos in ids else -1)
+                out.append(f"step {forced} {len(ids)} {fnv(words):016x} {take}")
+                if take < 0 or m.is_stopped():
+                    break
+                assert m.consume_token(take), (rx, take)
+                if take == eos or m.is_stopped():
+                    break
+    open(sys.argv[2], "w").write("\n".join(out) + "\n")
+
+main()
