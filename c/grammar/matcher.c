@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "tokenizer/utf8.h"
 
 void feri_grammar_free(feri_grammar *g) {
   if (!g) return;
@@ -64,8 +65,12 @@ void feri_matcher_free(feri_matcher *m) {
   feri_earley_free(&m->parser);
   free(m->hist);
   free(m->walk);
+  free(m->forced);
+  free(m->ftoks);
   free(m);
 }
+
+void feri_matcher_set_tokenizer(feri_matcher *m, const fer_tokenizer *tok) { m->tok = tok; }
 
 /* The DFA state that starts the top row's allowed lexemes. */
 static uint32_t start_top(feri_matcher *m) {
@@ -125,7 +130,7 @@ fer_status feri_matcher_new(const feri_grammar *g, const feri_toktrie *trie, int
   if (st == FER_STATUS_OK) st = feri_earley_init(&m->parser, &g->cfg);
   if (st == FER_STATUS_OK) {
     const uint32_t s0 = start_top(m);
-    m->hist[0] = (feri_match_pos){m->parser.n_rows, s0, 1};
+    m->hist[0] = (feri_match_pos){m->parser.n_rows, s0, 1, -1};
     m->n_hist = 1;
     if (m->dfa.err) st = m->dfa.err;
   }
@@ -142,38 +147,234 @@ int feri_matcher_is_accepting(feri_matcher *m) {
   return accepting_at(m, &m->hist[m->n_hist - 1]);
 }
 
+/* Walks the trie below node r, whose bytes take the parser to pos (the parser's rows are pos's),
+ * setting the bit of every token whose further bytes the grammar takes; with stop_at_first, stops at
+ * the first such token and returns 1 (else the count of tokens set is not kept: returns 0). */
+static int walk_below(feri_matcher *m, uint32_t r, feri_match_pos pos, uint32_t *mask, int stop_at_first) {
+  const feri_toktrie *t = m->trie;
+  feri_match_pos *walk = m->walk;
+  feri_earley *p = &m->parser;
+  const uint8_t *byte = t->byte;
+  const uint16_t *depth = t->depth;
+  const uint32_t *subtree = t->subtree;
+  const int32_t *token = t->token;
+  walk[depth[r]] = pos;
+  const uint32_t end = r + subtree[r];
+  int found = 0;
+  for (uint32_t i = r + 1; i < end;) {
+    const uint32_t dpt = depth[i];
+    feri_match_pos q = walk[dpt - 1];
+    feri_earley_pop_to(p, q.rows);
+    if (!step(m, &q, byte[i])) { /* no word continues this prefix: skip every token under it */
+      i += subtree[i];
+      continue;
+    }
+    walk[dpt] = q;
+    if (token[i] >= 0) {
+      if (stop_at_first) {
+        found = 1;
+        break;
+      }
+      feri_mask_set(mask, (uint32_t)token[i]);
+    }
+    i++;
+  }
+  feri_earley_pop_to(p, pos.rows);
+  return found;
+}
+
+/* The trie node of bytes s[0 .. n) (UINT32_MAX when no token starts with them). */
+static uint32_t node_at(const feri_toktrie *t, const uint8_t *s, uint32_t n) {
+  uint32_t node = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t c = node + 1;
+    const uint32_t end = node + t->subtree[node];
+    while (c < end && t->byte[c] != s[k]) c += t->subtree[c];
+    if (c >= end) return UINT32_MAX;
+    node = c;
+  }
+  return node;
+}
+
+/* Most bytes forced in one step (a grammar that forces forever stops here). */
+enum { MAX_FORCED = 4096 };
+
+/* Pushes the bytes the grammar forces from *pos (the parser at pos's rows) into m->forced and the
+ * parser: while the output is not a word and exactly one byte can follow. Their count. */
+static uint32_t force(feri_matcher *m, feri_match_pos *pos) {
+  const feri_nfa *nfa = &m->g->nfa;
+  uint32_t n = 0;
+  while (n < MAX_FORCED && !accepting_at(m, pos)) {
+    /* a step depends only on the byte's class: one try per class, and a class of two bytes or
+     * more that works allows more than one byte */
+    uint32_t viable = 0, only = 0;
+    for (uint32_t c = 0; c < nfa->n_classes && viable < 2; c++) {
+      feri_match_pos q = *pos;
+      const uint8_t b = (uint8_t)nfa->class_byte[c];
+      const int ok = step(m, &q, b);
+      feri_earley_pop_to(&m->parser, pos->rows);
+      if (!ok) continue;
+      uint32_t size = 0;
+      for (int v = 0; v < 256; v++) size += nfa->byte_class[v] == c;
+      viable += size;
+      only = b;
+    }
+    if (viable != 1) break;
+    if (n == m->cap_forced) {
+      const uint32_t cap = m->cap_forced ? 2 * m->cap_forced : 64;
+      uint8_t *f = realloc(m->forced, cap);
+      if (!f) break; /* no more forcing: the mask is then the unforced one, still correct */
+      m->forced = f;
+      m->cap_forced = cap;
+    }
+    (void)step(m, pos, (uint8_t)only);
+    m->forced[n++] = (uint8_t)only;
+  }
+  return n;
+}
+
+/* Room for `need` tokens in m->ftoks. */
+static int room(feri_matcher *m, size_t need) {
+  if (need <= m->cap_ftoks) return 1;
+  if (need > UINT32_MAX / 2) return 0;
+  uint32_t cap = m->cap_ftoks ? m->cap_ftoks : 64;
+  while (cap < need) cap *= 2;
+  int32_t *q = realloc(m->ftoks, sizeof *q * cap);
+  if (!q) return 0;
+  m->ftoks = q;
+  m->cap_ftoks = cap;
+  return 1;
+}
+
+static int push_tok(feri_matcher *m, uint32_t *n, int32_t id) {
+  if (!room(m, (size_t)*n + 1)) return 0;
+  m->ftoks[(*n)++] = id;
+  return 1;
+}
+
+/* The canonical tokens of s[0 .. len) appended to m->ftoks from *n, as llguidance makes them: the
+ * tokenizer's encoding of each well-formed UTF-8 run, the longest trie tokens for the bytes between
+ * runs. 0 on failure (memory or the tokenizer). */
+static int tokenize(feri_matcher *m, const uint8_t *s, size_t len, uint32_t *n) {
+  const feri_toktrie *t = m->trie;
+  size_t i = 0;
+  while (i < len) {
+    const size_t ok = feri_utf8_first_invalid(s + i, len - i);
+    if (ok > 0) {
+      size_t cnt = 0;
+      fer_status st = fer_tokenizer_encode(m->tok, (const char *)s + i, ok, 0, NULL, 0, &cnt);
+      if (st != FER_STATUS_OK && st != FER_STATUS_BUFFER_TOO_SMALL) return 0;
+      if (!room(m, (size_t)*n + cnt)) return 0;
+      st = fer_tokenizer_encode(m->tok, (const char *)s + i, ok, 0, m->ftoks + *n, cnt, &cnt);
+      if (st != FER_STATUS_OK) return 0;
+      *n += (uint32_t)cnt;
+      i += ok;
+      continue;
+    }
+    const size_t bad = feri_utf8_maximal_subpart(s + i, len - i); /* greedy over the ill-formed bytes */
+    const size_t stop = i + bad;
+    while (i < stop) {
+      uint32_t node = 0, best_len = 0;
+      int32_t best = -1;
+      for (size_t j = i; j < stop; j++) {
+        uint32_t c = node + 1;
+        const uint32_t end = node + t->subtree[node];
+        while (c < end && t->byte[c] != s[j]) c += t->subtree[c];
+        if (c >= end) break;
+        node = c;
+        if (t->token[node] >= 0) best = t->token[node], best_len = (uint32_t)(j - i + 1);
+      }
+      if (best < 0) { /* a byte no token spells: skipped, as llguidance does */
+        i++;
+        continue;
+      }
+      if (!push_tok(m, n, best)) return 0;
+      i += best_len;
+    }
+  }
+  return 1;
+}
+
 fer_status feri_matcher_fill_mask(feri_matcher *m, uint32_t *mask, size_t words) {
   const feri_toktrie *t = m->trie;
   const size_t need = feri_mask_words(t->n_vocab);
   if (mask == NULL) return feri_fail(FER_STATUS_NULL_ARG, "matcher: mask is NULL");
   if (words < need) return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "matcher: mask of %zu words, %zu needed", words, need);
   memset(mask, 0, words * sizeof *mask);
-  if (m->ended) return FER_STATUS_OK;
-  feri_match_pos *walk = m->walk;
-  walk[0] = m->hist[m->n_hist - 1];
-  feri_earley *p = &m->parser;
-  const uint8_t *byte = t->byte;
-  const uint16_t *depth = t->depth;
-  const uint32_t *subtree = t->subtree;
-  const int32_t *token = t->token;
-  for (uint32_t i = 1; i < t->n_nodes;) {
-    const uint32_t dpt = depth[i];
-    feri_match_pos pos = walk[dpt - 1];
-    feri_earley_pop_to(p, pos.rows);
-    if (!step(m, &pos, byte[i])) { /* no word continues this prefix: skip every token under it */
-      i += subtree[i];
-      continue;
-    }
-    walk[dpt] = pos;
-    if (token[i] >= 0) feri_mask_set(mask, (uint32_t)token[i]);
-    i++;
+  if (m->ended) { /* after the end only the end again, as llguidance writes it */
+    if (m->eos >= 0) feri_mask_set(mask, (uint32_t)m->eos);
+    return FER_STATUS_OK;
   }
-  feri_earley_pop_to(p, walk[0].rows);
+  feri_earley *p = &m->parser;
+  const feri_match_pos start = m->hist[m->n_hist - 1];
+  feri_earley_pop_to(p, start.rows);
+  feri_match_pos pos = start;
+  const uint32_t nf = m->tok ? force(m, &pos) : 0;
+  if (nf == 0) {
+    (void)walk_below(m, 0, pos, mask, 0);
+    for (uint32_t k = 0; k < t->n_dups; k++)
+      if (feri_mask_get(mask, (uint32_t)t->token[t->dup_node[k]])) feri_mask_set(mask, (uint32_t)t->dup_token[k]);
+    if (m->eos >= 0 && accepting_at(m, &pos)) feri_mask_set(mask, (uint32_t)m->eos);
+  } else {
+    /* the forced bytes after the last token's, tokenized canonically with it in front */
+    const int32_t last = start.token;
+    const uint32_t last_len = last >= 0 ? t->len[last] : 0;
+    uint8_t *fb = malloc((size_t)last_len + nf);
+    uint32_t n = 0, fixed = 0;
+    int ok = fb != NULL;
+    if (ok) {
+      if (last_len) memcpy(fb, t->blob + t->off[last], last_len);
+      memcpy(fb + last_len, m->forced, nf);
+      ok = tokenize(m, fb, (size_t)last_len + nf, &n);
+      if (ok && last >= 0 && n > 0 && m->ftoks[0] == last) {
+        fixed = 1;
+      } else if (ok) { /* the last token is not the start of the canonical tokens: the new bytes alone */
+        n = 0;
+        ok = tokenize(m, m->forced, nf, &n);
+      }
+    }
+    free(fb);
+    /* chop: the trailing tokens a longer token could replace (llguidance's chop_tokens) */
+    uint32_t keep = n, chop_bytes = 0;
+    if (ok && n > fixed) {
+      const uint32_t from = n - fixed > 4 ? n - 4 : fixed;
+      size_t sl = 0;
+      for (uint32_t k = from; k < n; k++) sl += t->len[m->ftoks[k]];
+      uint8_t *suf = malloc(sl ? sl : 1);
+      if (suf) {
+        size_t at = 0;
+        for (uint32_t k = from; k < n; k++) memcpy(suf + at, t->blob + t->off[m->ftoks[k]], t->len[m->ftoks[k]]), at += t->len[m->ftoks[k]];
+        const size_t s0 = sl > t->max_depth ? sl - t->max_depth : 0;
+        for (size_t i = s0; i < sl; i++) {
+          const uint32_t node = node_at(t, suf + i, (uint32_t)(sl - i));
+          if (node == UINT32_MAX || !walk_below(m, node, pos, NULL, 1)) continue;
+          while (keep > fixed && chop_bytes < sl - i) chop_bytes += t->len[m->ftoks[--keep]];
+          break;
+        }
+        free(suf);
+      }
+    }
+    if (ok && keep > fixed) { /* forced tokens: the first of them alone */
+      feri_mask_set(mask, (uint32_t)m->ftoks[fixed]);
+    } else { /* every token that is a prefix of the forced bytes, or goes on from them into the grammar */
+      const uint32_t plen = ok ? (chop_bytes < nf ? chop_bytes : nf) : nf;
+      const uint8_t *pre = m->forced + (nf - plen);
+      uint32_t node = 0;
+      for (uint32_t k = 0; k < plen && node != UINT32_MAX; k++) {
+        uint32_t c = node + 1;
+        const uint32_t end = node + t->subtree[node];
+        while (c < end && t->byte[c] != pre[k]) c += t->subtree[c];
+        node = c < end ? c : UINT32_MAX;
+        if (node != UINT32_MAX && t->token[node] >= 0) feri_mask_set(mask, (uint32_t)t->token[node]);
+      }
+      if (node != UINT32_MAX) (void)walk_below(m, node, pos, mask, 0);
+      for (uint32_t k = 0; k < t->n_dups; k++)
+        if (feri_mask_get(mask, (uint32_t)t->token[t->dup_node[k]])) feri_mask_set(mask, (uint32_t)t->dup_token[k]);
+    }
+  }
+  feri_earley_pop_to(p, start.rows);
   if (m->dfa.err) return m->dfa.err;
   if (p->err) return p->err;
-  for (uint32_t k = 0; k < t->n_dups; k++)
-    if (feri_mask_get(mask, (uint32_t)token[t->dup_node[k]])) feri_mask_set(mask, (uint32_t)t->dup_token[k]);
-  if (m->eos >= 0 && feri_matcher_is_accepting(m)) feri_mask_set(mask, (uint32_t)m->eos);
   return FER_STATUS_OK;
 }
 
@@ -206,6 +407,7 @@ fer_status feri_matcher_accept(feri_matcher *m, int32_t token) {
     if (err) return err;
     return feri_fail(FER_STATUS_INVALID_ARG, "matcher: token %d does not continue the grammar", token);
   }
+  pos.token = token;
   m->hist[m->n_hist++] = pos;
   return FER_STATUS_OK;
 }

@@ -3,7 +3,17 @@
  * A token is allowed when its bytes take the output so far to a prefix of a word of the language
  * (byte-level: a token ending inside a UTF-8 character is allowed when some character completes
  * it), and the end-of-sequence token when the output so far is a whole word. Tokens outside the
- * trie (control tokens) are never allowed, nor is anything once the sequence has ended.
+ * trie (control tokens) are never allowed; once the sequence has ended the mask holds only the
+ * end-of-sequence token (as llguidance writes it).
+ *
+ * Forced bytes (llguidance's rule, scripts/grammar/LLGUIDANCE.md section 3.2), when the matcher has
+ * the tokenizer: where the grammar allows exactly one next byte, and again after it, while the
+ * output is not a word, those bytes are forced. The forced bytes (after the last token's) are
+ * tokenized canonically (the tokenizer's own encoding); the trailing tokens that a longer token
+ * could replace (one whose bytes go on past the forced ones into what the grammar allows) are cut
+ * off; if tokens remain, the mask is the first of them alone; otherwise the mask is every token
+ * that is a prefix of the cut-off bytes (or of all forced bytes) and every token that starts with
+ * them and goes on into what the grammar allows. No end of sequence while bytes are forced.
  *
  * A grammar is a context-free grammar over lexemes (cfg.h). The position is the Earley parser's
  * rows (earley.h) and the lexer's DFA state (lexer.h) for the lexeme in progress, matched greedily:
@@ -46,6 +56,7 @@ void feri_grammar_free(feri_grammar *g);
  * progress read yet). */
 typedef struct feri_match_pos {
   uint32_t rows, lex, fresh;
+  int32_t token; /* the token that led here (-1 at the start) */
 } feri_match_pos;
 
 typedef struct feri_matcher {
@@ -58,10 +69,19 @@ typedef struct feri_matcher {
   uint32_t n_hist, cap_hist;
   int ended;           /* eos was accepted */
   feri_match_pos *walk; /* a position per trie depth */
+  const fer_tokenizer *tok; /* for forced bytes' canonical tokens; NULL: no forcing */
+  uint8_t *forced;     /* scratch: forced bytes, their tokens */
+  uint32_t cap_forced;
+  int32_t *ftoks;
+  uint32_t cap_ftoks;
 } feri_matcher;
 
 /* A matcher at the start of g over the tokens of trie (both must outlive it). */
 fer_status feri_matcher_new(const feri_grammar *g, const feri_toktrie *trie, int32_t eos, feri_matcher **out);
+
+/* Gives the matcher the tokenizer its trie was built from (it must outlive the matcher): masks then
+ * follow the forced-bytes rule above. */
+void feri_matcher_set_tokenizer(feri_matcher *m, const fer_tokenizer *tok);
 void feri_matcher_free(feri_matcher *m);
 
 /* Writes the mask of allowed next tokens: bit t % 32 of mask[t / 32] (words >= feri_mask_words of
