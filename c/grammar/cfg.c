@@ -24,13 +24,15 @@ static void fail(feri_cfg *g, fer_status st, const char *what) {
 void feri_cfg_free(feri_cfg *g) {
   if (!g) return;
   feri_rx_free(&g->rx);
-  free(g->lexeme_root), free(g->rule_lhs), free(g->rule_off), free(g->rule_len), free(g->syms);
+  free(g->lexeme_root), free(g->ex_first), free(g->ex_count), free(g->ex_blob), free(g->ex_off), free(g->ex_len);
+  free(g->rule_lhs), free(g->rule_off), free(g->rule_len), free(g->syms);
   free(g->nt_rule_off), free(g->nt_rules), free(g->nullable);
   memset(g, 0, sizeof *g);
 }
 
 fer_status feri_cfg_init(feri_cfg *g) {
   memset(g, 0, sizeof *g);
+  g->skip = -1;
   g->n_nonterms = 1; /* 0: the augmented start */
   const int32_t placeholder = 0;
   feri_cfg_rule(g, 0, &placeholder, 1); /* rule 0: start -> S, S set by feri_cfg_finish */
@@ -51,17 +53,56 @@ uint32_t feri_cfg_nonterm(feri_cfg *g) {
   return g->n_nonterms++;
 }
 
-int32_t feri_cfg_lexeme(feri_cfg *g, uint32_t root) {
+int32_t feri_cfg_lexeme_except(feri_cfg *g, uint32_t root, const uint8_t *const *words, const uint32_t *lens,
+                               uint32_t n) {
   if (g->err || root == UINT32_MAX) {
     if (!g->err) g->err = g->rx.err ? g->rx.err : feri_fail(FER_STATUS_OUT_OF_MEMORY, "grammar: a lexeme");
     return 0;
   }
+  const uint32_t cap0 = g->cap_lexemes;
   if (!grow((void **)&g->lexeme_root, &g->cap_lexemes, g->n_lexemes + 1, sizeof *g->lexeme_root)) {
     fail(g, FER_STATUS_OUT_OF_MEMORY, "lexemes");
     return 0;
   }
+  if (g->cap_lexemes != cap0 || !g->ex_first) { /* the exclusion index follows the lexemes' capacity */
+    uint32_t *f = realloc(g->ex_first, sizeof *f * g->cap_lexemes), *c = f ? realloc(g->ex_count, sizeof *c * g->cap_lexemes) : NULL;
+    if (f) g->ex_first = f;
+    if (c) g->ex_count = c;
+    if (!f || !c) {
+      fail(g, FER_STATUS_OUT_OF_MEMORY, "lexemes");
+      return 0;
+    }
+  }
+  size_t bytes = 0;
+  for (uint32_t i = 0; i < n; i++) bytes += lens[i];
+  if ((size_t)g->n_ex_blob + bytes > UINT32_MAX / 2 ||
+      !grow((void **)&g->ex_blob, &g->cap_ex_blob, g->n_ex_blob + (uint32_t)bytes, 1) ||
+      !grow((void **)&g->ex_off, &g->cap_ex_words, g->n_ex_words + n, sizeof *g->ex_off)) {
+    fail(g, FER_STATUS_OUT_OF_MEMORY, "excluded words");
+    return 0;
+  }
+  uint32_t *len = realloc(g->ex_len, sizeof *len * (g->cap_ex_words ? g->cap_ex_words : 1));
+  if (!len) {
+    fail(g, FER_STATUS_OUT_OF_MEMORY, "excluded words");
+    return 0;
+  }
+  g->ex_len = len;
+  g->ex_first[g->n_lexemes] = g->n_ex_words;
+  g->ex_count[g->n_lexemes] = n;
+  for (uint32_t i = 0; i < n; i++) {
+    g->ex_off[g->n_ex_words] = g->n_ex_blob;
+    g->ex_len[g->n_ex_words++] = lens[i];
+    if (lens[i]) memcpy(g->ex_blob + g->n_ex_blob, words[i], lens[i]);
+    g->n_ex_blob += lens[i];
+  }
   g->lexeme_root[g->n_lexemes] = root;
   return feri_cfg_lexeme_sym(g->n_lexemes++);
+}
+
+int32_t feri_cfg_lexeme(feri_cfg *g, uint32_t root) { return feri_cfg_lexeme_except(g, root, NULL, NULL, 0); }
+
+void feri_cfg_set_skip(feri_cfg *g, int32_t sym) {
+  if (sym < 0 && feri_cfg_lexeme_of(sym) < g->n_lexemes) g->skip = (int32_t)feri_cfg_lexeme_of(sym);
 }
 
 void feri_cfg_rule(feri_cfg *g, uint32_t lhs, const int32_t *syms, uint32_t n) {

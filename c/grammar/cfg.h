@@ -21,7 +21,13 @@ static inline uint32_t feri_cfg_lexeme_of(int32_t sym) { return (uint32_t)(-1 - 
 typedef struct feri_cfg {
   feri_rx rx;            /* every lexeme's expression */
   uint32_t *lexeme_root; /* lexeme k: node lexeme_root[k] of rx */
+  uint32_t *ex_first, *ex_count; /* lexeme k's excluded words: words ex_first[k] .. + ex_count[k] */
   uint32_t n_lexemes, cap_lexemes;
+  uint8_t *ex_blob;      /* excluded word w: ex_blob[ex_off[w] .. + ex_len[w]) */
+  uint32_t n_ex_blob, cap_ex_blob;
+  uint32_t *ex_off, *ex_len;
+  uint32_t n_ex_words, cap_ex_words;
+  int32_t skip;          /* the skip lexeme (JSON's whitespace), or -1: see feri_cfg_set_skip */
   uint32_t n_nonterms;
   uint32_t *rule_lhs, *rule_off, *rule_len;
   uint32_t n_rules, cap_rules;
@@ -45,6 +51,16 @@ void feri_cfg_free(feri_cfg *g);
 uint32_t feri_cfg_nonterm(feri_cfg *g);
 /* A new lexeme for rx node `root` of g->rx; returns its symbol (0 after a failure: not a lexeme). */
 int32_t feri_cfg_lexeme(feri_cfg *g, uint32_t root);
+/* As feri_cfg_lexeme, less the exact byte strings words[i][0 .. lens[i]) (each becomes a dead end
+ * of the lexeme: a JSON object's free keys are strings other than its named keys). */
+int32_t feri_cfg_lexeme_except(feri_cfg *g, uint32_t root, const uint8_t *const *words, const uint32_t *lens,
+                               uint32_t n);
+
+/* Makes lexeme symbol `sym` the skip lexeme (llguidance's JSON whitespace, matched once): it may
+ * stand between any two lexemes, never before the first one nor after the last, and never twice
+ * in a row; it advances no rule. */
+void feri_cfg_set_skip(feri_cfg *g, int32_t sym);
+
 /* Adds lhs -> syms[0 .. n). */
 void feri_cfg_rule(feri_cfg *g, uint32_t lhs, const int32_t *syms, uint32_t n);
 

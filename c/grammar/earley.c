@@ -97,13 +97,16 @@ static int new_row(feri_earley *p) {
   if (p->n_rows == p->cap_rows) {
     const uint32_t cap = p->cap_rows ? 2 * p->cap_rows : 64;
     uint32_t *q = realloc(p->row_start, sizeof *q * cap);
-    if (!q) {
+    uint8_t *f = q ? realloc(p->row_skip, cap) : NULL;
+    if (q) p->row_start = q;
+    if (f) p->row_skip = f;
+    if (!q || !f) {
       p->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "earley: %u rows", cap);
       return 0;
     }
-    p->row_start = q;
     p->cap_rows = cap;
   }
+  p->row_skip[p->n_rows] = 0;
   p->row_start[p->n_rows++] = p->n_items;
   p->gen++;
   if (p->gen == 0) { /* the tags wrapped: clear them once */
@@ -115,7 +118,7 @@ static int new_row(feri_earley *p) {
 
 void feri_earley_free(feri_earley *p) {
   if (!p) return;
-  free(p->items), free(p->row_start), free(p->table), free(p->table_gen), free(p->lex);
+  free(p->items), free(p->row_start), free(p->row_skip), free(p->table), free(p->table_gen), free(p->lex);
   memset(p, 0, sizeof *p);
 }
 
@@ -125,7 +128,7 @@ fer_status feri_earley_init(feri_earley *p, const feri_cfg *g) {
   p->table = calloc(256, sizeof *p->table);
   p->table_gen = calloc(256, sizeof *p->table_gen);
   p->table_mask = 255;
-  p->lex = malloc(sizeof *p->lex * (g->n_lexemes ? g->n_lexemes : 1));
+  p->lex = malloc(sizeof *p->lex * ((size_t)g->n_lexemes + 1));
   if (!p->table || !p->table_gen || !p->lex || !new_row(p)) {
     feri_earley_free(p);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "earley: parser");
@@ -150,9 +153,38 @@ static int in_sorted(const uint32_t *a, uint32_t n, uint32_t x) {
   return lo < n && a[lo] == x;
 }
 
+/* The skip lexeme alone: a row with the top row's items again, marked. */
+static int push_skip(feri_earley *p) {
+  const uint32_t t0 = p->row_start[p->n_rows - 1], t1 = p->n_items, n = t1 - t0;
+  if (p->n_items + n > FERI_EARLEY_MAX_ITEMS) {
+    p->err = feri_fail(FER_STATUS_INVALID_ARG, "earley: more than %d items", FERI_EARLEY_MAX_ITEMS);
+    return 0;
+  }
+  if (p->n_items + n > p->cap_items) {
+    uint32_t cap = p->cap_items ? p->cap_items : 256;
+    while (cap < p->n_items + n) cap *= 2;
+    feri_earley_item *q = realloc(p->items, sizeof *q * cap);
+    if (!q) {
+      p->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "earley: %u items", cap);
+      return 0;
+    }
+    p->items = q;
+    p->cap_items = cap;
+  }
+  if (!new_row(p)) return 0;
+  memcpy(p->items + p->n_items, p->items + t0, sizeof *p->items * n);
+  p->n_items += n;
+  p->row_skip[p->n_rows - 1] = 1;
+  return 1;
+}
+
 int feri_earley_push(feri_earley *p, const uint32_t *lex, uint32_t n) {
   if (p->err) return 0;
   const feri_cfg *g = p->g;
+  if (g->skip >= 0 && in_sorted(lex, n, (uint32_t)g->skip)) {
+    if (n == 1) return push_skip(p);
+    /* the skip and other lexemes ended together: the others are what was read */
+  }
   const uint32_t top = p->n_rows - 1, t0 = p->row_start[top], t1 = p->n_items;
   const uint32_t saved_items = p->n_items, saved_rows = p->n_rows;
   if (!new_row(p)) return 0;
@@ -160,7 +192,8 @@ int feri_earley_push(feri_earley *p, const uint32_t *lex, uint32_t n) {
     const feri_earley_item it = p->items[i];
     if (it.dot >= g->rule_len[it.rule]) continue;
     const int32_t sym = g->syms[g->rule_off[it.rule] + it.dot];
-    if (sym < 0 && in_sorted(lex, n, feri_cfg_lexeme_of(sym))) add(p, (feri_earley_item){it.rule, it.dot + 1, it.origin});
+    if (sym < 0 && (int32_t)feri_cfg_lexeme_of(sym) != g->skip && in_sorted(lex, n, feri_cfg_lexeme_of(sym)))
+      add(p, (feri_earley_item){it.rule, it.dot + 1, it.origin});
   }
   close_row(p);
   if (p->err || p->n_items == p->row_start[p->n_rows - 1]) { /* nothing expected these lexemes */
@@ -189,6 +222,14 @@ uint32_t feri_earley_allowed(feri_earley *p) {
   uint32_t m = 0;
   for (uint32_t i = 0; i < n; i++)
     if (m == 0 || p->lex[m - 1] != p->lex[i]) p->lex[m++] = p->lex[i];
+  /* the skip lexeme: between two lexemes, so not in the first row nor where nothing can follow,
+   * and once */
+  if (g->skip >= 0 && m > 0 && p->n_rows > 1 && !p->row_skip[p->n_rows - 1] && !in_sorted(p->lex, m, (uint32_t)g->skip)) {
+    uint32_t at = m;
+    while (at > 0 && p->lex[at - 1] > (uint32_t)g->skip) p->lex[at] = p->lex[at - 1], at--;
+    p->lex[at] = (uint32_t)g->skip;
+    m++;
+  }
   return m;
 }
 

@@ -4,7 +4,9 @@
  * Row k holds the items (rule, dot, origin) after k lexemes: predictions (with Aycock and
  * Horspool's step over nullable nonterminals) and completions closed over. A row's allowed lexemes
  * are those after a dot; pushing a row scans a set of lexemes that ended together (one lexeme
- * string may match several lexemes: each advances its items). */
+ * string may match several lexemes: each advances its items). The grammar's skip lexeme (cfg.h)
+ * is allowed in every row that allows another lexeme, but the first and one made by a skip; a
+ * skip advances nothing: its row is the row before it again. */
 #ifndef FERI_GRAMMAR_EARLEY_H
 #define FERI_GRAMMAR_EARLEY_H
 
@@ -23,6 +25,7 @@ typedef struct feri_earley {
   feri_earley_item *items;
   uint32_t n_items, cap_items;
   uint32_t *row_start; /* row k: items row_start[k] .. row_start[k + 1] (the top row: .. n_items) */
+  uint8_t *row_skip;   /* 1 where row k came from the skip lexeme (no second skip follows) */
   uint32_t n_rows, cap_rows;
   /* the dedup table of the row being built: item index + 1, tagged with a generation */
   uint32_t *table, *table_gen;

@@ -146,18 +146,33 @@ void feri_nfa_free(feri_nfa *nfa) {
   free(nfa->states);
   free(nfa->start);
   free(nfa->live);
+  free(nfa->keep);
   free(nfa->class_byte);
   memset(nfa, 0, sizeof *nfa);
 }
 
-/* live[s] = 1 where a MATCH is reachable from s: a search backwards from the MATCH states. */
+/* flag[s] = 1 where a state of the seed kinds is reachable from s: a search backwards. */
+static void reach_back(const feri_nfa *n, const uint32_t *deg, const uint32_t *edges, uint32_t *queue, uint8_t *flag,
+                       int anti_too) {
+  uint32_t head = 0, tail = 0;
+  for (uint32_t s = 0; s < n->n_states; s++)
+    if (n->states[s].kind == FERI_NFA_MATCH || (anti_too && n->states[s].kind == FERI_NFA_ANTI)) flag[s] = 1, queue[tail++] = s;
+  while (head < tail) {
+    const uint32_t s = queue[head++];
+    for (uint32_t e = deg[s]; e < deg[s + 1]; e++)
+      if (!flag[edges[e]]) flag[edges[e]] = 1, queue[tail++] = edges[e];
+  }
+}
+
+/* live: the states that reach a MATCH; keep: those that reach a MATCH or an ANTI. */
 static fer_status mark_live(feri_nfa *n) {
   const uint32_t N = n->n_states;
   uint32_t *deg = calloc((size_t)N + 1, sizeof *deg), *edges = malloc(sizeof *edges * 2 * ((size_t)N + 1)),
-           *queue = malloc(sizeof *queue * ((size_t)N + 1));
+           *queue = malloc(sizeof *queue * ((size_t)N + 1)), *fill = malloc(sizeof *fill * ((size_t)N + 1));
   n->live = calloc(N ? N : 1, 1);
-  if (!deg || !edges || !queue || !n->live) {
-    free(deg), free(edges), free(queue);
+  n->keep = calloc(N ? N : 1, 1);
+  if (!deg || !edges || !queue || !fill || !n->live || !n->keep) {
+    free(deg), free(edges), free(queue), free(fill);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: liveness of %u states", N);
   }
   for (uint32_t s = 0; s < N; s++) { /* reverse edges, counted then placed */
@@ -166,30 +181,19 @@ static fer_status mark_live(feri_nfa *n) {
     if (st->kind == FERI_NFA_SPLIT) deg[st->next + 1]++, deg[st->alt + 1]++;
   }
   for (uint32_t s = 0; s < N; s++) deg[s + 1] += deg[s];
-  uint32_t *fill = malloc(sizeof *fill * ((size_t)N + 1));
-  if (!fill) {
-    free(deg), free(edges), free(queue);
-    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: liveness of %u states", N);
-  }
   memcpy(fill, deg, sizeof *fill * ((size_t)N + 1));
   for (uint32_t s = 0; s < N; s++) {
     const feri_nfa_state *st = &n->states[s];
     if (st->kind == FERI_NFA_BYTES && st->lo <= st->hi) edges[fill[st->next]++] = s;
     if (st->kind == FERI_NFA_SPLIT) edges[fill[st->next]++] = s, edges[fill[st->alt]++] = s;
   }
-  uint32_t head = 0, tail = 0;
-  for (uint32_t s = 0; s < N; s++)
-    if (n->states[s].kind == FERI_NFA_MATCH) n->live[s] = 1, queue[tail++] = s;
-  while (head < tail) {
-    const uint32_t s = queue[head++];
-    for (uint32_t e = deg[s]; e < deg[s + 1]; e++)
-      if (!n->live[edges[e]]) n->live[edges[e]] = 1, queue[tail++] = edges[e];
-  }
+  reach_back(n, deg, edges, queue, n->live, 0);
+  reach_back(n, deg, edges, queue, n->keep, 1);
   free(deg), free(edges), free(queue), free(fill);
   return FER_STATUS_OK;
 }
 
-fer_status feri_nfa_build(const feri_rx *rx, const uint32_t *roots, uint32_t n, feri_nfa *out) {
+fer_status feri_nfa_build(const feri_rx *rx, const feri_lexeme_spec *lex, uint32_t n, feri_nfa *out) {
   memset(out, 0, sizeof *out);
   builder b = {out, rx, FER_STATUS_OK};
   out->n_lexemes = n;
@@ -197,7 +201,16 @@ fer_status feri_nfa_build(const feri_rx *rx, const uint32_t *roots, uint32_t n, 
   if (!out->start) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: %u lexemes", n);
   for (uint32_t i = 0; i < n && !b.err; i++) {
     const uint32_t m = new_state(&b, FERI_NFA_MATCH, 0, 0, 0, i);
-    out->start[i] = build(&b, roots[i], m, 0);
+    uint32_t start = build(&b, lex[i].root, m, 0);
+    for (uint32_t w = 0; w < lex[i].n_except && !b.err; w++) { /* each excluded word: a chain to an ANTI */
+      uint32_t s = new_state(&b, FERI_NFA_ANTI, 0, 0, 0, i);
+      for (uint32_t k = lex[i].except_len[w]; k-- > 0;) {
+        const uint8_t c = lex[i].except[w][k];
+        s = new_state(&b, FERI_NFA_BYTES, c, c, s, 0);
+      }
+      start = new_state(&b, FERI_NFA_SPLIT, 0, 0, start, s);
+    }
+    out->start[i] = start;
   }
   fer_status st = b.err;
   if (st == FER_STATUS_OK) st = mark_live(out);
@@ -259,18 +272,29 @@ static uint32_t intern(feri_dfa *d, uint32_t n_seed) {
   uint32_t n = 0, top = 0, seen = 0;
   for (uint32_t i = 0; i < n_seed; i++)
     if (!d->mark[d->work[i]]) d->mark[d->work[i]] = 1, d->stack[top++] = d->work[i], d->visited[seen++] = d->work[i];
-  while (top > 0) { /* closure over SPLIT edges; only live BYTES and MATCH states are kept */
+  while (top > 0) { /* closure over SPLIT edges; kept: the states that can reach a MATCH or an ANTI */
     const uint32_t s = d->stack[--top];
     const feri_nfa_state *q = &nfa->states[s];
     if (q->kind == FERI_NFA_SPLIT) {
       if (!d->mark[q->next]) d->mark[q->next] = 1, d->stack[top++] = q->next, d->visited[seen++] = q->next;
       if (!d->mark[q->alt]) d->mark[q->alt] = 1, d->stack[top++] = q->alt, d->visited[seen++] = q->alt;
-    } else if (nfa->live[s]) {
+    } else if (nfa->keep[s]) {
       d->work[n++] = s;
     }
   }
   for (uint32_t i = 0; i < seen; i++) d->mark[d->visited[i]] = 0;
-  if (n == 0) return 0;
+  /* alive: a state that can still reach a match, or a match not cancelled by an excluded word */
+  int alive = 0;
+  for (uint32_t i = 0; i < n && !alive; i++) {
+    const feri_nfa_state *q = &nfa->states[d->work[i]];
+    if (q->kind == FERI_NFA_BYTES) alive = nfa->live[d->work[i]];
+    else if (q->kind == FERI_NFA_MATCH) {
+      alive = 1;
+      for (uint32_t j = 0; j < n; j++)
+        if (nfa->states[d->work[j]].kind == FERI_NFA_ANTI && nfa->states[d->work[j]].alt == q->alt) alive = 0;
+    }
+  }
+  if (!alive) return 0;
   qsort(d->work, n, sizeof *d->work, cmp_u32);
   const uint64_t h = hash_set(d->work, n);
   uint32_t slot = (uint32_t)h & d->table_mask;
@@ -311,8 +335,14 @@ static uint32_t intern(feri_dfa *d, uint32_t n_seed) {
   d->n_sets += n;
   st->acc_off = d->n_accs;
   st->acc_len = 0;
-  for (uint32_t i = 0; i < n; i++)
-    if (nfa->states[d->work[i]].kind == FERI_NFA_MATCH) d->accs[d->n_accs++] = nfa->states[d->work[i]].alt;
+  for (uint32_t i = 0; i < n; i++) {
+    if (nfa->states[d->work[i]].kind != FERI_NFA_MATCH) continue;
+    const uint32_t k = nfa->states[d->work[i]].alt;
+    int cancelled = 0;
+    for (uint32_t j = 0; j < n; j++)
+      cancelled |= nfa->states[d->work[j]].kind == FERI_NFA_ANTI && nfa->states[d->work[j]].alt == k;
+    if (!cancelled) d->accs[d->n_accs++] = k;
+  }
   st->acc_len = d->n_accs - st->acc_off;
   qsort(d->accs + st->acc_off, st->acc_len, sizeof *d->accs, cmp_u32);
   d->n_states++;

@@ -3,9 +3,10 @@
  * state per set of NFA states reached, one transition per byte class at first use.
  *
  * A DFA state stands for the input read so far against the lexemes it started with. State 0 is
- * dead (no lexeme can still match). Every live state can still reach a match: NFA states that cannot
- * reach a match are never kept. A state's accepting lexemes are those the input so far matches
- * completely.
+ * dead (no lexeme can still match). Every other state can still reach a match or is one: NFA states
+ * that cannot reach a match (or an excluded word) are never kept, and a set left with nothing that
+ * can still match is dead. A state's accepting lexemes are those the input so far matches
+ * completely (and that is not one of their excluded words).
  *
  * The DFA mutates its cache as it is used: one per thread (each matcher has its own); the NFA is
  * immutable once built and may be shared. */
@@ -19,8 +20,18 @@
 #include "grammar/regex.h"
 
 /* NFA state kinds: a byte in [lo, hi] moves to next; SPLIT moves to next and alt without input;
- * MATCH ends lexeme `lexeme`. */
-typedef enum feri_nfa_kind { FERI_NFA_BYTES, FERI_NFA_SPLIT, FERI_NFA_MATCH } feri_nfa_kind;
+ * MATCH ends lexeme `alt`; ANTI marks one of lexeme `alt`'s excluded words (a string that reaches
+ * both its MATCH and an ANTI is not the lexeme). */
+typedef enum feri_nfa_kind { FERI_NFA_BYTES, FERI_NFA_SPLIT, FERI_NFA_MATCH, FERI_NFA_ANTI } feri_nfa_kind;
+
+/* A lexeme: rx node `root`, less the n_except words except[i][0 .. except_len[i]) (exact byte
+ * strings: a JSON object's free keys are strings other than its named ones). */
+typedef struct feri_lexeme_spec {
+  uint32_t root;
+  uint32_t n_except;
+  const uint8_t *const *except;
+  const uint32_t *except_len;
+} feri_lexeme_spec;
 
 typedef struct feri_nfa_state {
   uint8_t kind, lo, hi;
@@ -33,6 +44,7 @@ typedef struct feri_nfa {
   uint32_t n_lexemes;
   uint32_t *start;      /* lexeme i's start state */
   uint8_t *live;        /* 1 where a state can reach a MATCH */
+  uint8_t *keep;        /* 1 where a state can reach a MATCH or an ANTI (the closure keeps these) */
   uint8_t byte_class[256];
   uint32_t n_classes;
   uint32_t *class_byte; /* a representative byte of each class */
@@ -41,9 +53,9 @@ typedef struct feri_nfa {
 /* Most NFA states one lexer may have (counted repetitions written out); INVALID_ARG beyond. */
 enum { FERI_NFA_MAX_STATES = 1 << 22 };
 
-/* Builds the NFA of lexemes roots[0 .. n) (nodes of rx). INVALID_ARG past FERI_NFA_MAX_STATES,
+/* Builds the NFA of lexemes lex[0 .. n) (nodes of rx). INVALID_ARG past FERI_NFA_MAX_STATES,
  * OUT_OF_MEMORY. */
-fer_status feri_nfa_build(const feri_rx *rx, const uint32_t *roots, uint32_t n, feri_nfa *out);
+fer_status feri_nfa_build(const feri_rx *rx, const feri_lexeme_spec *lex, uint32_t n, feri_nfa *out);
 void feri_nfa_free(feri_nfa *nfa);
 
 typedef struct feri_dfa_state {

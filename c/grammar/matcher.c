@@ -28,7 +28,20 @@ fer_status feri_grammar_from_cfg(feri_cfg *cfg, feri_grammar **out) {
   }
   g->cfg = *cfg;
   memset(cfg, 0, sizeof *cfg);
-  const fer_status st = feri_nfa_build(&g->cfg.rx, g->cfg.lexeme_root, g->cfg.n_lexemes, &g->nfa);
+  const feri_cfg *c = &g->cfg;
+  feri_lexeme_spec *spec = calloc(c->n_lexemes ? c->n_lexemes : 1, sizeof *spec);
+  const uint8_t **words = calloc(c->n_ex_words ? c->n_ex_words : 1, sizeof *words);
+  if (!spec || !words) {
+    free(spec), free(words);
+    feri_grammar_free(g);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "grammar: %u lexemes", c->n_lexemes);
+  }
+  for (uint32_t w = 0; w < c->n_ex_words; w++) words[w] = c->ex_blob + c->ex_off[w];
+  for (uint32_t k = 0; k < c->n_lexemes; k++)
+    spec[k] = c->ex_count[k] ? (feri_lexeme_spec){c->lexeme_root[k], c->ex_count[k], words + c->ex_first[k], c->ex_len + c->ex_first[k]}
+                             : (feri_lexeme_spec){c->lexeme_root[k], 0, NULL, NULL};
+  const fer_status st = feri_nfa_build(&g->cfg.rx, spec, g->cfg.n_lexemes, &g->nfa);
+  free(spec), free(words);
   if (st != FER_STATUS_OK) {
     feri_grammar_free(g);
     return st;
