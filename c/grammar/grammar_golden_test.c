@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/toktrie.h"
 #include "testing/check.h"
@@ -42,7 +43,7 @@ static size_t json_string(const char *p, char *out, size_t cap) {
       else if (cp < 0x800) out[n++] = (char)(0xC0 | cp >> 6), out[n++] = (char)(0x80 | (cp & 63));
       else out[n++] = (char)(0xE0 | cp >> 12), out[n++] = (char)(0x80 | ((cp >> 6) & 63)), out[n++] = (char)(0x80 | (cp & 63));
     } else {
-      out[n++] = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p;
+      out[n++] = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p == 'r' ? '\r' : *p == 'b' ? '\b' : *p == 'f' ? '\f' : *p;
     }
   }
   out[n] = 0;
@@ -52,60 +53,70 @@ static size_t json_string(const char *p, char *out, size_t cap) {
 int main(int argc, char **argv) {
   char tpath[4096];
   if (argc < 2) {
-    fprintf(stderr, "usage: grammar_golden_test GOLDEN\n");
+    fprintf(stderr, "usage: grammar_golden_test GOLDEN...\n");
     return 2;
   }
   if (!feri_test_data_path("qwen2.5-tokenizer.json", tpath, sizeof tpath)) {
     printf("SKIPPED: grammar_golden_test (qwen2.5-tokenizer.json not in $FERRITE_DATA_DIR or ~/.cache/ferrite)\n");
     return 0;
   }
-  FILE *f = fopen(argv[1], "r");
-  CHECK(f != NULL);
-  if (!f) return feri_test_finish("grammar_golden_test");
   fer_tokenizer *tok = NULL;
   CHECK_STATUS(fer_tokenizer_from_json_file(tpath, &tok), FER_STATUS_OK);
   feri_toktrie trie;
   CHECK_STATUS(feri_toktrie_from_tokenizer(tok, 151665, &trie), FER_STATUS_OK);
   const size_t W = feri_mask_words(trie.n_vocab);
   uint32_t *mask = malloc(W * sizeof *mask);
-  char line[4096], src[1024];
+  static char line[65536], src[65536];
   feri_grammar *g = NULL;
   feri_matcher *m = NULL;
-  int compared = 0, differ = 0, forced = 0, refused = 0, paths = 0;
+  int compared = 0, differ = 0, forced = 0, refused = 0, paths = 0, schemas = 0;
   const int32_t eos = 151643;
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "rx ", 3) == 0) {
-      feri_matcher_free(m), m = NULL;
-      feri_grammar_free(g), g = NULL;
-      const size_t n = json_string(line + 3, src, sizeof src);
-      CHECK_STATUS(feri_grammar_from_regex(src, n, &g), FER_STATUS_OK);
-      if (g) CHECK_STATUS(feri_matcher_new(g, &trie, eos, &m), FER_STATUS_OK);
-      if (m) feri_matcher_set_tokenizer(m, tok);
-      paths++;
-      continue;
+  for (int a = 1; a < argc; a++) {
+    FILE *f = fopen(argv[a], "r");
+    CHECK(f != NULL);
+    if (!f) continue;
+    while (fgets(line, sizeof line, f)) {
+      const int is_rx = strncmp(line, "rx ", 3) == 0, is_schema = strncmp(line, "schema ", 7) == 0;
+      if (is_rx || is_schema) {
+        feri_matcher_free(m), m = NULL;
+        feri_grammar_free(g), g = NULL;
+        const size_t n = json_string(line + (is_rx ? 3 : 7), src, sizeof src);
+        if (is_rx) CHECK_STATUS(feri_grammar_from_regex(src, n, &g), FER_STATUS_OK);
+        else CHECK_STATUS(feri_grammar_from_json_schema(src, n, NULL, &g), FER_STATUS_OK);
+        if (g) CHECK_STATUS(feri_matcher_new(g, &trie, eos, &m), FER_STATUS_OK);
+        if (m) feri_matcher_set_tokenizer(m, tok);
+        paths++;
+        schemas += is_schema;
+        continue;
+      }
+      int fo, take;
+      unsigned count;
+      unsigned long long hash;
+      if (!m || sscanf(line, "step %d %u %llx %d", &fo, &count, &hash, &take) != 4) continue;
+      CHECK_STATUS(feri_matcher_fill_mask(m, mask, W), FER_STATUS_OK);
+      forced += fo;
+      unsigned pop = 0;
+      for (size_t w = 0; w < W; w++) pop += (unsigned)__builtin_popcount(mask[w]);
+      const int same = pop == count && fnv_words(mask, W) == hash;
+      if (!same && differ < 12) {
+        printf("  %.60s step %d%s: %u tokens allowed, llguidance %u", src, feri_matcher_n_tokens(m), fo ? " (forced)" : "", pop, count);
+        if (pop < 40) /* small masks: the ids, to compare by hand */
+          for (uint32_t t = 0; t < trie.n_vocab; t++)
+            if (feri_mask_get(mask, t)) printf(" %u", t);
+        printf("\n");
+      }
+      differ += !same;
+      compared++;
+      if (take >= 0 && feri_matcher_accept(m, take) != FER_STATUS_OK) {
+        if (refused < 8) printf("  %.60s: token %d of llguidance's path refused\n", src, take);
+        refused++;
+        feri_matcher_free(m), m = NULL;
+      }
     }
-    int fo, take;
-    unsigned count;
-    unsigned long long hash;
-    if (!m || sscanf(line, "step %d %u %llx %d", &fo, &count, &hash, &take) != 4) continue;
-    CHECK_STATUS(feri_matcher_fill_mask(m, mask, W), FER_STATUS_OK);
-    forced += fo;
-    unsigned pop = 0;
-    for (size_t w = 0; w < W; w++) pop += (unsigned)__builtin_popcount(mask[w]);
-    const int same = pop == count && fnv_words(mask, W) == hash;
-    if (!same && differ < 8)
-      printf("  /%s/ step %d%s: %u tokens allowed, llguidance %u\n", src, feri_matcher_n_tokens(m), fo ? " (forced)" : "", pop, count);
-    differ += !same;
-    compared++;
-    if (take >= 0 && feri_matcher_accept(m, take) != FER_STATUS_OK) {
-      if (refused < 8) printf("  /%s/: token %d of llguidance's path refused\n", src, take);
-      refused++;
-      feri_matcher_free(m), m = NULL;
-    }
+    fclose(f);
   }
-  fclose(f);
-  printf("grammar_golden_test: %d paths, %d masks compared (%d of them forced), %d differ; %d tokens refused\n",
-         paths, compared, forced, differ, refused);
+  printf("grammar_golden_test: %d paths (%d of JSON schemas), %d masks compared (%d of them forced), %d differ; %d tokens refused\n",
+         paths, schemas, compared, forced, differ, refused);
   CHECK(paths >= 40 && compared >= 300 && forced >= 20 && differ == 0 && refused == 0);
   feri_matcher_free(m);
   feri_grammar_free(g);
