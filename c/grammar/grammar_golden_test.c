@@ -1,8 +1,9 @@
 /* grammar_golden_test.c: ferrite's masks against llguidance's on a real vocabulary (issue 20).
  *
- * testdata/grammar/regex-qwen2.5.txt (scripts/grammar/make_regex_goldens.py, llguidance 1.9.1) holds,
- * for regular expressions, token paths llguidance sampled and its mask at every step (popcount and
- * an FNV-1a 64 hash of the mask's words). This test compiles each expression, walks the same path on
+ * testdata/grammar/regex-qwen2.5.txt and json-qwen2.5.txt (scripts/grammar/make_regex_goldens.py and
+ * make_json_goldens.py, llguidance 1.9.1) hold, for regular expressions and JSON schemas, token
+ * paths and llguidance's mask at every step (popcount and an FNV-1a 64 hash of the mask's words).
+ * This test compiles each expression or schema, walks the same path on
  * the Qwen2.5 vocabulary (151,665 tokens, end of sequence 151643) with the tokenizer (so that
  * forced bytes follow llguidance's forced-token rule, scripts/grammar/LLGUIDANCE.md section 3.2)
  * and compares the masks bit for bit at every step, forced or not; every token of the path must be

@@ -12,7 +12,8 @@
  *   current state) at every step of random walks that accept allowed tokens, with end of sequence
  *   exactly where the expression accepts (and alone after it); accept, rollback and refusals behave
  *   as matcher.h says.
- * EVIDENCE: C-GRM-001 C-GRM-002 C-GRM-003 */
+ * - JSON Schema: refusals with status and place; words and non-words of compiled schemas.
+ * EVIDENCE: C-GRM-001 C-GRM-002 C-GRM-003 C-GRM-005 */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "grammar/cfg.h"
+#include "grammar/json_schema.h"
 #include "grammar/lexer.h"
 #include "grammar/matcher.h"
 #include "grammar/regex.h"
@@ -457,8 +459,97 @@ static void test_cfg(void) {
   feri_grammar_free(g);
 }
 
+/* JSON Schema: what is refused and how, and a few words and non-words of compiled schemas fed one
+ * byte per token (the goldens compare masks with llguidance; this checks the refusals). */
+static void test_json_schema(void) {
+  static const struct {
+    const char *schema;
+    fer_status want;
+    const char *in_message;
+  } bad[] = {
+      {"{\"type\": \"string\"", FER_STATUS_BAD_FORMAT, "at byte"},
+      {"{\"type\": \"strin\"}", FER_STATUS_INVALID_ARG, "invalid type: strin"},
+      {"{\"type\": 3}", FER_STATUS_INVALID_ARG, "type must be"},
+      {"{\"type\": \"string\", \"minLength\": -1}", FER_STATUS_INVALID_ARG, "minLength"},
+      {"{\"type\": \"string\", \"minLength\": 5, \"maxLength\": 2}", FER_STATUS_INVALID_ARG, "no string"},
+      {"{\"type\": \"object\", \"properties\": {\"a\": {\"not\": {}}}}", FER_STATUS_UNSUPPORTED, "/properties/a: unsupported keyword not"},
+      {"{\"type\": \"string\", \"pattern\": \"a+\"}", FER_STATUS_UNSUPPORTED, "pattern"},
+      {"{\"$ref\": \"#/$defs/missing\"}", FER_STATUS_INVALID_ARG, "leads nowhere"},
+      {"false", FER_STATUS_INVALID_ARG, "no value"},
+      {"{\"enum\": []}", FER_STATUS_INVALID_ARG, "enum"},
+      {"{\"type\": \"array\", \"minItems\": 3, \"maxItems\": 1}", FER_STATUS_INVALID_ARG, "minItems"},
+      {"{\"x-guidance\": {\"lenient\": true}}", FER_STATUS_UNSUPPORTED, "lenient"},
+      {"{\"x-guidance\": {\"item_separator\": \"(\"}}", FER_STATUS_INVALID_ARG, "separator"},
+      {"{\"type\": \"object\", \"required\": [\"a\"], \"additionalProperties\": false}", FER_STATUS_INVALID_ARG, "required"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    feri_grammar *g = (feri_grammar *)&bad; /* must come back NULL */
+    const fer_status st = feri_grammar_from_json_schema(bad[i].schema, strlen(bad[i].schema), NULL, &g);
+    char msg[512] = "";
+    size_t ml = 0;
+    (void)fer_last_error_message(msg, sizeof msg, &ml);
+    if (st != bad[i].want || !strstr(msg, bad[i].in_message))
+      printf("  schema %s: status %d (%s), want %d with \"%s\"\n", bad[i].schema, (int)st, msg, (int)bad[i].want, bad[i].in_message);
+    CHECK(st == bad[i].want && strstr(msg, bad[i].in_message) != NULL && g == NULL);
+  }
+  /* words and non-words, one byte per token */
+  uint8_t *bytes[257], one[256];
+  uint32_t lens[257];
+  for (int b = 0; b < 256; b++) one[b] = (uint8_t)b, bytes[b] = one + b, lens[b] = 1;
+  bytes[256] = one, lens[256] = 0;
+  feri_toktrie t;
+  CHECK_STATUS(feri_toktrie_build((const uint8_t *const *)bytes, lens, 257, NULL, &t), FER_STATUS_OK);
+  static const struct {
+    const char *schema, *text;
+    int word;
+  } cases[] = {
+      {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}", "{\"a\": 1}", 1},
+      {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}", " {\"a\":1}", 0},
+      {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}", "{\"a\":1} ", 0},
+      {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}", "{\"a\":01}", 0},
+      {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}", "{\"a\":1,\"a\":2}", 0},
+      {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}", "{\"a\":1,\"b\":[true]}", 1},
+      {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{}}}", "{\"b\":1,\"a\":2}", 0},
+      {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{}}}", "{}", 1},
+      {"{\"type\":\"string\"}", "\"a\\/b\"", 0},
+      {"{\"type\":\"string\"}", "\"\\u001f\\n\xc3\xa9\"", 1},
+      {"{\"type\":\"number\"}", "-0.5e+10", 1},
+      {"{\"type\":\"number\"}", ".5", 0},
+      {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"maxItems\":2}", "[1, 2]", 1},
+      {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"maxItems\":2}", "[1,2,3]", 0},
+      {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", "[1,]", 0},
+      {"{\"const\":\"a\\nb\"}", "\"a\\u000Ab\"", 1},
+      {"{\"enum\":[2.0, -0.0]}", "2", 1},
+      {"{\"enum\":[2.0, -0.0]}", "2.0", 0},
+      {"{\"$defs\":{\"l\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/l\"}}},\"$ref\":\"#/$defs/l\"}", "[[],[[]]]", 1},
+  };
+  int bad_words = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    feri_grammar *g = NULL;
+    CHECK_STATUS(feri_grammar_from_json_schema(cases[i].schema, strlen(cases[i].schema), NULL, &g), FER_STATUS_OK);
+    feri_matcher *m = NULL;
+    if (g) CHECK_STATUS(feri_matcher_new(g, &t, 256, &m), FER_STATUS_OK);
+    if (!m) {
+      feri_grammar_free(g);
+      continue;
+    }
+    int ok = 1;
+    for (const char *p = cases[i].text; *p && ok; p++) ok = feri_matcher_accept(m, (uint8_t)*p) == FER_STATUS_OK;
+    const int word = ok && feri_matcher_is_accepting(m);
+    if (word != cases[i].word) {
+      printf("  schema %s on %s: word %d, want %d\n", cases[i].schema, cases[i].text, word, cases[i].word);
+      bad_words++;
+    }
+    feri_matcher_free(m);
+    feri_grammar_free(g);
+  }
+  CHECK(bad_words == 0);
+  feri_toktrie_free(&t);
+}
+
 int main(void) {
   test_parse_errors();
+  test_json_schema();
   test_unicode_classes();
   test_language_against_pcre2();
   test_trie();
