@@ -118,7 +118,7 @@ static int new_row(feri_earley *p) {
 
 void feri_earley_free(feri_earley *p) {
   if (!p) return;
-  free(p->items), free(p->row_start), free(p->row_skip), free(p->table), free(p->table_gen), free(p->lex);
+  free(p->items), free(p->row_start), free(p->row_skip), free(p->table), free(p->table_gen), free(p->lex), free(p->lex_mark);
   memset(p, 0, sizeof *p);
 }
 
@@ -129,7 +129,8 @@ fer_status feri_earley_init(feri_earley *p, const feri_cfg *g) {
   p->table_gen = calloc(256, sizeof *p->table_gen);
   p->table_mask = 255;
   p->lex = malloc(sizeof *p->lex * ((size_t)g->n_lexemes + 1));
-  if (!p->table || !p->table_gen || !p->lex || !new_row(p)) {
+  p->lex_mark = calloc((size_t)g->n_lexemes + 1, sizeof *p->lex_mark);
+  if (!p->table || !p->table_gen || !p->lex || !p->lex_mark || !new_row(p)) {
     feri_earley_free(p);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "earley: parser");
   }
@@ -211,17 +212,21 @@ static int cmp_u32(const void *a, const void *b) {
 
 uint32_t feri_earley_allowed(feri_earley *p) {
   const feri_cfg *g = p->g;
-  uint32_t n = 0;
-  for (uint32_t i = p->row_start[p->n_rows - 1]; i < p->n_items; i++) {
+  uint32_t m = 0;
+  if (++p->lex_gen == 0) { /* the tags wrapped: clear them once */
+    memset(p->lex_mark, 0, sizeof *p->lex_mark * ((size_t)g->n_lexemes + 1));
+    p->lex_gen = 1;
+  }
+  for (uint32_t i = p->row_start[p->n_rows - 1]; i < p->n_items; i++) { /* each lexeme once */
     const feri_earley_item it = p->items[i];
     if (it.dot >= g->rule_len[it.rule]) continue;
     const int32_t sym = g->syms[g->rule_off[it.rule] + it.dot];
-    if (sym < 0) p->lex[n++] = feri_cfg_lexeme_of(sym);
+    if (sym < 0 && p->lex_mark[feri_cfg_lexeme_of(sym)] != p->lex_gen) {
+      p->lex_mark[feri_cfg_lexeme_of(sym)] = p->lex_gen;
+      p->lex[m++] = feri_cfg_lexeme_of(sym);
+    }
   }
-  qsort(p->lex, n, sizeof *p->lex, cmp_u32);
-  uint32_t m = 0;
-  for (uint32_t i = 0; i < n; i++)
-    if (m == 0 || p->lex[m - 1] != p->lex[i]) p->lex[m++] = p->lex[i];
+  qsort(p->lex, m, sizeof *p->lex, cmp_u32);
   /* the skip lexeme: between two lexemes, so not in the first row nor where nothing can follow,
    * and once */
   if (g->skip >= 0 && m > 0 && p->n_rows > 1 && !p->row_skip[p->n_rows - 1] && !in_sorted(p->lex, m, (uint32_t)g->skip)) {

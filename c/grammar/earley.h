@@ -30,7 +30,8 @@ typedef struct feri_earley {
   /* the dedup table of the row being built: item index + 1, tagged with a generation */
   uint32_t *table, *table_gen;
   uint32_t table_mask, gen;
-  uint32_t *lex;  /* scratch: a row's allowed lexemes */
+  uint32_t *lex;  /* scratch: a row's allowed lexemes (n_lexemes + 1: the skip added) */
+  uint32_t *lex_mark, lex_gen; /* per lexeme: the generation that listed it */
   fer_status err; /* OUT_OF_MEMORY or INVALID_ARG (past FERI_EARLEY_MAX_ITEMS) once a push failed */
 } feri_earley;
 
