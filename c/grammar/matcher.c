@@ -174,13 +174,22 @@ static int walk_below(feri_matcher *m, uint32_t r, feri_match_pos pos, uint32_t 
   walk[depth[r]] = pos;
   const uint32_t end = r + subtree[r];
   int found = 0;
+  const uint8_t *cls = m->g->nfa.byte_class;
+  const size_t ncls = m->g->nfa.n_classes;
   for (uint32_t i = r + 1; i < end;) {
     const uint32_t dpt = depth[i];
     feri_match_pos q = walk[dpt - 1];
-    feri_earley_pop_to(p, q.rows);
-    if (!step(m, &q, byte[i])) { /* no word continues this prefix: skip every token under it */
-      i += subtree[i];
-      continue;
+    /* the common case: the lexeme in progress takes the byte (a known transition): no parser */
+    const int32_t t = m->dfa.trans[(size_t)q.lex * ncls + cls[byte[i]]];
+    if (t > 0) {
+      q.lex = (uint32_t)t;
+      q.fresh = 0;
+    } else {
+      feri_earley_pop_to(p, q.rows);
+      if (!step(m, &q, byte[i])) { /* no word continues this prefix: skip every token under it */
+        i += subtree[i];
+        continue;
+      }
     }
     walk[dpt] = q;
     if (token[i] >= 0) {
@@ -221,6 +230,13 @@ static uint32_t force(feri_matcher *m, feri_match_pos *pos) {
     /* a step depends only on the byte's class: one try per class, and a class of two bytes or
      * more that works allows more than one byte */
     uint32_t viable = 0, only = 0;
+    /* first the bytes the lexeme in progress takes: two of them and nothing is forced */
+    for (uint32_t c = 0; c < nfa->n_classes && viable < 2; c++) {
+      if (feri_dfa_step(&m->dfa, pos->lex, (uint8_t)nfa->class_byte[c]) == 0) continue;
+      for (int v = 0; v < 256 && viable < 2; v++) viable += nfa->byte_class[v] == c;
+    }
+    if (viable >= 2) break;
+    viable = 0;
     for (uint32_t c = 0; c < nfa->n_classes && viable < 2; c++) {
       feri_match_pos q = *pos;
       const uint8_t b = (uint8_t)nfa->class_byte[c];
