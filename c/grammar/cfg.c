@@ -5,17 +5,8 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "grammar/grow.h"
 
-static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
-  if (need <= *cap) return 1;
-  uint32_t c = *cap ? *cap : 64;
-  while (c < need) c *= 2;
-  void *q = realloc(*p, elem * c);
-  if (!q) return 0;
-  *p = q;
-  *cap = c;
-  return 1;
-}
 
 static void fail(feri_cfg *g, fer_status st, const char *what) {
   if (!g->err) g->err = feri_fail(st, "grammar: %s", what);
@@ -60,7 +51,7 @@ int32_t feri_cfg_lexeme_except(feri_cfg *g, uint32_t root, const uint8_t *const 
     return 0;
   }
   const uint32_t cap0 = g->cap_lexemes;
-  if (!grow((void **)&g->lexeme_root, &g->cap_lexemes, g->n_lexemes + 1, sizeof *g->lexeme_root)) {
+  if (!feri_grow((void **)&g->lexeme_root, &g->cap_lexemes, g->n_lexemes + 1, sizeof *g->lexeme_root)) {
     fail(g, FER_STATUS_OUT_OF_MEMORY, "lexemes");
     return 0;
   }
@@ -76,8 +67,8 @@ int32_t feri_cfg_lexeme_except(feri_cfg *g, uint32_t root, const uint8_t *const 
   size_t bytes = 0;
   for (uint32_t i = 0; i < n; i++) bytes += lens[i];
   if ((size_t)g->n_ex_blob + bytes > UINT32_MAX / 2 ||
-      !grow((void **)&g->ex_blob, &g->cap_ex_blob, g->n_ex_blob + (uint32_t)bytes, 1) ||
-      !grow((void **)&g->ex_off, &g->cap_ex_words, g->n_ex_words + n, sizeof *g->ex_off)) {
+      !feri_grow((void **)&g->ex_blob, &g->cap_ex_blob, g->n_ex_blob + (uint32_t)bytes, 1) ||
+      !feri_grow((void **)&g->ex_off, &g->cap_ex_words, g->n_ex_words + n, sizeof *g->ex_off)) {
     fail(g, FER_STATUS_OUT_OF_MEMORY, "excluded words");
     return 0;
   }
@@ -111,8 +102,8 @@ void feri_cfg_rule(feri_cfg *g, uint32_t lhs, const int32_t *syms, uint32_t n) {
     fail(g, FER_STATUS_INVALID_ARG, "more rules or symbols than the grammar bound");
     return;
   }
-  if (!grow((void **)&g->rule_lhs, &g->cap_rules, g->n_rules + 1, sizeof *g->rule_lhs) ||
-      !grow((void **)&g->syms, &g->cap_syms, g->n_syms + n, sizeof *g->syms)) {
+  if (!feri_grow((void **)&g->rule_lhs, &g->cap_rules, g->n_rules + 1, sizeof *g->rule_lhs) ||
+      !feri_grow((void **)&g->syms, &g->cap_syms, g->n_syms + n, sizeof *g->syms)) {
     fail(g, FER_STATUS_OUT_OF_MEMORY, "rules");
     return;
   }

@@ -352,6 +352,18 @@ static void test_masks(void) {
   free_vocab(&v);
 }
 
+/* A vocabulary of the 256 bytes, one token each, and 256 = end of sequence (no bytes). */
+static feri_toktrie byte_trie(void) {
+  static uint8_t one[256];
+  const uint8_t *bytes[257];
+  uint32_t lens[257];
+  for (int b = 0; b < 256; b++) one[b] = (uint8_t)b, bytes[b] = one + b, lens[b] = 1;
+  bytes[256] = one, lens[256] = 0;
+  feri_toktrie t;
+  CHECK_STATUS(feri_toktrie_build(bytes, lens, 257, NULL, &t), FER_STATUS_OK);
+  return t;
+}
+
 /* A grammar built by hand over four lexemes, left recursion included:
  *   S -> "[" L "]" | "[" "]";  L -> V | L "," V;  V -> NUM | STR | S;  NUM = [0-9]+, STR = "[a-z]*"
  * fed one byte per token: words, prefixes and refusals as written out here. */
@@ -380,13 +392,7 @@ static feri_grammar *list_grammar(void) {
 static void test_cfg(void) {
   feri_grammar *g = list_grammar();
   if (!g) return;
-  /* a vocabulary of the 256 bytes, 256 = end of sequence */
-  uint8_t *bytes[257], one[256];
-  uint32_t lens[257];
-  for (int b = 0; b < 256; b++) one[b] = (uint8_t)b, bytes[b] = one + b, lens[b] = 1;
-  bytes[256] = one, lens[256] = 0;
-  feri_toktrie t;
-  CHECK_STATUS(feri_toktrie_build((const uint8_t *const *)bytes, lens, 257, NULL, &t), FER_STATUS_OK);
+  feri_toktrie t = byte_trie();
   static const struct {
     const char *s;
     int word, prefix;
@@ -493,12 +499,7 @@ static void test_json_schema(void) {
     CHECK(st == bad[i].want && strstr(msg, bad[i].in_message) != NULL && g == NULL);
   }
   /* words and non-words, one byte per token */
-  uint8_t *bytes[257], one[256];
-  uint32_t lens[257];
-  for (int b = 0; b < 256; b++) one[b] = (uint8_t)b, bytes[b] = one + b, lens[b] = 1;
-  bytes[256] = one, lens[256] = 0;
-  feri_toktrie t;
-  CHECK_STATUS(feri_toktrie_build((const uint8_t *const *)bytes, lens, 257, NULL, &t), FER_STATUS_OK);
+  feri_toktrie t = byte_trie();
   static const struct {
     const char *schema, *text;
     int word;

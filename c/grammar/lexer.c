@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "grammar/grow.h"
 
 /* ---- NFA ------------------------------------------------------------------------------------- */
 
@@ -250,16 +251,6 @@ void feri_dfa_free(feri_dfa *d) {
   memset(d, 0, sizeof *d);
 }
 
-static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
-  if (need <= *cap) return 1;
-  uint32_t c = *cap ? *cap : 64;
-  while (c < need) c *= 2;
-  void *q = realloc(*p, elem * c);
-  if (!q) return 0;
-  *p = q;
-  *cap = c;
-  return 1;
-}
 
 static int cmp_u32(const void *a, const void *b) {
   const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -312,9 +303,9 @@ static uint32_t intern(feri_dfa *d, uint32_t n_seed) {
   uint32_t n_acc = 0;
   for (uint32_t i = 0; i < n; i++) n_acc += nfa->states[d->work[i]].kind == FERI_NFA_MATCH;
   const uint32_t id = d->n_states;
-  if (!grow((void **)&d->states, &d->cap_states, id + 1, sizeof *d->states) ||
-      !grow((void **)&d->sets, &d->cap_sets, d->n_sets + n, sizeof *d->sets) ||
-      !grow((void **)&d->accs, &d->cap_accs, d->n_accs + n_acc + 1, sizeof *d->accs)) {
+  if (!feri_grow((void **)&d->states, &d->cap_states, id + 1, sizeof *d->states) ||
+      !feri_grow((void **)&d->sets, &d->cap_sets, d->n_sets + n, sizeof *d->sets) ||
+      !feri_grow((void **)&d->accs, &d->cap_accs, d->n_accs + n_acc + 1, sizeof *d->accs)) {
     if (!d->err) d->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: DFA state %u", id);
     return 0;
   }
