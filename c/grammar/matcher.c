@@ -72,14 +72,33 @@ fer_status feri_grammar_from_regex(const char *src, size_t len, feri_grammar **o
   return feri_grammar_from_cfg(&cfg, out);
 }
 
+/* One lexer state's share of a mask (matcher.h): built by a walk of the DFA alone. */
+typedef struct feri_mask_cache {
+  uint32_t lex, fresh;
+  uint32_t *inside;            /* the tokens whose bytes all stay inside the lexeme */
+  uint32_t *front, *front_lex; /* nodes where the lexeme would end (its state before them) */
+  uint32_t n_front;
+} feri_mask_cache;
+
+enum { MAX_CACHE = 64 }; /* lexer states kept per matcher (beyond: walked each time) */
+
+static void free_cache(feri_matcher *m) {
+  for (uint32_t i = 0; i < m->n_cache; i++) free(m->cache[i].inside), free(m->cache[i].front), free(m->cache[i].front_lex);
+  free(m->cache);
+  m->cache = NULL;
+  m->n_cache = 0;
+}
+
 void feri_matcher_free(feri_matcher *m) {
   if (!m) return;
+  free_cache(m);
   feri_dfa_free(&m->dfa);
   feri_earley_free(&m->parser);
   free(m->hist);
   free(m->walk);
   free(m->forced);
   free(m->ftoks);
+  free(m->scratch_lex);
   free(m);
 }
 
@@ -138,7 +157,8 @@ fer_status feri_matcher_new(const feri_grammar *g, const feri_toktrie *trie, int
   m->cap_hist = 64;
   m->hist = malloc(sizeof *m->hist * m->cap_hist);
   m->walk = malloc(sizeof *m->walk * ((size_t)trie->max_depth + 1));
-  fer_status st = m->hist && m->walk ? feri_dfa_init(&m->dfa, &g->nfa)
+  m->scratch_lex = malloc(sizeof *m->scratch_lex * ((size_t)trie->max_depth + 1));
+  fer_status st = m->hist && m->walk && m->scratch_lex ? feri_dfa_init(&m->dfa, &g->nfa)
                                      : feri_fail(FER_STATUS_OUT_OF_MEMORY, "matcher: history");
   if (st == FER_STATUS_OK) st = feri_earley_init(&m->parser, &g->cfg);
   if (st == FER_STATUS_OK) {
@@ -203,6 +223,51 @@ static int walk_below(feri_matcher *m, uint32_t r, feri_match_pos pos, uint32_t 
   }
   feri_earley_pop_to(p, pos.rows);
   return found;
+}
+
+/* The entry of lexer state (lex, fresh), built on first use; NULL past MAX_CACHE or out of memory
+ * (the caller then walks as before). */
+static const feri_mask_cache *cache_for(feri_matcher *m, uint32_t lex, uint32_t fresh) {
+  for (uint32_t i = 0; i < m->n_cache; i++)
+    if (m->cache[i].lex == lex && m->cache[i].fresh == fresh) return &m->cache[i];
+  if (m->n_cache >= MAX_CACHE) return NULL;
+  if (!m->cache && !(m->cache = calloc(MAX_CACHE, sizeof *m->cache))) return NULL;
+  const feri_toktrie *t = m->trie;
+  feri_mask_cache e = {lex, fresh, calloc(feri_mask_words(t->n_vocab), sizeof(uint32_t)), NULL, NULL, 0};
+  uint32_t cap = 0;
+  if (!e.inside) return NULL;
+  uint32_t *st = m->scratch_lex;
+  st[0] = lex;
+  int ok = 1;
+  for (uint32_t i = 1; i < t->n_nodes && ok;) {
+    const uint32_t d = t->depth[i];
+    const uint32_t s = feri_dfa_step(&m->dfa, st[d - 1], t->byte[i]);
+    if (s == 0) {
+      uint32_t na;
+      (void)feri_dfa_accepts(&m->dfa, st[d - 1], &na);
+      if (na > 0 && !(fresh && d == 1)) { /* the lexeme could end here: the parser decides */
+        if (e.n_front == cap) {
+          cap = cap ? 2 * cap : 256;
+          uint32_t *f = realloc(e.front, sizeof *f * cap), *fl = f ? realloc(e.front_lex, sizeof *fl * cap) : NULL;
+          if (f) e.front = f;
+          if (fl) e.front_lex = fl;
+          if (!f || !fl) ok = 0;
+        }
+        if (ok) e.front[e.n_front] = i, e.front_lex[e.n_front++] = st[d - 1];
+      }
+      i += t->subtree[i];
+      continue;
+    }
+    st[d] = s;
+    if (t->token[i] >= 0) feri_mask_set(e.inside, (uint32_t)t->token[i]);
+    i++;
+  }
+  if (!ok || m->dfa.err) {
+    free(e.inside), free(e.front), free(e.front_lex);
+    return NULL;
+  }
+  m->cache[m->n_cache] = e;
+  return &m->cache[m->n_cache++];
 }
 
 /* The trie node of bytes s[0 .. n) (UINT32_MAX when no token starts with them). */
@@ -340,7 +405,21 @@ fer_status feri_matcher_fill_mask(feri_matcher *m, uint32_t *mask, size_t words)
   feri_match_pos pos = start;
   const uint32_t nf = m->tok ? force(m, &pos) : 0;
   if (nf == 0) {
-    (void)walk_below(m, 0, pos, mask, 0);
+    const feri_mask_cache *e = cache_for(m, pos.lex, pos.fresh);
+    if (e) { /* the lexeme's share from the cache, then the parser below each place it can end */
+      memcpy(mask, e->inside, feri_mask_words(t->n_vocab) * sizeof *mask);
+      for (uint32_t k = 0; k < e->n_front; k++) {
+        const uint32_t x = e->front[k];
+        feri_match_pos q = {pos.rows, e->front_lex[k], 0, pos.token};
+        feri_earley_pop_to(p, pos.rows);
+        if (!step(m, &q, t->byte[x])) continue;
+        if (t->token[x] >= 0) feri_mask_set(mask, (uint32_t)t->token[x]);
+        (void)walk_below(m, x, q, mask, 0);
+      }
+      feri_earley_pop_to(p, pos.rows);
+    } else {
+      (void)walk_below(m, 0, pos, mask, 0);
+    }
     for (uint32_t k = 0; k < t->n_dups; k++)
       if (feri_mask_get(mask, (uint32_t)t->token[t->dup_node[k]])) feri_mask_set(mask, (uint32_t)t->dup_token[k]);
     if (m->eos >= 0 && accepting_at(m, &pos)) feri_mask_set(mask, (uint32_t)m->eos);

@@ -20,7 +20,10 @@
  * a byte the lexeme cannot take ends it (when it is complete), the parser scans it, and the byte
  * starts the next lexeme. The mask is a walk of the token trie (toktrie.h) that keeps one such
  * position per depth, pushes rows where a token ends a lexeme and drops them on the way back up,
- * and skips every subtree whose prefix is dead.
+ * and skips every subtree whose prefix is dead. The part of a walk that stays inside the lexeme in
+ * progress depends on the lexer state alone: it is kept per state (the tokens it allows, and the
+ * trie nodes where the lexeme can end and the parser must be asked), so a state that recurs (a
+ * JSON string's interior) costs a copy and the walks below those nodes.
  *
  * A matcher is used by one thread at a time; the grammar and the trie it reads are shared and
  * never changed. */
@@ -69,7 +72,10 @@ typedef struct feri_matcher {
   uint32_t n_hist, cap_hist;
   int ended;           /* eos was accepted */
   feri_match_pos *walk; /* a position per trie depth */
+  uint32_t *scratch_lex; /* a lexer state per trie depth (building the cache) */
   const fer_tokenizer *tok; /* for forced bytes' canonical tokens; NULL: no forcing */
+  struct feri_mask_cache *cache; /* per lexer state: the tokens that stay inside the lexeme */
+  uint32_t n_cache;
   uint8_t *forced;     /* scratch: forced bytes, their tokens */
   uint32_t cap_forced;
   int32_t *ftoks;
