@@ -71,7 +71,8 @@ fer_status feri_qpanel_alloc(const fer_qmatrix *w, feri_qpanel *out) {
      * for): the kernels stream it, the hardware prefetchers stop at page boundaries and each
      * 4 KiB page costs a TLB entry (3B Q4_0 decode, 2 threads: 18.5 against 21-24 tok/s). Only
      * whole huge pages are asked for, so the tail costs no more than its 4 KiB pages. */
-    data = aligned_alloc(HUGE_BYTES, (total + 4095) / 4096 * 4096);
+    void *q = NULL; /* posix_memalign: C11's aligned_alloc wants the size a multiple of the alignment */
+    data = posix_memalign(&q, HUGE_BYTES, (total + 4095) / 4096 * 4096) == 0 ? q : NULL;
     if (data) (void)madvise(data, total / HUGE_BYTES * HUGE_BYTES, MADV_HUGEPAGE); /* advice only */
   } else if (total) {
     data = aligned_alloc(64, (total + 63) / 64 * 64);
