@@ -484,6 +484,9 @@ static void test_json_schema(void) {
       {"false", FER_STATUS_INVALID_ARG, "no value"},
       {"{\"enum\": []}", FER_STATUS_INVALID_ARG, "enum"},
       {"{\"type\": \"array\", \"minItems\": 3, \"maxItems\": 1}", FER_STATUS_INVALID_ARG, "minItems"},
+      {"{\"type\": \"number\", \"minimum\": 0}", FER_STATUS_UNSUPPORTED, "bounds on a number"},
+      {"{\"type\": \"integer\", \"minimum\": 3, \"exclusiveMaximum\": 3}", FER_STATUS_INVALID_ARG, "no integer"},
+      {"{\"type\": \"integer\", \"exclusiveMinimum\": true}", FER_STATUS_UNSUPPORTED, "exclusiveMinimum"},
       {"{\"x-guidance\": {\"lenient\": true}}", FER_STATUS_UNSUPPORTED, "lenient"},
       {"{\"x-guidance\": {\"item_separator\": \"(\"}}", FER_STATUS_INVALID_ARG, "separator"},
       {"{\"type\": \"object\", \"required\": [\"a\"], \"additionalProperties\": false}", FER_STATUS_INVALID_ARG, "required"},
@@ -523,6 +526,14 @@ static void test_json_schema(void) {
       {"{\"enum\":[2.0, -0.0]}", "2", 1},
       {"{\"enum\":[2.0, -0.0]}", "2.0", 0},
       {"{\"$defs\":{\"l\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/l\"}}},\"$ref\":\"#/$defs/l\"}", "[[],[[]]]", 1},
+      {"{\"type\":\"integer\",\"minimum\":-5,\"maximum\":123}", "-0", 1}, /* llguidance's range admits -0 */
+      {"{\"type\":\"integer\",\"minimum\":-5,\"maximum\":123}", "124", 0},
+      {"{\"type\":\"integer\",\"minimum\":-5,\"maximum\":123}", "-6", 0},
+      {"{\"type\":\"integer\",\"minimum\":-5,\"maximum\":123}", "99", 1},
+      {"{\"type\":\"integer\",\"exclusiveMinimum\":9}", "10", 1},
+      {"{\"type\":\"integer\",\"exclusiveMinimum\":9}", "9", 0},
+      {"{\"type\":\"integer\",\"maximum\":-3}", "-3", 1},
+      {"{\"type\":\"integer\",\"maximum\":-3}", "-2", 0},
       /* a row whose items expect the same lexemes many times over (once a heap overflow, found by
        * scripts/fuzz-grammar.sh json: the allowed list was sized by lexemes, filled per item) */
       {"{\"type\":\"array\",\"items\":{\"anyOf\":[{\"x\":1},{\"y\":2},{\"z\":3},{\"w\":4}]}}", "[1, null, {\"a\": []}]", 1},

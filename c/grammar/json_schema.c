@@ -252,8 +252,7 @@ static int is_unbuilt(const char *k) {
   static const char *const U[] = {"not", "uniqueItems", "contains", "minContains", "maxContains", "propertyNames",
                                   "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas",
                                   "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$dynamicAnchor",
-                                  "$recursiveRef", "$recursiveAnchor", "pattern", "format", "minimum", "maximum",
-                                  "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "oneOf", "allOf",
+                                  "$recursiveRef", "$recursiveAnchor", "pattern", "format", "multipleOf", "oneOf", "allOf",
                                   "patternProperties", "minProperties", "maxProperties", "additionalItems", NULL};
   for (int i = 0; U[i]; i++)
     if (strcmp(k, U[i]) == 0) return 1;
@@ -544,6 +543,160 @@ static uint32_t compile_string(jc *c, const cJSON *s) {
   return c->err ? UINT32_MAX : nt;
 }
 
+/* ---- integer ranges (llguidance's numeric.rs rx_int_range, ported for its language) ---------- */
+
+/* A growing string; NULL after a failure (every function below passes NULL on). */
+static char *cat3(char *a, const char *b, const char *c) {
+  if (!a) return NULL;
+  const size_t la = strlen(a), lb = b ? strlen(b) : 0, lc = c ? strlen(c) : 0;
+  char *r = realloc(a, la + lb + lc + 1);
+  if (!r) {
+    free(a);
+    return NULL;
+  }
+  if (lb) memcpy(r + la, b, lb);
+  if (lc) memcpy(r + la + lb, c, lc);
+  r[la + lb + lc] = 0;
+  return r;
+}
+
+static char *dup(const char *s) { return cat3(calloc(1, 1), s, NULL); }
+
+/* (x|y), or x alone when y is NULL-free and empty; takes both. */
+static char *or2(char *x, char *y) {
+  if (!x || !y) {
+    free(x), free(y);
+    return NULL;
+  }
+  char *r = cat3(cat3(cat3(dup("("), x, "|"), y, ")"), NULL, NULL);
+  free(x), free(y);
+  return r;
+}
+
+static int ndigits(int64_t v) {
+  int n = 1;
+  for (v = v < 0 ? -v : v; v >= 10; v /= 10) n++;
+  return n;
+}
+
+static int64_t pow10i(int n) {
+  int64_t p = 1;
+  while (n-- > 0) p *= 10;
+  return p;
+}
+
+/* The integers in [L, R] as JSON writes them (hl, hr: whether each bound is there); |bounds| <
+ * 10^17 (checked by the caller). */
+static char *int_rx(int64_t L, int hl, int64_t R, int hr) {
+  if (!hl && !hr) return dup("-?(0|[1-9][0-9]*)");
+  if (hl && !hr) {
+    if (L < 0) return or2(int_rx(L, 1, -1, 1), int_rx(0, 1, 0, 0));
+    char rep[48];
+    snprintf(rep, sizeof rep, "[1-9][0-9]{%d,}", ndigits(L));
+    return or2(int_rx(L, 1, pow10i(ndigits(L)) - 1, 1), dup(rep));
+  }
+  if (!hl && hr) {
+    if (R >= 0) return or2(int_rx(0, 1, R, 1), int_rx(0, 0, -1, 1));
+    char *x = int_rx(-R, 1, 0, 0);
+    char *r = x ? cat3(dup("-"), x, NULL) : NULL;
+    free(x);
+    return r;
+  }
+  if (L < 0) {
+    if (R < 0) {
+      char *x = int_rx(-R, 1, -L, 1);
+      char *r = x ? cat3(dup("(-"), x, ")") : NULL;
+      free(x);
+      return r;
+    }
+    char *x = int_rx(0, 1, -L, 1), *y = int_rx(0, 1, R, 1);
+    char *r = x && y ? cat3(cat3(cat3(dup("(-"), x, "|"), y, ")"), NULL, NULL) : NULL;
+    free(x), free(y);
+    return r;
+  }
+  char ls[32], rs[32];
+  snprintf(ls, sizeof ls, "%lld", (long long)L);
+  snprintf(rs, sizeof rs, "%lld", (long long)R);
+  const size_t n = strlen(ls);
+  if (n != strlen(rs)) {
+    const int64_t bp = pow10i((int)n) - 1;
+    return or2(int_rx(L, 1, bp, 1), int_rx(bp + 1, 1, R, 1));
+  }
+  if (L == R) return cat3(dup("("), ls, ")");
+  const char lx = ls[n - 1], rx = rs[n - 1];
+  ls[n - 1] = 0, rs[n - 1] = 0; /* now the prefixes */
+  char buf[96];
+  if (strcmp(ls, rs) == 0) {
+    snprintf(buf, sizeof buf, "(%s[%c-%c])", ls, lx, rx);
+    return dup(buf);
+  }
+  int64_t a = n > 1 ? strtoll(ls, NULL, 10) : 0, b = n > 1 ? strtoll(rs, NULL, 10) : 0;
+  char *parts = NULL; /* joined with | inside one group */
+  if (lx != '0') {
+    a++;
+    snprintf(buf, sizeof buf, "%s[%c-9]", ls, lx);
+    parts = dup(buf);
+  }
+  if (rx != '9') {
+    b--;
+    snprintf(buf, sizeof buf, "%s[0-%c]", rs, rx);
+    parts = parts ? cat3(parts, "|", buf) : dup(buf);
+  }
+  if (a <= b) {
+    char *x = int_rx(a, 1, b, 1);
+    if (!x) {
+      free(parts);
+      return NULL;
+    }
+    x = cat3(x, "[0-9]", NULL);
+    parts = parts ? cat3(cat3(parts, "|", x), NULL, NULL) : dup(x);
+    free(x);
+  }
+  if (!parts) return dup("[^\\x{0}-\\x{10FFFF}]"); /* empty: cannot happen for L < R */
+  char *r = cat3(dup("("), parts, ")");
+  free(parts);
+  return r;
+}
+
+/* An integer with "minimum" / "maximum" / "exclusiveMinimum" / "exclusiveMaximum": its lexeme's
+ * nonterminal, or 0 (with *bounded 0) when the schema bounds nothing. */
+static uint32_t compile_integer_range(jc *c, const cJSON *s, int *bounded) {
+  static const char *const K[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+  const cJSON *v[4];
+  *bounded = 0;
+  for (int i = 0; i < 4; i++) {
+    v[i] = cJSON_GetObjectItemCaseSensitive(s, K[i]);
+    if (v[i] && !cJSON_IsNumber(v[i])) return fail(c, FER_STATUS_UNSUPPORTED, "a non-numeric bound (draft 4's boolean exclusive bounds): ", K[i]);
+    if (v[i]) *bounded = 1;
+    if (v[i] && fabs(v[i]->valuedouble) >= 1e17) return fail(c, FER_STATUS_UNSUPPORTED, "an integer bound at or above 10^17: ", K[i]);
+  }
+  if (!*bounded) return 0;
+  /* the tighter of the inclusive and exclusive bounds (a tie: exclusive), then integers */
+  int hl = 0, hr = 0;
+  int64_t L = 0, R = 0;
+  if (v[0] || v[1]) {
+    const int use_ex = v[1] && (!v[0] || v[1]->valuedouble >= v[0]->valuedouble);
+    const double m = use_ex ? v[1]->valuedouble : v[0]->valuedouble;
+    L = use_ex ? (m == floor(m) ? (int64_t)m + 1 : (int64_t)ceil(m)) : (int64_t)ceil(m);
+    hl = 1;
+  }
+  if (v[2] || v[3]) {
+    const int use_ex = v[3] && (!v[2] || v[3]->valuedouble <= v[2]->valuedouble);
+    const double m = use_ex ? v[3]->valuedouble : v[2]->valuedouble;
+    R = use_ex ? (m == floor(m) ? (int64_t)m - 1 : (int64_t)floor(m)) : (int64_t)floor(m);
+    hr = 1;
+  }
+  if (hl && hr && L > R) return fail(c, FER_STATUS_INVALID_ARG, "integer bounds that no integer satisfies", NULL);
+  char *re = int_rx(L, hl, R, hr);
+  if (!re) return fail(c, FER_STATUS_OUT_OF_MEMORY, "out of memory", NULL);
+  const int32_t sym = lexeme(c, re);
+  free(re);
+  if (sym == 0) return cfg_fail(c);
+  const uint32_t nt = nonterm(c);
+  rule1(c, nt, sym);
+  return c->err ? UINT32_MAX : nt;
+}
+
 /* ---- refs ---- */
 
 /* The node a "$ref" names: "#", "#/$defs/x", "#/definitions/x" and other JSON pointers into the
@@ -720,10 +873,19 @@ static uint32_t compile(jc *c, const cJSON *s) {
           if (!c->err) rule1(c, a, sym);
         } else if (strcmp(t, "integer") == 0) {
           if (has_number) continue;
-          const int32_t sym = lx(c, &c->lx_integer, JSON_INTEGER, 0);
-          a = nonterm(c);
-          if (!c->err) rule1(c, a, sym);
+          int bounded;
+          a = compile_integer_range(c, s, &bounded);
+          if (!bounded && !c->err) {
+            const int32_t sym = lx(c, &c->lx_integer, JSON_INTEGER, 0);
+            a = nonterm(c);
+            if (!c->err) rule1(c, a, sym);
+          }
         } else if (strcmp(t, "number") == 0) {
+          if (cJSON_GetObjectItemCaseSensitive(s, "minimum") || cJSON_GetObjectItemCaseSensitive(s, "maximum") ||
+              cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum") || cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum")) {
+            a = fail(c, FER_STATUS_UNSUPPORTED, "bounds on a number that may have a fraction are not supported yet", NULL);
+            break;
+          }
           const int32_t sym = lx(c, &c->lx_number, JSON_NUMBER, 0);
           a = nonterm(c);
           if (!c->err) rule1(c, a, sym);

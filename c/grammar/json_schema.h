@@ -9,7 +9,9 @@
  * leading zeros, "-0" allowed, exponents unless the schema bounds the number).
  *
  * Built so far: type (one or a list), properties, required, additionalProperties (true, false or
- * a schema), items, prefixItems, minItems, maxItems, minLength, maxLength, enum and const of
+ * a schema), items, prefixItems, minItems, maxItems, minLength, maxLength, minimum, maximum,
+ * exclusiveMinimum and exclusiveMaximum on integers (llguidance's range expressions, so "-0" where
+ * they admit it, and no exponent), enum and const of
  * strings, numbers, booleans and null, anyOf, $ref to "#", "#/$defs/..." and "#/definitions/..."
  * (recursion too), and the annotations (title, description, default, examples, $defs, $schema,
  * $id, $comment, ...), which change nothing. Keywords JSON Schema defines that are not built yet

@@ -52,6 +52,14 @@ SUITE = [  # (schema, a valid instance as text)
                                        "done": {"type": "boolean", "default": False}},
       "required": ["title", "done"], "title": "Todo"}, '{"title": "Write tests", "done": true}'),
     ({"type": "array", "items": {"anyOf": [{"type": "number"}, {"type": "null"}]}, "maxItems": 4}, "[1.5, null, -2]"),
+    ({"type": "integer", "minimum": 0}, "4096"),
+    ({"type": "integer", "minimum": -5, "maximum": 123}, "-3"),
+    ({"type": "integer", "exclusiveMinimum": 0, "maximum": 1000}, "999"),
+    ({"type": "integer", "maximum": -3}, "-17"),
+    ({"type": "integer", "minimum": 1.5, "exclusiveMaximum": 20}, "19"),
+    ({"type": "object", "properties": {"age": {"type": "integer", "minimum": 0, "maximum": 150},
+                                       "year": {"type": "integer", "minimum": 1900, "maximum": 2100}},
+      "required": ["age", "year"]}, '{"age": 42, "year": 1983}'),
 ]
 
 def fnv(words):
