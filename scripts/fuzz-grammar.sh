@@ -6,6 +6,7 @@
 # Work directory FUZZ_DIR (default ${TMPDIR:-/tmp}/ferrite-fuzz-grammar-MODE) keeps the corpus;
 # crashes land in $FUZZ_DIR/crashes/ and make the script exit 1. Seeds: the expressions and schemas
 # of the golden files (testdata/grammar).
+# EVIDENCE: C-GRM-006
 set -euo pipefail
 
 mode=${1:?usage: fuzz-grammar.sh regex|json [SECONDS]}
