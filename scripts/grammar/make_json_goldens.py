@@ -6,7 +6,8 @@ each step the mask's popcount and FNV-1a 64 hash, whether llguidance was forced 
 token taken. llguidance's defaults (grammar_from_json_schema with no options: flexible
 whitespace, "," and ":" separators, additionalProperties true).
 
-usage: make_json_goldens.py TOKENIZER_JSON OUT     (needs llguidance==1.9.1 and numpy)
+usage: make_json_goldens.py TOKENIZER_JSON OUT     (needs llguidance==1.9.1 and numpy:
+       scripts/grammar/setup-llguidance.sh prints a python that has them)
 output lines:  schema <json string of the schema text>  |  step <forced> <popcount> <hash> <token or -1>"""
 import json, random, sys
 

@@ -7,7 +7,8 @@ section 3.2), and the token taken (a random allowed one, end of sequence only wh
 allowed). The C test (c/grammar/grammar_golden_test.c) walks the same paths and compares masks by
 an FNV-1a 64 hash of the mask's 32-bit words (little-endian) and their popcount.
 
-usage: make_regex_goldens.py TOKENIZER_JSON OUT     (needs llguidance==1.9.1 and numpy)
+usage: make_regex_goldens.py TOKENIZER_JSON OUT     (needs llguidance==1.9.1 and numpy:
+       scripts/grammar/setup-llguidance.sh prints a python that has them)
 output lines:  rx <json string>  |  step <forced 0/1> <popcount> <hash hex> <token taken or -1>"""
 import json, random, sys
 
