@@ -230,7 +230,7 @@ fer_status feri_nfa_build(const feri_rx *rx, const feri_lexeme_spec *lex, uint32
     out->class_byte = malloc(sizeof *out->class_byte * out->n_classes);
     if (!out->class_byte) st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: byte classes");
     else
-      for (int v = 255; v >= 0; v--) out->class_byte[out->byte_class[v]] = (uint32_t)v;
+      for (int v = 255; v >= 0; v--) out->class_byte[out->byte_class[v]] = (uint32_t)v, out->class_size[out->byte_class[v]]++;
   }
   if (st != FER_STATUS_OK) feri_nfa_free(out);
   return st;

@@ -48,6 +48,7 @@ typedef struct feri_nfa {
   uint8_t byte_class[256];
   uint32_t n_classes;
   uint32_t *class_byte; /* a representative byte of each class */
+  uint16_t class_size[256]; /* bytes in class c */
 } feri_nfa;
 
 /* Most NFA states one lexer may have (counted repetitions written out); INVALID_ARG beyond. */

@@ -99,6 +99,7 @@ void feri_matcher_free(feri_matcher *m) {
   free(m->forced);
   free(m->ftoks);
   free(m->scratch_lex);
+  free(m->scratch);
   free(m);
 }
 
@@ -297,8 +298,7 @@ static uint32_t force(feri_matcher *m, feri_match_pos *pos) {
     uint32_t viable = 0, only = 0;
     /* first the bytes the lexeme in progress takes: two of them and nothing is forced */
     for (uint32_t c = 0; c < nfa->n_classes && viable < 2; c++) {
-      if (feri_dfa_step(&m->dfa, pos->lex, (uint8_t)nfa->class_byte[c]) == 0) continue;
-      for (int v = 0; v < 256 && viable < 2; v++) viable += nfa->byte_class[v] == c;
+      if (feri_dfa_step(&m->dfa, pos->lex, (uint8_t)nfa->class_byte[c]) != 0) viable += nfa->class_size[c];
     }
     if (viable >= 2) break;
     viable = 0;
@@ -308,9 +308,7 @@ static uint32_t force(feri_matcher *m, feri_match_pos *pos) {
       const int ok = step(m, &q, b);
       feri_earley_pop_to(&m->parser, pos->rows);
       if (!ok) continue;
-      uint32_t size = 0;
-      for (int v = 0; v < 256; v++) size += nfa->byte_class[v] == c;
-      viable += size;
+      viable += nfa->class_size[c];
       only = b;
     }
     if (viable != 1) break;
@@ -325,6 +323,20 @@ static uint32_t force(feri_matcher *m, feri_match_pos *pos) {
     m->forced[n++] = (uint8_t)only;
   }
   return n;
+}
+
+/* The matcher's scratch bytes, at least n of them (grown once, then reused: no allocation per step
+ * in the steady state); NULL when out of memory. */
+static uint8_t *scratch(feri_matcher *m, size_t n) {
+  if (n > m->cap_scratch) {
+    size_t cap = m->cap_scratch ? m->cap_scratch : 256;
+    while (cap < n) cap *= 2;
+    uint8_t *q = realloc(m->scratch, cap);
+    if (!q) return NULL;
+    m->scratch = q;
+    m->cap_scratch = cap;
+  }
+  return m->scratch;
 }
 
 /* Room for `need` tokens in m->ftoks. */
@@ -427,7 +439,7 @@ fer_status feri_matcher_fill_mask(feri_matcher *m, uint32_t *mask, size_t words)
     /* the forced bytes after the last token's, tokenized canonically with it in front */
     const int32_t last = start.token;
     const uint32_t last_len = last >= 0 ? t->len[last] : 0;
-    uint8_t *fb = malloc((size_t)last_len + nf);
+    uint8_t *fb = scratch(m, (size_t)last_len + nf);
     uint32_t n = 0, fixed = 0;
     int ok = fb != NULL;
     if (ok) {
@@ -441,14 +453,13 @@ fer_status feri_matcher_fill_mask(feri_matcher *m, uint32_t *mask, size_t words)
         ok = tokenize(m, m->forced, nf, &n);
       }
     }
-    free(fb);
     /* chop: the trailing tokens a longer token could replace (llguidance's chop_tokens) */
     uint32_t keep = n, chop_bytes = 0;
     if (ok && n > fixed) {
       const uint32_t from = n - fixed > 4 ? n - 4 : fixed;
       size_t sl = 0;
       for (uint32_t k = from; k < n; k++) sl += t->len[m->ftoks[k]];
-      uint8_t *suf = malloc(sl ? sl : 1);
+      uint8_t *suf = scratch(m, sl);
       if (suf) {
         size_t at = 0;
         for (uint32_t k = from; k < n; k++) memcpy(suf + at, t->blob + t->off[m->ftoks[k]], t->len[m->ftoks[k]]), at += t->len[m->ftoks[k]];
@@ -459,7 +470,6 @@ fer_status feri_matcher_fill_mask(feri_matcher *m, uint32_t *mask, size_t words)
           while (keep > fixed && chop_bytes < sl - i) chop_bytes += t->len[m->ftoks[--keep]];
           break;
         }
-        free(suf);
       }
     }
     if (ok && keep > fixed) { /* forced tokens: the first of them alone */

@@ -80,6 +80,8 @@ typedef struct feri_matcher {
   uint32_t cap_forced;
   int32_t *ftoks;
   uint32_t cap_ftoks;
+  uint8_t *scratch;    /* forced bytes with the last token's, and the chop's suffix */
+  size_t cap_scratch;
 } feri_matcher;
 
 /* A matcher at the start of g over the tokens of trie (both must outlive it). */
