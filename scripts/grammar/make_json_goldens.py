@@ -12,8 +12,8 @@ output lines:  schema <json string of the schema text>  |  step <forced> <popcou
 import json, random, sys
 
 import llguidance as llg
-import numpy as np
-from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
+
+from golden_mask import mask_step
 
 SUITE = [  # (schema, a valid instance as text)
     ({"type": "string"}, '"hello"'),
@@ -63,20 +63,6 @@ SUITE = [  # (schema, a valid instance as text)
       "required": ["age", "year"]}, '{"age": 42, "year": 1983}'),
 ]
 
-def fnv(words):
-    h = 0xcbf29ce484222325
-    for b in words.astype("<u4").tobytes():
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-def step_line(m, tok):
-    forced = 1 if m.compute_ff_bytes() else 0
-    bm = allocate_token_bitmask(1, tok.vocab_size)
-    fill_next_token_bitmask(m, bm)
-    words = bm[0].view(np.uint32)
-    ids = np.nonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[:tok.vocab_size])[0]
-    return forced, ids, fnv(words)
-
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr); sys.exit(2)
@@ -94,7 +80,7 @@ def main():
             out.append("schema " + json.dumps(text))
             plan = tok.tokenize_str(instance) + [eos] if path == 0 else None
             for k in range(len(plan) if plan else 20):
-                forced, ids, h = step_line(m, tok)
+                forced, ids, h = mask_step(m, tok)
                 if plan:
                     take = plan[k]
                     assert take in set(ids.tolist()) or forced, (schema, instance, k, tok.decode_bytes([take]))

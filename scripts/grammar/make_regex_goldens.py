@@ -13,8 +13,8 @@ output lines:  rx <json string>  |  step <forced 0/1> <popcount> <hash hex> <tok
 import json, random, sys
 
 import llguidance as llg
-import numpy as np
-from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
+
+from golden_mask import mask_step
 
 REGEXES = [
     r"\d+", r"[a-z]+", r"\d{3}-\d{4}", r"(yes|no|maybe)", r"[A-Z][a-z]*( [A-Z][a-z]*)*",
@@ -24,12 +24,6 @@ REGEXES = [
     r"\d{4}-\d{2}-\d{2}", r"[.!?]+", r"(é|è|ê)+x", r"[a-c]{2,5}", r"\p{L}?x?",
 ]
 REGEXES = [r for r in REGEXES if "\\p" not in r]  # \p{...} is refused by ferrite's parser (UNSUPPORTED)
-
-def fnv(words):
-    h = 0xcbf29ce484222325
-    for b in words.astype("<u4").tobytes():
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 def main():
     if len(sys.argv) != 3:
@@ -45,14 +39,10 @@ def main():
             assert not m.is_error(), m.get_error()
             out.append("rx " + json.dumps(rx))
             for _ in range(24):
-                forced = 1 if m.compute_ff_bytes() else 0
-                bm = allocate_token_bitmask(1, tok.vocab_size)
-                fill_next_token_bitmask(m, bm)
-                words = bm[0].view(np.uint32)
-                ids = np.nonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[:tok.vocab_size])[0]
+                forced, ids, h = mask_step(m, tok)
                 choice = [int(i) for i in ids if i != eos]
                 take = rnd.choice(choice) if choice else (eos if eos in ids else -1)
-                out.append(f"step {forced} {len(ids)} {fnv(words):016x} {take}")
+                out.append(f"step {forced} {len(ids)} {h:016x} {take}")
                 if take < 0 or m.is_stopped():
                     break
                 assert m.consume_token(take), (rx, take)
