@@ -623,6 +623,8 @@ enum fer_sampling_flag {
  * - XTC (exclude top choices, as text-generation-webui and llama.cpp): with probability
  *   xtc_probability (drawn from the seeded generator, stream 1), when two or more tokens have
  *   p_i >= xtc_threshold, all of them but the least likely (ties: the highest id) are removed.
+ * - GRAMMAR: first of all, every token the attached matcher's mask does not allow gets -inf
+ *   (fer_sampler_set_matcher).
  * Not built yet: DRY and mirostat.
  */
 enum fer_logit_processor {
@@ -640,6 +642,8 @@ enum fer_logit_processor {
   FER_PROCESSOR_MIN_P = 2048,
   FER_PROCESSOR_TYPICAL_P = 4096,
   FER_PROCESSOR_XTC = 8192,
+  /** The grammar's mask (fer_sampler_set_matcher), before every other processor. */
+  FER_PROCESSOR_GRAMMAR = 16384,
 };
 
 /**
@@ -1433,7 +1437,8 @@ fer_status fer_cuda_add_f32_rows(const float *a, const float *b, float *out, int
  * tokenizer.ggml.* metadata of a GGUF file. Immutable after loading and shareable between threads:
  * every encode/decode call may run concurrently (a per-tokenizer word cache is taken by one call at
  * a time; a concurrent call runs uncached, with identical results). Freed with fer_tokenizer_free,
- * which returns BUSY and frees nothing while detokenizers made from it are alive.
+ * which returns BUSY and frees nothing while detokenizers or grammar vocabularies made from it are
+ * alive.
  * Claims: C-TOK-001..C-TOK-012, C-TOK-014..C-TOK-016.
  */
 typedef struct fer_tokenizer fer_tokenizer;
@@ -1511,7 +1516,10 @@ fer_status fer_tokenizer_from_json_file(const char *path, fer_tokenizer **out);
  */
 fer_status fer_tokenizer_from_gguf_file(const char *path, fer_tokenizer **out);
 
-/** Frees a tokenizer; NULL is a no-op; BUSY (nothing freed) while detokenizers of it are alive. */
+/**
+ * Frees a tokenizer; NULL is a no-op; BUSY (nothing freed) while detokenizers or grammar
+ * vocabularies (fer_grammar_vocab_create) of it are alive.
+ */
 fer_status fer_tokenizer_free(fer_tokenizer *tok);
 
 /** Fills *out_info. */
@@ -1564,6 +1572,155 @@ fer_status fer_detokenizer_flush(fer_detokenizer *d, char *out, size_t cap, size
 
 /** Frees a detokenizer; NULL is a no-op. */
 void fer_detokenizer_free(fer_detokenizer *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Structured output: a grammar (a JSON Schema, a regular expression or a GBNF grammar) compiled
+ * against a vocabulary, and per sequence a matcher that gives each step's mask of allowed tokens,
+ * as llguidance computes it (its masks are the reference: scripts/grammar/LLGUIDANCE.md).
+ *
+ * Three objects, each read-only once made and shared by any number of users: a fer_grammar_vocab
+ * (a tokenizer's tokens as a trie, the width of the model's logits and its end-of-sequence token),
+ * a fer_grammar compiled against it, and per sequence a fer_matcher (one thread at a time). A
+ * vocabulary and a grammar may be used by any number of threads at once. Lifetimes are checked:
+ * fer_tokenizer_free returns BUSY while vocabularies made from it are alive, fer_grammar_vocab_free
+ * while grammars compiled against it are, fer_grammar_free while matchers of it are (an engine
+ * sequence's matcher included). Claims: C-GRM-001..C-GRM-008.
+ * ------------------------------------------------------------------------------------------- */
+
+/** A tokenizer's vocabulary as the grammar matchers see it. */
+typedef struct fer_grammar_vocab fer_grammar_vocab;
+
+/** A compiled grammar. */
+typedef struct fer_grammar fer_grammar;
+
+/** One sequence's position in a grammar. */
+typedef struct fer_matcher fer_matcher;
+
+/** What a grammar's source text is. Append-only. */
+enum fer_grammar_kind_code {
+  /**
+   * A JSON Schema (JSON text): the output is one JSON value that validates against it. Keywords
+   * JSON Schema defines that ferrite does not build are refused with UNSUPPORTED naming the
+   * keyword and its JSON pointer (never ignored); keywords it does not define are ignored. The
+   * schema's top-level "x-guidance" object sets llguidance's options (whitespace_flexible,
+   * whitespace_pattern, item_separator, key_separator).
+   */
+  FER_GRAMMAR_JSON_SCHEMA = 1,
+  /** A regular expression (Rust regex syntax; the whole output matches it). */
+  FER_GRAMMAR_REGEX = 2,
+  /** A grammar in llama.cpp's GBNF (the rule `root` is the output). */
+  FER_GRAMMAR_GBNF = 3,
+};
+typedef int32_t fer_grammar_kind;
+
+/** Flags of fer_grammar_compile (bit set). Append-only. */
+enum fer_grammar_flag {
+  /**
+   * JSON Schema only: no whitespace between tokens of the JSON text (llguidance's
+   * whitespace_flexible = false). Without it, whitespace ([ \t\n\r]+) may stand once between any
+   * two tokens of the JSON text, never before the first nor after the last (llguidance's default).
+   */
+  FER_GRAMMAR_JSON_COMPACT = 1,
+};
+
+/** What a vocabulary is, read back with fer_grammar_vocab_get_info. */
+typedef struct fer_grammar_vocab_info {
+  /** The width of the logits and of the mask in tokens (ids are < n_vocab). */
+  uint32_t n_vocab;
+  /** 32-bit words of a mask: (n_vocab + 31) / 32. */
+  uint32_t mask_words;
+  /** The end-of-sequence token the masks allow where the output may end. */
+  int32_t eos_id;
+  /** Tokens a mask can allow (those with bytes, control tokens left out). */
+  uint32_t n_text_tokens;
+} fer_grammar_vocab_info;
+
+/** A matcher's state, read back with fer_matcher_get_state. */
+typedef struct fer_matcher_state {
+  /** Tokens accepted since the start (the end of sequence included). */
+  uint32_t n_tokens;
+  /** 1 when the output so far is a whole word of the language (the end of sequence is allowed). */
+  uint32_t accepting;
+  /** 1 once the end-of-sequence token was accepted (the mask then allows it alone). */
+  uint32_t ended;
+  uint32_t reserved;
+} fer_matcher_state;
+
+/**
+ * Makes the vocabulary of tok (which must outlive it) for a model with n_vocab logits (0: the
+ * tokenizer's size; ids past the tokenizer are never allowed) and end-of-sequence token eos_id (-1:
+ * the tokenizer's; INVALID_ARG when it has none, or the id is not below n_vocab). Control tokens
+ * (special added tokens, and added tokens written <...>) are never allowed. INVALID_ARG when
+ * n_vocab is below the tokenizer's size. *out is NULL on failure. Thread-safe.
+ */
+fer_status fer_grammar_vocab_create(const fer_tokenizer *tok, uint32_t n_vocab, int32_t eos_id,
+                                    fer_grammar_vocab **out);
+
+/** Frees a vocabulary; NULL is a no-op; BUSY (nothing freed) while grammars compiled against it are alive. */
+fer_status fer_grammar_vocab_free(fer_grammar_vocab *vocab);
+
+/** Fills *out_info. */
+fer_status fer_grammar_vocab_get_info(const fer_grammar_vocab *vocab, fer_grammar_vocab_info *out_info);
+
+/**
+ * Compiles src[0..len) (UTF-8, not NUL-terminated) of the given kind with fer_grammar_flag flags
+ * against vocab (which must outlive it) into *out (NULL on failure). Refusals leave a message with
+ * the position and what was expected: BAD_FORMAT for text that does not parse (a JSON Schema that
+ * is not JSON, a regular expression or GBNF with a syntax error); INVALID_ARG for a grammar whose
+ * language is empty (it could never end: refused here, not at run time), a schema that is not a
+ * schema, an undefined rule, an unknown kind or flag; UNSUPPORTED naming a JSON Schema keyword
+ * ferrite does not build; INVALID_ARG naming the limit for a grammar past the size limits (rules,
+ * symbols, nesting; lazily built lexer states are bounded too, at mask time). Thread-safe.
+ */
+fer_status fer_grammar_compile(const fer_grammar_vocab *vocab, fer_grammar_kind kind, const char *src, size_t len,
+                               uint32_t flags, fer_grammar **out);
+
+/** Frees a grammar; NULL is a no-op; BUSY (nothing freed) while matchers of it are alive. */
+fer_status fer_grammar_free(fer_grammar *grammar);
+
+/** A matcher at the start of grammar (which must outlive it) into *out (NULL on failure). */
+fer_status fer_matcher_create(const fer_grammar *grammar, fer_matcher **out);
+
+/** Frees a matcher; NULL is a no-op. A matcher an engine sequence holds is freed with the sequence. */
+void fer_matcher_free(fer_matcher *matcher);
+
+/**
+ * Writes the mask of the tokens allowed next: bit t % 32 of mask[t / 32] (llguidance's int32
+ * layout), mask_words words at least (fer_grammar_vocab_info.mask_words; the words past them are
+ * left alone). A token is allowed when its bytes keep the output a prefix of a word of the
+ * language, the end of sequence when the output is a word; where the grammar forces bytes, the mask
+ * is the first token of their canonical tokenization alone, as llguidance's is. Once the end of
+ * sequence was accepted, the mask holds it alone. No allocation in the steady state.
+ * BUFFER_TOO_SMALL when words is short; INVALID_ARG when a lazily built lexer passed its state
+ * limit (the grammar is too complex; the mask is then all zero).
+ */
+fer_status fer_matcher_fill_mask(fer_matcher *matcher, uint32_t *mask, size_t words);
+
+/** Advances by one token; INVALID_ARG naming the token (nothing changed) when the mask would not allow it. */
+fer_status fer_matcher_accept(fer_matcher *matcher, int32_t token);
+
+/** Takes back the last n accepted tokens; INVALID_ARG (nothing changed) when fewer were accepted. */
+fer_status fer_matcher_rollback(fer_matcher *matcher, uint32_t n);
+
+/** Fills *out_state. */
+fer_status fer_matcher_get_state(const fer_matcher *matcher, fer_matcher_state *out_state);
+
+/**
+ * The tokens forced from here (each step's mask a single token other than the end of sequence),
+ * up to cap of them, into ids[0..cap) and their count into *out_n; the matcher is left as it was.
+ * ids may be NULL when cap is 0.
+ */
+fer_status fer_matcher_forced_tokens(fer_matcher *matcher, int32_t *ids, size_t cap, size_t *out_n);
+
+/**
+ * Makes the sampler apply matcher's mask before every other processor (a token the mask does not
+ * allow gets -inf; FER_PROCESSOR_GRAMMAR in the applied bits), reading the matcher's state at each
+ * fer_sampler_process / fer_sampler_sample call; the logits' width must then be the matcher's
+ * n_vocab (INVALID_ARG otherwise). The sampler borrows the matcher (it must outlive its use or be
+ * detached with NULL) and never advances it: accept the sampled token with fer_matcher_accept, or
+ * feed it to the engine sequence that holds the matcher.
+ */
+fer_status fer_sampler_set_matcher(fer_sampler *sampler, fer_matcher *matcher);
 
 /* ---------------------------------------------------------------------------------------------
  * The engine: a model (GGUF: architectures llama, qwen2, qwen3), its tokenizer, a thread pool and a
@@ -1744,6 +1901,20 @@ fer_status fer_engine_seq_rewind(fer_engine_seq *seq, uint32_t n_tokens);
  * next chunk boundary with the sequence as before that call. Any thread, any time.
  */
 fer_status fer_engine_seq_cancel(fer_engine_seq *seq);
+
+/**
+ * Gives the sequence a matcher of grammar from its next position on (NULL: none): every token fed
+ * to it afterwards by fer_engine_prefill or fer_engine_decode must be allowed by the matcher, which
+ * accepts it; a token it does not allow is INVALID_ARG naming the sequence, position and token,
+ * with nothing changed (the call is all or nothing, a CANCELLED one included). Rewinding to before
+ * the grammar's first position takes the matcher back to its start; otherwise the matcher is rewound
+ * by the same tokens. The grammar's vocabulary must have the model's n_vocab (INVALID_ARG); a
+ * sequence's earlier matcher is freed. Read the matcher (for its mask) with fer_engine_seq_matcher.
+ */
+fer_status fer_engine_seq_set_grammar(fer_engine_seq *seq, const fer_grammar *grammar);
+
+/** The sequence's matcher, borrowed until the sequence is freed or given another, or NULL when none. */
+fer_status fer_engine_seq_matcher(fer_engine_seq *seq, fer_matcher **out_matcher);
 
 /** A sequence's state and counters. */
 typedef struct fer_engine_seq_stats {

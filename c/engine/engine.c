@@ -10,6 +10,7 @@
 #include "engine/chat.h"
 #include "engine/config.h"
 #include "gguf/gguf.h"
+#include "grammar/grammar_api.h"
 #include "model/llama.h"
 #include "model/tiny.h"
 #include "tokenizer/tokenizer.h"
@@ -36,6 +37,8 @@ struct fer_engine_seq {
   fer_engine *e;
   feri_llama_seq *s;
   uint64_t admitted_bytes;
+  fer_matcher *matcher;  /* the grammar's matcher (fer_engine_seq_set_grammar), or NULL */
+  uint32_t grammar_from; /* the position of the matcher's first token */
 };
 
 /* One call at a time per engine: the guard of every call that runs or changes state. */
@@ -155,6 +158,10 @@ fer_status fer_engine_free(fer_engine *e) {
   if (e == NULL) return FER_STATUS_OK;
   if (e->live_seqs > 0)
     return feri_fail(FER_STATUS_BUSY, "fer_engine_free: %u sequences are alive (free them first)", e->live_seqs);
+  const unsigned deps = atomic_load(&e->tok->live_dependents);
+  if (deps > 0)
+    return feri_fail(FER_STATUS_BUSY, "fer_engine_free: %u detokenizers or grammar vocabularies of its tokenizer are alive",
+                     deps);
   engine_release(e);
   return FER_STATUS_OK;
 }
@@ -237,6 +244,7 @@ fer_status fer_engine_seq_free(fer_engine_seq *q) {
   fer_status st = enter(e, "fer_engine_seq_free");
   if (st != FER_STATUS_OK) return st;
   feri_llama_seq_free(q->s);
+  fer_matcher_free(q->matcher);
   fer_governor_release(e->gov, FER_MEM_ROLE_KV, q->admitted_bytes);
   e->live_seqs--;
   free(q);
@@ -254,7 +262,16 @@ fer_status fer_engine_prefill(fer_engine_seq *q, const int32_t *ids, size_t n, f
     return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: logits holds %zu floats, the vocabulary %u", fn, cap, e->info.n_vocab);
   fer_status st = enter(e, fn);
   if (st != FER_STATUS_OK) return st;
+  if (q->matcher != NULL) {
+    for (size_t i = 0; i < n; i++) {
+      if (feri_matcher_accept(q->matcher->m, ids[i]) == FER_STATUS_OK) continue;
+      (void)feri_matcher_rollback(q->matcher->m, (uint32_t)i);
+      return leave(e, feri_fail(FER_STATUS_INVALID_ARG, "%s: ids[%zu] = %d (position %u) is not allowed by the grammar", fn, i,
+                                ids[i], feri_llama_seq_len(q->s) + (uint32_t)i));
+    }
+  }
   st = feri_llama_forward(q->s, e->pool, ids, (uint32_t)n, logits ? logits : e->scratch_logits);
+  if (st != FER_STATUS_OK && q->matcher != NULL) (void)feri_matcher_rollback(q->matcher->m, (uint32_t)n);
   return leave(e, st);
 }
 
@@ -276,9 +293,21 @@ fer_status fer_engine_decode(fer_engine *e, fer_engine_seq *const *seqs, const i
   }
   fer_status st = enter(e, fn);
   if (st != FER_STATUS_OK) return st;
+  size_t accepted = 0; /* the grammars first: every token allowed, or nothing changes */
+  for (; accepted < n; accepted++) {
+    fer_matcher *m = seqs[accepted]->matcher;
+    if (m != NULL && feri_matcher_accept(m->m, ids[accepted]) != FER_STATUS_OK) {
+      st = feri_fail(FER_STATUS_INVALID_ARG, "%s: ids[%zu] = %d (sequence %zu, position %u) is not allowed by its grammar", fn,
+                     accepted, ids[accepted], accepted, feri_llama_seq_len(ms[accepted]));
+      break;
+    }
+  }
   /* one sequence: its own step, which replays its decode plan */
-  if (n == 1) st = feri_llama_forward(ms[0], e->pool, ids, 1, logits);
-  else st = feri_llama_forward_batch(e->batch, e->pool, ms, ids, (uint32_t)n, logits);
+  if (st == FER_STATUS_OK && n == 1) st = feri_llama_forward(ms[0], e->pool, ids, 1, logits);
+  else if (st == FER_STATUS_OK) st = feri_llama_forward_batch(e->batch, e->pool, ms, ids, (uint32_t)n, logits);
+  if (st != FER_STATUS_OK)
+    for (size_t i = 0; i < accepted; i++)
+      if (seqs[i]->matcher != NULL) (void)feri_matcher_rollback(seqs[i]->matcher->m, 1);
   return leave(e, st);
 }
 
@@ -287,7 +316,42 @@ fer_status fer_engine_seq_rewind(fer_engine_seq *q, uint32_t n_tokens) {
   if (q == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_seq_rewind: seq is NULL");
   fer_status st = enter(q->e, "fer_engine_seq_rewind");
   if (st != FER_STATUS_OK) return st;
-  return leave(q->e, feri_llama_seq_rewind(q->s, n_tokens));
+  const uint32_t len = feri_llama_seq_len(q->s);
+  st = feri_llama_seq_rewind(q->s, n_tokens);
+  if (st == FER_STATUS_OK && q->matcher != NULL) {
+    /* the matcher by the same tokens, or back to its start from before its first position */
+    const uint32_t held = feri_matcher_n_tokens(q->matcher->m);
+    const uint32_t back = n_tokens < q->grammar_from ? held : len - n_tokens < held ? len - n_tokens : held;
+    (void)feri_matcher_rollback(q->matcher->m, back);
+    if (n_tokens < q->grammar_from) q->grammar_from = n_tokens;
+  }
+  return leave(q->e, st);
+}
+
+fer_status fer_engine_seq_set_grammar(fer_engine_seq *q, const fer_grammar *g) {
+  static const char *const fn = "fer_engine_seq_set_grammar";
+  feri_error_clear();
+  if (q == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: seq is NULL", fn);
+  fer_engine *e = q->e;
+  if (g != NULL && g->vocab->trie.n_vocab != e->info.n_vocab)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: the grammar's vocabulary has %u tokens, the model %u", fn,
+                     g->vocab->trie.n_vocab, e->info.n_vocab);
+  fer_status st = enter(e, fn);
+  if (st != FER_STATUS_OK) return st;
+  fer_matcher *m = NULL;
+  if (g != NULL && (st = fer_matcher_create(g, &m)) != FER_STATUS_OK) return leave(e, st);
+  fer_matcher_free(q->matcher);
+  q->matcher = m;
+  q->grammar_from = feri_llama_seq_len(q->s);
+  return leave(e, FER_STATUS_OK);
+}
+
+fer_status fer_engine_seq_matcher(fer_engine_seq *q, fer_matcher **out) {
+  feri_error_clear();
+  if (out != NULL) *out = NULL;
+  if (q == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_seq_matcher: NULL argument");
+  *out = q->matcher;
+  return FER_STATUS_OK;
 }
 
 fer_status fer_engine_seq_cancel(fer_engine_seq *q) {

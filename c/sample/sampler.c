@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "grammar/grammar_api.h"
 #include "sample/chain.h"
 #include "sample/fast.h"
 #include "sample/rng.h"
@@ -21,6 +22,9 @@ struct fer_sampler {
   float *cmax;
   feri_scored *scored;
   feri_sample_impl impl; /* AUTO unless a test pinned it */
+  fer_matcher *matcher;  /* borrowed (fer_sampler_set_matcher), or NULL */
+  uint32_t *mask;        /* its mask, one step's */
+  size_t mask_words;
   _Atomic int in_use;
 };
 
@@ -157,6 +161,7 @@ void fer_sampler_free(fer_sampler *s) {
   free_scratch(s);
   free(s->bias_tokens);
   free(s->bias_values);
+  free(s->mask);
   free(s);
 }
 
@@ -226,6 +231,20 @@ static fer_status run_chain(fer_sampler *s, const char *fn, float *logits, size_
   if (p->min_new_tokens > 0 && (size_t)p->eos_token_id >= vocab)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: eos_token_id %d outside the vocabulary", fn, p->eos_token_id);
   if ((st = ensure_scratch(s, vocab)) != FER_STATUS_OK) return st;
+  uint32_t a = 0;
+  if (s->matcher != NULL) { /* the grammar first: a token its mask does not allow is -inf */
+    const uint32_t n_vocab = s->matcher->m->trie->n_vocab;
+    if (vocab != n_vocab)
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: %zu logits, the matcher's vocabulary has %u", fn, vocab, n_vocab);
+    if ((st = feri_matcher_fill_mask(s->matcher->m, s->mask, s->mask_words)) != FER_STATUS_OK) return st;
+    for (size_t w = 0; w < s->mask_words; w++) {
+      if (s->mask[w] == UINT32_MAX) continue;
+      const size_t end = w * 32 + 32 < vocab ? w * 32 + 32 : vocab;
+      for (size_t t = w * 32; t < end; t++)
+        if (!((s->mask[w] >> (t % 32)) & 1u)) logits[t] = -INFINITY;
+    }
+    a |= FER_PROCESSOR_GRAMMAR;
+  }
 
   feri_chain c = {.logits = logits, .vocab = vocab, .ctx = ctx, .cand = s->cand, .keys = s->keys,
                   .ids = s->ids, .weights = s->weights, .marks = s->marks, .counts = s->counts,
@@ -246,7 +265,7 @@ static fer_status run_chain(fer_sampler *s, const char *fn, float *logits, size_
     if (p->top_k > 0) feri_top_k(&c, p->top_k);
   }
   int fuse = (p->flags & FER_SAMPLING_FLAG_FUSE_TOP_K_TOP_P) && p->top_k > 0 && p->top_p < 1.0f;
-  uint32_t a = front_bits(p, fuse);
+  a |= front_bits(p, fuse);
   if (p->top_p < 1.0f) {
     feri_top_p(&c, p->top_p);
     a |= fuse ? 0 : FER_PROCESSOR_TOP_P;
@@ -268,6 +287,30 @@ static fer_status run_chain(fer_sampler *s, const char *fn, float *logits, size_
   *n_cand = c.n_cand;
   if (c.n_cand == 0)
     return feri_fail(FER_STATUS_NO_CANDIDATES, "%s: every logit is masked after processing (applied 0x%x)", fn, a);
+  return FER_STATUS_OK;
+}
+
+static fer_status enter(fer_sampler *s, const char *fn);
+static void leave(fer_sampler *s);
+
+fer_status fer_sampler_set_matcher(fer_sampler *s, fer_matcher *m) {
+  static const char *const fn = "fer_sampler_set_matcher";
+  feri_error_clear();
+  fer_status st = enter(s, fn);
+  if (st != FER_STATUS_OK) return st;
+  const size_t words = m ? feri_mask_words(m->m->trie->n_vocab) : 0;
+  if (words > s->mask_words) {
+    uint32_t *mask = malloc(words * sizeof *mask);
+    if (!mask) {
+      leave(s);
+      return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: a mask of %zu words", fn, words);
+    }
+    free(s->mask);
+    s->mask = mask;
+  }
+  if (m) s->mask_words = words;
+  s->matcher = m;
+  leave(s);
   return FER_STATUS_OK;
 }
 

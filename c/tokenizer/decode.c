@@ -256,8 +256,9 @@ fer_status fer_tokenizer_get_info(const fer_tokenizer *tok, fer_tokenizer_info *
 fer_status fer_tokenizer_free(fer_tokenizer *tok) {
   feri_error_clear();
   if (!tok) return FER_STATUS_OK;
-  unsigned live = atomic_load(&tok->live_detokenizers);
-  if (live) return feri_fail(FER_STATUS_BUSY, "%u detokenizers of this tokenizer are still alive", live);
+  unsigned live = atomic_load(&tok->live_dependents);
+  if (live)
+    return feri_fail(FER_STATUS_BUSY, "%u detokenizers or grammar vocabularies of this tokenizer are still alive", live);
   feri_tokenizer_destroy(tok);
   return FER_STATUS_OK;
 }
@@ -296,14 +297,14 @@ fer_status fer_detokenizer_create(const fer_tokenizer *tok, uint32_t flags, fer_
   d->tok = tok;
   d->flags = flags;
   d->at_start = true;
-  atomic_fetch_add(&((fer_tokenizer *)tok)->live_detokenizers, 1);
+  atomic_fetch_add(&((fer_tokenizer *)tok)->live_dependents, 1);
   *out = d;
   return FER_STATUS_OK;
 }
 
 void fer_detokenizer_free(fer_detokenizer *d) {
   if (!d) return;
-  atomic_fetch_sub(&((fer_tokenizer *)d->tok)->live_detokenizers, 1);
+  atomic_fetch_sub(&((fer_tokenizer *)d->tok)->live_dependents, 1);
   free(d->window);
   free(d->text.p);
   free(d);

@@ -127,7 +127,7 @@ struct fer_tokenizer {
   uint32_t n_prefix, n_suffix;
 
   _Atomic(feri_encode_ctx *) spare_ctx; /* one warm context (word cache, regex scratch) */
-  atomic_uint live_detokenizers;
+  atomic_uint live_dependents; /* detokenizers and grammar vocabularies made from it */
 };
 
 /* Loader helpers shared by tokenizer.json and GGUF loading (tokenizer_build.c). */

@@ -59,7 +59,7 @@ fer_status feri_tokenizer_alloc(fer_tokenizer **out) {
   if (!t) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tokenizer");
   t->unk_id = t->model_unk_id = t->bos_id = t->eos_id = t->pad_id = -1;
   atomic_init(&t->spare_ctx, NULL);
-  atomic_init(&t->live_detokenizers, 0);
+  atomic_init(&t->live_dependents, 0);
   *out = t;
   return FER_STATUS_OK;
 }

@@ -131,6 +131,9 @@ struct H {
     eseq: *mut fer_engine_seq,
     tok: *mut fer_tokenizer,
     detok: *mut fer_detokenizer,
+    gvocab: *mut fer_grammar_vocab,
+    grammar: *mut fer_grammar,
+    matcher: *mut fer_matcher,
     sampler: *mut fer_sampler,
     vmm: *mut fer_vmm,
     range: *mut fer_vmm_range,
@@ -188,6 +191,10 @@ fn fixture() -> H {
         ok(fer_engine_prefill(h.eseq, [1i32, 2].as_ptr(), 2, null_mut(), 0), "prefill");
         ok(fer_tokenizer_from_gguf_file(h.model_path, &mut h.tok), "tokenizer");
         ok(fer_detokenizer_create(h.tok, 0, &mut h.detok), "detokenizer");
+        ok(fer_grammar_vocab_create(h.tok, 0, -1, &mut h.gvocab), "grammar vocabulary");
+        let rx = b"[a-c]+x";
+        ok(fer_grammar_compile(h.gvocab, FER_GRAMMAR_REGEX as i32, rx.as_ptr().cast(), rx.len(), 0, &mut h.grammar), "grammar");
+        ok(fer_matcher_create(h.grammar, &mut h.matcher), "matcher");
         let mut sp: fer_sampling_params = std::mem::zeroed();
         ok(fer_sampling_params_init(&mut sp), "sampling params");
         ok(fer_sampler_create(&sp, &mut h.sampler), "sampler");
@@ -276,6 +283,15 @@ fn fingerprint(h: &H) -> Vec<u8> {
         let mut qs: fer_engine_seq_stats = std::mem::zeroed();
         fer_engine_seq_get_stats(h.eseq, &mut qs);
         push(&mut v, &(qs.n_tokens, qs.max_tokens, qs.admitted_bytes, qs.kv_committed_bytes));
+        let mut vi: fer_grammar_vocab_info = std::mem::zeroed();
+        fer_grammar_vocab_get_info(h.gvocab, &mut vi);
+        push(&mut v, &vi);
+        let mut ms: fer_matcher_state = std::mem::zeroed();
+        fer_matcher_get_state(h.matcher, &mut ms);
+        push(&mut v, &ms);
+        let mut em: *mut fer_matcher = null_mut();
+        fer_engine_seq_matcher(h.eseq, &mut em);
+        push(&mut v, &(em as usize));
     }
     v
 }
@@ -1173,6 +1189,89 @@ fn rows(c: &mut Ctx) {
     }
     c.free_void("fer_detokenizer_free", fer_detokenizer_free);
 
+    // --- structured output
+    if c.row("fer_grammar_vocab_create") {
+        c.each("fer_grammar_vocab_create", &[("tok", N), ("out", N)], true, |h, n| {
+            let mut v: *mut fer_grammar_vocab = bad_ptr();
+            let st = unsafe { fer_grammar_vocab_create(nz(n, 0, h.tok), 0, -1, nzm(n, 1, &mut v)) };
+            if st == OK {
+                unsafe { fer_grammar_vocab_free(v) };
+            }
+            (st, vec![("out", n[1] || v.is_null())])
+        });
+    }
+    c.free_status("fer_grammar_vocab_free", fer_grammar_vocab_free);
+    c.getter("fer_grammar_vocab_get_info", c.h.gvocab, fer_grammar_vocab_get_info);
+    if c.row("fer_grammar_compile") {
+        c.each("fer_grammar_compile", &[("vocab", N), ("src", N), ("out", N)], true, |h, n| {
+            let src = b"[0-9]+";
+            let mut g: *mut fer_grammar = bad_ptr();
+            let st = unsafe {
+                fer_grammar_compile(nz(n, 0, h.gvocab), FER_GRAMMAR_REGEX as i32, nz(n, 1, src.as_ptr().cast()), src.len(), 0, nzm(n, 2, &mut g))
+            };
+            if st == OK {
+                unsafe { fer_grammar_free(g) };
+            }
+            (st, vec![("out", n[2] || g.is_null())])
+        });
+    }
+    c.free_status("fer_grammar_free", fer_grammar_free);
+    if c.row("fer_matcher_create") {
+        c.each("fer_matcher_create", &[("grammar", N), ("out", N)], true, |h, n| {
+            let mut m: *mut fer_matcher = bad_ptr();
+            let st = unsafe { fer_matcher_create(nz(n, 0, h.grammar), nzm(n, 1, &mut m)) };
+            if st == OK {
+                unsafe { fer_matcher_free(m) };
+            }
+            (st, vec![("out", n[1] || m.is_null())])
+        });
+    }
+    c.free_void("fer_matcher_free", fer_matcher_free);
+    if c.row("fer_matcher_fill_mask") {
+        c.each("fer_matcher_fill_mask", &[("matcher", N), ("mask", N)], true, |h, n| {
+            let mut mask = [u32::MAX; 16];
+            let st = unsafe { fer_matcher_fill_mask(nzm(n, 0, h.matcher), nzm(n, 1, mask.as_mut_ptr()), 16) };
+            (st, vec![("mask (zeroed)", n[1] || mask.iter().all(|&w| w == 0))])
+        });
+    }
+    if c.row("fer_matcher_accept") {
+        c.each("fer_matcher_accept", &[("matcher", N)], false, |_, n| (unsafe { fer_matcher_accept(nzm(n, 0, null_mut()), 97) }, vec![]));
+    }
+    if c.row("fer_matcher_rollback") {
+        c.each("fer_matcher_rollback", &[("matcher", N)], true, |h, n| (unsafe { fer_matcher_rollback(nzm(n, 0, h.matcher), 0) }, vec![]));
+    }
+    c.getter("fer_matcher_get_state", c.h.matcher, fer_matcher_get_state);
+    if c.row("fer_matcher_forced_tokens") {
+        c.each("fer_matcher_forced_tokens", &[("matcher", N), ("ids", N), ("out_n", N)], true, |h, n| {
+            let mut ids = [0i32; 4];
+            let mut on: usize = sentinel();
+            let st = unsafe { fer_matcher_forced_tokens(nzm(n, 0, h.matcher), nzm(n, 1, ids.as_mut_ptr()), 4, nzm(n, 2, &mut on)) };
+            (st, vec![("out_n", n[2] || on == 0)])
+        });
+    }
+    if c.row("fer_sampler_set_matcher") {
+        c.each("fer_sampler_set_matcher", &[("sampler", N), ("matcher", O)], true, |h, n| {
+            let st = unsafe { fer_sampler_set_matcher(nzm(n, 0, h.sampler), nzm(n, 1, h.matcher)) };
+            if st == OK {
+                unsafe { fer_sampler_set_matcher(h.sampler, null_mut()) }; // the sampler rows run without it
+            }
+            (st, vec![])
+        });
+    }
+    if c.row("fer_engine_seq_set_grammar") {
+        // grammar NULL: no grammar, which the sequence already has (nothing changes)
+        c.each("fer_engine_seq_set_grammar", &[("seq", N), ("grammar", O)], false, |h, n| {
+            (unsafe { fer_engine_seq_set_grammar(nzm(n, 0, h.eseq), nz(n, 1, h.grammar)) }, vec![])
+        });
+    }
+    if c.row("fer_engine_seq_matcher") {
+        c.each("fer_engine_seq_matcher", &[("seq", N), ("out", N)], true, |h, n| {
+            let mut m: *mut fer_matcher = bad_ptr();
+            let st = unsafe { fer_engine_seq_matcher(nzm(n, 0, h.eseq), nzm(n, 1, &mut m)) };
+            (st, vec![("out", n[1] || m.is_null())])
+        });
+    }
+
     // --- engine
     c.init("fer_engine_config_init", fer_engine_config_init);
     if c.row("fer_engine_create") {
@@ -1298,6 +1397,9 @@ fn teardown(h: &H) {
         ok(fer_engine_seq_free(h.eseq), "free engine seq");
         ok(fer_engine_free(h.engine), "free engine");
         fer_detokenizer_free(h.detok);
+        fer_matcher_free(h.matcher);
+        ok(fer_grammar_free(h.grammar), "free grammar");
+        ok(fer_grammar_vocab_free(h.gvocab), "free grammar vocabulary");
         ok(fer_tokenizer_free(h.tok), "free tokenizer");
         fer_sampler_free(h.sampler);
         ok(fer_kv_pages_seq_free(h.pages, h.pseq), "free pages seq");

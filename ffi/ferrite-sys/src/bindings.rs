@@ -616,6 +616,8 @@ pub const FER_PROCESSOR_TOP_K_TOP_P_FUSED: fer_logit_processor = 1024;
 pub const FER_PROCESSOR_MIN_P: fer_logit_processor = 2048;
 pub const FER_PROCESSOR_TYPICAL_P: fer_logit_processor = 4096;
 pub const FER_PROCESSOR_XTC: fer_logit_processor = 8192;
+#[doc = " The grammar's mask (fer_sampler_set_matcher), before every other processor."]
+pub const FER_PROCESSOR_GRAMMAR: fer_logit_processor = 16384;
 #[doc = " The processors of the chain, in the order they run, as bits of the `applied` out-parameter of"]
 #[doc = " fer_sampler_process (a bit is set when the processor is enabled and ran, whether or not it"]
 #[doc = " changed anything). Append-only."]
@@ -644,6 +646,8 @@ pub const FER_PROCESSOR_XTC: fer_logit_processor = 8192;
 #[doc = " - XTC (exclude top choices, as text-generation-webui and llama.cpp): with probability"]
 #[doc = "   xtc_probability (drawn from the seeded generator, stream 1), when two or more tokens have"]
 #[doc = "   p_i >= xtc_threshold, all of them but the least likely (ties: the highest id) are removed."]
+#[doc = " - GRAMMAR: first of all, every token the attached matcher's mask does not allow gets -inf"]
+#[doc = "   (fer_sampler_set_matcher)."]
 #[doc = " Not built yet: DRY and mirostat."]
 pub type fer_logit_processor = ::std::os::raw::c_uint;
 #[repr(C)]
@@ -1648,7 +1652,8 @@ extern "C" {
     ) -> fer_status;
 }
 extern "C" {
-    #[doc = " Frees a tokenizer; NULL is a no-op; BUSY (nothing freed) while detokenizers of it are alive."]
+    #[doc = " Frees a tokenizer; NULL is a no-op; BUSY (nothing freed) while detokenizers or grammar"]
+    #[doc = " vocabularies (fer_grammar_vocab_create) of it are alive."]
     pub fn fer_tokenizer_free(tok: *mut fer_tokenizer) -> fer_status;
 }
 extern "C" {
@@ -1735,6 +1740,175 @@ extern "C" {
 extern "C" {
     #[doc = " Frees a detokenizer; NULL is a no-op."]
     pub fn fer_detokenizer_free(d: *mut fer_detokenizer);
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_grammar_vocab {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_grammar {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_matcher {
+    _unused: [u8; 0],
+}
+#[doc = " A JSON Schema (JSON text): the output is one JSON value that validates against it. Keywords"]
+#[doc = " JSON Schema defines that ferrite does not build are refused with UNSUPPORTED naming the"]
+#[doc = " keyword and its JSON pointer (never ignored); keywords it does not define are ignored. The"]
+#[doc = " schema's top-level \"x-guidance\" object sets llguidance's options (whitespace_flexible,"]
+#[doc = " whitespace_pattern, item_separator, key_separator)."]
+pub const FER_GRAMMAR_JSON_SCHEMA: fer_grammar_kind_code = 1;
+#[doc = " A regular expression (Rust regex syntax; the whole output matches it)."]
+pub const FER_GRAMMAR_REGEX: fer_grammar_kind_code = 2;
+#[doc = " A grammar in llama.cpp's GBNF (the rule `root` is the output)."]
+pub const FER_GRAMMAR_GBNF: fer_grammar_kind_code = 3;
+#[doc = " What a grammar's source text is. Append-only."]
+pub type fer_grammar_kind_code = ::std::os::raw::c_uint;
+pub type fer_grammar_kind = i32;
+#[doc = " JSON Schema only: no whitespace between tokens of the JSON text (llguidance's"]
+#[doc = " whitespace_flexible = false). Without it, whitespace ([ \\t\\n\\r]+) may stand once between any"]
+#[doc = " two tokens of the JSON text, never before the first nor after the last (llguidance's default)."]
+pub const FER_GRAMMAR_JSON_COMPACT: fer_grammar_flag = 1;
+#[doc = " Flags of fer_grammar_compile (bit set). Append-only."]
+pub type fer_grammar_flag = ::std::os::raw::c_uint;
+#[doc = " What a vocabulary is, read back with fer_grammar_vocab_get_info."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_grammar_vocab_info {
+    #[doc = " The width of the logits and of the mask in tokens (ids are < n_vocab)."]
+    pub n_vocab: u32,
+    #[doc = " 32-bit words of a mask: (n_vocab + 31) / 32."]
+    pub mask_words: u32,
+    #[doc = " The end-of-sequence token the masks allow where the output may end."]
+    pub eos_id: i32,
+    #[doc = " Tokens a mask can allow (those with bytes, control tokens left out)."]
+    pub n_text_tokens: u32,
+}
+#[doc = " A matcher's state, read back with fer_matcher_get_state."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_matcher_state {
+    #[doc = " Tokens accepted since the start (the end of sequence included)."]
+    pub n_tokens: u32,
+    #[doc = " 1 when the output so far is a whole word of the language (the end of sequence is allowed)."]
+    pub accepting: u32,
+    #[doc = " 1 once the end-of-sequence token was accepted (the mask then allows it alone)."]
+    pub ended: u32,
+    pub reserved: u32,
+}
+extern "C" {
+    #[doc = " Makes the vocabulary of tok (which must outlive it) for a model with n_vocab logits (0: the"]
+    #[doc = " tokenizer's size; ids past the tokenizer are never allowed) and end-of-sequence token eos_id (-1:"]
+    #[doc = " the tokenizer's; INVALID_ARG when it has none, or the id is not below n_vocab). Control tokens"]
+    #[doc = " (special added tokens, and added tokens written <...>) are never allowed. INVALID_ARG when"]
+    #[doc = " n_vocab is below the tokenizer's size. *out is NULL on failure. Thread-safe."]
+    pub fn fer_grammar_vocab_create(
+        tok: *const fer_tokenizer,
+        n_vocab: u32,
+        eos_id: i32,
+        out: *mut *mut fer_grammar_vocab,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees a vocabulary; NULL is a no-op; BUSY (nothing freed) while grammars compiled against it are alive."]
+    pub fn fer_grammar_vocab_free(vocab: *mut fer_grammar_vocab) -> fer_status;
+}
+extern "C" {
+    #[doc = " Fills *out_info."]
+    pub fn fer_grammar_vocab_get_info(
+        vocab: *const fer_grammar_vocab,
+        out_info: *mut fer_grammar_vocab_info,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Compiles src[0..len) (UTF-8, not NUL-terminated) of the given kind with fer_grammar_flag flags"]
+    #[doc = " against vocab (which must outlive it) into *out (NULL on failure). Refusals leave a message with"]
+    #[doc = " the position and what was expected: BAD_FORMAT for text that does not parse (a JSON Schema that"]
+    #[doc = " is not JSON, a regular expression or GBNF with a syntax error); INVALID_ARG for a grammar whose"]
+    #[doc = " language is empty (it could never end: refused here, not at run time), a schema that is not a"]
+    #[doc = " schema, an undefined rule, an unknown kind or flag; UNSUPPORTED naming a JSON Schema keyword"]
+    #[doc = " ferrite does not build; INVALID_ARG naming the limit for a grammar past the size limits (rules,"]
+    #[doc = " symbols, nesting; lazily built lexer states are bounded too, at mask time). Thread-safe."]
+    pub fn fer_grammar_compile(
+        vocab: *const fer_grammar_vocab,
+        kind: fer_grammar_kind,
+        src: *const ::std::os::raw::c_char,
+        len: usize,
+        flags: u32,
+        out: *mut *mut fer_grammar,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees a grammar; NULL is a no-op; BUSY (nothing freed) while matchers of it are alive."]
+    pub fn fer_grammar_free(grammar: *mut fer_grammar) -> fer_status;
+}
+extern "C" {
+    #[doc = " A matcher at the start of grammar (which must outlive it) into *out (NULL on failure)."]
+    pub fn fer_matcher_create(
+        grammar: *const fer_grammar,
+        out: *mut *mut fer_matcher,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Frees a matcher; NULL is a no-op. A matcher an engine sequence holds is freed with the sequence."]
+    pub fn fer_matcher_free(matcher: *mut fer_matcher);
+}
+extern "C" {
+    #[doc = " Writes the mask of the tokens allowed next: bit t % 32 of mask[t / 32] (llguidance's int32"]
+    #[doc = " layout), mask_words words at least (fer_grammar_vocab_info.mask_words; the words past them are"]
+    #[doc = " left alone). A token is allowed when its bytes keep the output a prefix of a word of the"]
+    #[doc = " language, the end of sequence when the output is a word; where the grammar forces bytes, the mask"]
+    #[doc = " is the first token of their canonical tokenization alone, as llguidance's is. Once the end of"]
+    #[doc = " sequence was accepted, the mask holds it alone. No allocation in the steady state."]
+    #[doc = " BUFFER_TOO_SMALL when words is short; INVALID_ARG when a lazily built lexer passed its state"]
+    #[doc = " limit (the grammar is too complex; the mask is then all zero)."]
+    pub fn fer_matcher_fill_mask(
+        matcher: *mut fer_matcher,
+        mask: *mut u32,
+        words: usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Advances by one token; INVALID_ARG naming the token (nothing changed) when the mask would not allow it."]
+    pub fn fer_matcher_accept(matcher: *mut fer_matcher, token: i32) -> fer_status;
+}
+extern "C" {
+    #[doc = " Takes back the last n accepted tokens; INVALID_ARG (nothing changed) when fewer were accepted."]
+    pub fn fer_matcher_rollback(matcher: *mut fer_matcher, n: u32) -> fer_status;
+}
+extern "C" {
+    #[doc = " Fills *out_state."]
+    pub fn fer_matcher_get_state(
+        matcher: *const fer_matcher,
+        out_state: *mut fer_matcher_state,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " The tokens forced from here (each step's mask a single token other than the end of sequence),"]
+    #[doc = " up to cap of them, into ids[0..cap) and their count into *out_n; the matcher is left as it was."]
+    #[doc = " ids may be NULL when cap is 0."]
+    pub fn fer_matcher_forced_tokens(
+        matcher: *mut fer_matcher,
+        ids: *mut i32,
+        cap: usize,
+        out_n: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " Makes the sampler apply matcher's mask before every other processor (a token the mask does not"]
+    #[doc = " allow gets -inf; FER_PROCESSOR_GRAMMAR in the applied bits), reading the matcher's state at each"]
+    #[doc = " fer_sampler_process / fer_sampler_sample call; the logits' width must then be the matcher's"]
+    #[doc = " n_vocab (INVALID_ARG otherwise). The sampler borrows the matcher (it must outlive its use or be"]
+    #[doc = " detached with NULL) and never advances it: accept the sampled token with fer_matcher_accept, or"]
+    #[doc = " feed it to the engine sequence that holds the matcher."]
+    pub fn fer_sampler_set_matcher(
+        sampler: *mut fer_sampler,
+        matcher: *mut fer_matcher,
+    ) -> fer_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -1943,6 +2117,26 @@ extern "C" {
     #[doc = " Asks the sequence's running (or next) prefill or decode to stop: it returns CANCELLED at its"]
     #[doc = " next chunk boundary with the sequence as before that call. Any thread, any time."]
     pub fn fer_engine_seq_cancel(seq: *mut fer_engine_seq) -> fer_status;
+}
+extern "C" {
+    #[doc = " Gives the sequence a matcher of grammar from its next position on (NULL: none): every token fed"]
+    #[doc = " to it afterwards by fer_engine_prefill or fer_engine_decode must be allowed by the matcher, which"]
+    #[doc = " accepts it; a token it does not allow is INVALID_ARG naming the sequence, position and token,"]
+    #[doc = " with nothing changed (the call is all or nothing, a CANCELLED one included). Rewinding to before"]
+    #[doc = " the grammar's first position takes the matcher back to its start; otherwise the matcher is rewound"]
+    #[doc = " by the same tokens. The grammar's vocabulary must have the model's n_vocab (INVALID_ARG); a"]
+    #[doc = " sequence's earlier matcher is freed. Read the matcher (for its mask) with fer_engine_seq_matcher."]
+    pub fn fer_engine_seq_set_grammar(
+        seq: *mut fer_engine_seq,
+        grammar: *const fer_grammar,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " The sequence's matcher, borrowed until the sequence is freed or given another, or NULL when none."]
+    pub fn fer_engine_seq_matcher(
+        seq: *mut fer_engine_seq,
+        out_matcher: *mut *mut fer_matcher,
+    ) -> fer_status;
 }
 #[doc = " A sequence's state and counters."]
 #[repr(C)]
