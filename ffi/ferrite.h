@@ -1584,7 +1584,7 @@ void fer_detokenizer_free(fer_detokenizer *d);
  * vocabulary and a grammar may be used by any number of threads at once. Lifetimes are checked:
  * fer_tokenizer_free returns BUSY while vocabularies made from it are alive, fer_grammar_vocab_free
  * while grammars compiled against it are, fer_grammar_free while matchers of it are (an engine
- * sequence's matcher included). Claims: C-GRM-001..C-GRM-008.
+ * sequence's matcher included). Claims: C-GRM-001..C-GRM-009.
  * ------------------------------------------------------------------------------------------- */
 
 /** A tokenizer's vocabulary as the grammar matchers see it. */
@@ -1621,6 +1621,13 @@ enum fer_grammar_flag {
    * two tokens of the JSON text, never before the first nor after the last (llguidance's default).
    */
   FER_GRAMMAR_JSON_COMPACT = 1,
+  /**
+   * No forced tokens (llguidance's no_forcing): every mask is every token whose bytes keep the
+   * output a prefix of a word, also where the grammar allows one next byte only (without it the
+   * mask is then the first token of the forced bytes' canonical tokenization alone). For callers
+   * that feed tokenizations other than the tokenizer's own.
+   */
+  FER_GRAMMAR_NO_FORCING = 2,
 };
 
 /** What a vocabulary is, read back with fer_grammar_vocab_get_info. */

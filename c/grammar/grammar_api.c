@@ -70,7 +70,8 @@ fer_status fer_grammar_compile(const fer_grammar_vocab *v, fer_grammar_kind kind
   feri_error_clear();
   if (out != NULL) *out = NULL;
   if (v == NULL || out == NULL || (src == NULL && len > 0)) return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
-  if (flags & ~(uint32_t)FER_GRAMMAR_JSON_COMPACT) return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown flags 0x%x", fn, flags);
+  if (flags & ~(uint32_t)(FER_GRAMMAR_JSON_COMPACT | FER_GRAMMAR_NO_FORCING))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown flags 0x%x", fn, flags);
   if ((flags & FER_GRAMMAR_JSON_COMPACT) && kind != FER_GRAMMAR_JSON_SCHEMA)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: FER_GRAMMAR_JSON_COMPACT is for JSON Schema only", fn);
   if (src == NULL) src = "";
@@ -95,6 +96,7 @@ fer_status fer_grammar_compile(const fer_grammar_vocab *v, fer_grammar_kind kind
   }
   r->vocab = v;
   r->g = g;
+  r->flags = flags;
   atomic_init(&r->live_matchers, 0);
   atomic_fetch_add(&((fer_grammar_vocab *)v)->live_grammars, 1);
   *out = r;
@@ -124,7 +126,7 @@ fer_status fer_matcher_create(const fer_grammar *g, fer_matcher **out) {
     free(m);
     return st;
   }
-  feri_matcher_set_tokenizer(m->m, g->vocab->tok);
+  if (!(g->flags & FER_GRAMMAR_NO_FORCING)) feri_matcher_set_tokenizer(m->m, g->vocab->tok);
   m->grammar = g;
   atomic_fetch_add(&((fer_grammar *)g)->live_matchers, 1);
   *out = m;

@@ -21,6 +21,7 @@ struct fer_grammar_vocab {
 struct fer_grammar {
   const fer_grammar_vocab *vocab;
   feri_grammar *g;
+  uint32_t flags; /* fer_grammar_flag bits */
   atomic_uint live_matchers;
 };
 

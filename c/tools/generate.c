@@ -2,7 +2,10 @@
  * the options (and the FERRITE_* environment, read by the engine at creation), encodes the prompt
  * (rendered with the model's chat template under --chat), prefills it, then decodes token by token,
  * sampling with fer_sampler (greedy unless a temperature is given) and streaming whole characters
- * through the detokenizer. Ends with a summary line: speeds, KV, weights, plan, peak RSS. */
+ * through the detokenizer. With --json-schema, --regex or --grammar the output is constrained: the
+ * grammar is compiled against the model's vocabulary, the sequence holds its matcher from the first
+ * generated token on, and the sampler masks every token the matcher does not allow. Ends with a
+ * summary line: speeds, KV, weights, plan, peak RSS. */
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "core/file.h"
 #include "ferrite.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -19,7 +23,8 @@ extern char **environ;
 
 typedef struct gen_args {
   const char *model, *prompt, *arch, *system;
-  int chat, tiny, ignore_eos, arch_set, threads_set, budget_set;
+  const char *json_schema, *regex, *gbnf; /* at most one: the grammar of the output */
+  int chat, tiny, ignore_eos, arch_set, threads_set, budget_set, json_compact;
   uint64_t max_tokens, threads, top_k, seed;
   uint64_t budget; /* 0: weights used from the mapped file */
   float temperature, top_p, min_p;
@@ -33,6 +38,7 @@ const char feri_generate_usage[] =
     "                 [--threads N] [--budget BYTES[K|M|G]] [--matmul i8|exact]\n"
     "                 [--kv-layout head-major|seq-major|token-major] [--kv-dtype f32|f16|bf16]\n"
     "                 [--plan off|unconditional|address-stable]\n"
+    "                 [--json-schema FILE [--json-compact] | --regex RE | --grammar FILE.gbnf]\n"
     "  (FERRITE_* variables configure the engine too, flags win: see fer_engine_config)\n";
 
 /* What `ferrite generate --help` adds: each value's range (args.c refuses anything outside). */
@@ -46,7 +52,12 @@ static const char VALUES[] =
     "  --seed S          0 (the default) .. 18446744073709551615\n"
     "  --threads N       0 (the engine's default) .. 1024\n"
     "  --budget BYTES    with --model: a weight store of that many bytes (K, M, G: 2^10, 2^20,\n"
-    "                    2^30); 0 or absent uses the weights in place from the mapped file\n";
+    "                    2^30); 0 or absent uses the weights in place from the mapped file\n"
+    "  --json-schema F   the output is one JSON value valid under the JSON Schema in file F\n"
+    "                    (whitespace between tokens allowed; --json-compact: none)\n"
+    "  --regex RE        the output matches the regular expression RE (Rust syntax) whole\n"
+    "  --grammar F       the output is a word of the GBNF grammar in file F (rule root)\n"
+    "  (with a grammar, generation ends where the grammar allows it and the model chooses to)\n";
 
 static double now_s(void) {
   struct timespec t;
@@ -78,7 +89,8 @@ static const char *name_of(const feri_arg_choice *c, int32_t v) {
 /* The options that take a value, so an unknown option is told apart from a missing value. */
 static const char *const VALUED[] = {"--model", "--prompt", "--arch", "--system", "--max-tokens", "--threads",
                                      "--top-k", "--seed", "--budget", "--temperature", "--top-p", "--min-p",
-                                     "--kv-layout", "--kv-dtype", "--plan", "--matmul", NULL};
+                                     "--kv-layout", "--kv-dtype", "--plan", "--matmul", "--json-schema", "--regex",
+                                     "--grammar", NULL};
 
 enum { PARSE_BAD = 0, PARSE_OK = 1, PARSE_HELP = 2 };
 
@@ -93,6 +105,9 @@ static bool parse_value(const char *k, const char *v, gen_args *a) {
   if (strcmp(k, "--model") == 0) a->model = v;
   else if (strcmp(k, "--prompt") == 0) a->prompt = v;
   else if (strcmp(k, "--system") == 0) a->system = v;
+  else if (strcmp(k, "--json-schema") == 0) a->json_schema = v;
+  else if (strcmp(k, "--regex") == 0) a->regex = v;
+  else if (strcmp(k, "--grammar") == 0) a->gbnf = v;
   else if (strcmp(k, "--arch") == 0) {
     if (!feri_arg_pick(C, k, v, ARCHES, &arch)) return false;
     a->arch = ARCHES[arch].name;
@@ -127,6 +142,7 @@ static int parse(int argc, char **argv, gen_args *a) {
     else if (strcmp(argv[i], "--chat") == 0) a->chat = 1;
     else if (strcmp(argv[i], "--tiny") == 0) a->tiny = 1;
     else if (strcmp(argv[i], "--ignore-eos") == 0) a->ignore_eos = 1;
+    else if (strcmp(argv[i], "--json-compact") == 0) a->json_compact = 1;
     else {
       const char *k = argv[i];
       size_t known = 0;
@@ -148,7 +164,38 @@ static int parse(int argc, char **argv, gen_args *a) {
   if (a->arch_set && !a->tiny) return refuse("--arch picks the tiny model's architecture: it needs --tiny"), PARSE_BAD;
   if (a->budget_set && a->tiny) return refuse("--budget needs --model (the tiny model is built in memory)"), PARSE_BAD;
   if (a->system && !a->chat) return refuse("--system needs --chat"), PARSE_BAD;
+  if (!!a->json_schema + !!a->regex + !!a->gbnf > 1)
+    return refuse("--json-schema, --regex and --grammar exclude each other"), PARSE_BAD;
+  if (a->json_compact && !a->json_schema) return refuse("--json-compact needs --json-schema"), PARSE_BAD;
+  if (a->ignore_eos && (a->json_schema || a->regex || a->gbnf))
+    return refuse("--ignore-eos and a grammar exclude each other (the grammar says where the output ends)"), PARSE_BAD;
   return PARSE_OK;
+}
+
+/* The grammar of --json-schema, --regex or --grammar compiled against the model's vocabulary (its
+ * end token: the chat turn's end under --chat when the model has one); *vocab and *g stay NULL
+ * without one. 0 after a message. */
+static int compile_grammar(const gen_args *a, const fer_tokenizer *tok, const fer_model_info *info,
+                           fer_grammar_vocab **vocab, fer_grammar **g) {
+  if (!a->json_schema && !a->regex && !a->gbnf) return 1;
+  char *text = NULL;
+  size_t len = 0;
+  const char *file = a->json_schema ? a->json_schema : a->gbnf;
+  if (file && feri_file_read_all(file, a->json_schema ? "ferrite generate: --json-schema" : "ferrite generate: --grammar",
+                                 &text, &len) != FER_STATUS_OK) {
+    print_error("reading the grammar");
+    return 0;
+  }
+  const int32_t end = a->chat && info->eot_id >= 0 ? info->eot_id : info->eos_id;
+  const fer_grammar_kind kind = a->json_schema ? FER_GRAMMAR_JSON_SCHEMA : a->regex ? FER_GRAMMAR_REGEX : FER_GRAMMAR_GBNF;
+  const uint32_t flags = a->json_compact ? FER_GRAMMAR_JSON_COMPACT : 0;
+  int ok = fer_grammar_vocab_create(tok, info->n_vocab, end, vocab) == FER_STATUS_OK;
+  if (!ok) print_error("the grammar's vocabulary");
+  if (ok && !(ok = fer_grammar_compile(*vocab, kind, file ? text : a->regex, file ? len : strlen(a->regex), flags, g) ==
+                   FER_STATUS_OK))
+    print_error(a->json_schema ? "--json-schema" : a->regex ? "--regex" : "--grammar");
+  free(text);
+  return ok;
 }
 
 /* The prompt's ids; with chat, the conversation [system: --system, if given; user: prompt] rendered
@@ -252,6 +299,8 @@ int feri_cmd_generate(int argc, char **argv) {
   const fer_tokenizer *tok = NULL;
   fer_detokenizer *detok = NULL;
   fer_sampler *sampler = NULL;
+  fer_grammar_vocab *gvocab = NULL;
+  fer_grammar *grammar = NULL;
   int32_t *prompt = NULL, *generated = NULL;
   float *logits = NULL;
   void *tiny_image = NULL;
@@ -301,6 +350,13 @@ int feri_cmd_generate(int argc, char **argv) {
     print_error("sampling options");
     goto out;
   }
+  if (!compile_grammar(&a, tok, &info, &gvocab, &grammar)) goto out;
+  int32_t grammar_end = -1; /* the end token the grammar allows where the output may end */
+  if (gvocab) {
+    fer_grammar_vocab_info gi;
+    fer_grammar_vocab_get_info(gvocab, &gi);
+    grammar_end = gi.eos_id;
+  }
   size_t n_prompt = 0;
   prompt = encode_prompt(e, tok, &a, &n_prompt);
   if (!prompt) goto out;
@@ -331,6 +387,12 @@ int feri_cmd_generate(int argc, char **argv) {
     if (n_gen == 0) {
       t_prefill = now_s() - t_loaded;
       t_decode0 = now_s();
+      fer_matcher *m = NULL; /* the grammar from the first generated token on */
+      if (grammar && (fer_engine_seq_set_grammar(seq, grammar) != FER_STATUS_OK ||
+                      fer_engine_seq_matcher(seq, &m) != FER_STATUS_OK || fer_sampler_set_matcher(sampler, m) != FER_STATUS_OK)) {
+        print_error("the grammar");
+        goto out;
+      }
     }
     fer_sampling_context ctx = {prompt, n_prompt, generated, n_gen};
     int32_t next = -1;
@@ -339,7 +401,11 @@ int feri_cmd_generate(int argc, char **argv) {
       goto out;
     }
     generated[n_gen++] = next;
-    if (!a.ignore_eos && (next == info.eos_id || next == info.eot_id)) break;
+    if (grammar) {
+      if (next == grammar_end) break; /* the grammar allowed the end, and the model took it */
+    } else if (!a.ignore_eos && (next == info.eos_id || next == info.eot_id)) {
+      break;
+    }
     char piece[256];
     size_t len = 0;
     if (fer_detokenizer_push(detok, next, piece, sizeof piece, &len) == FER_STATUS_OK) fwrite(piece, 1, len, stdout);
@@ -351,11 +417,16 @@ int feri_cmd_generate(int argc, char **argv) {
   const double t_decode = now_s() - t_decode0;
   printf("\n");
   fflush(stdout);
+  if (grammar && (n_gen == 0 || generated[n_gen - 1] != grammar_end))
+    fprintf(stderr, "ferrite generate: stopped at --max-tokens %llu before the grammar's end: the output is incomplete\n",
+            (unsigned long long)a.max_tokens);
   print_summary(e, seq, n_prompt, t_prefill, n_gen, t_decode);
   rc = 0;
 out:
   fer_detokenizer_free(detok);
-  fer_engine_seq_free(seq);
+  fer_engine_seq_free(seq); /* its matcher first, then the grammar, its vocabulary, the engine */
+  fer_grammar_free(grammar);
+  fer_grammar_vocab_free(gvocab);
   fer_engine_free(e);
   fer_sampler_free(sampler);
   free(prompt), free(generated), free(logits);

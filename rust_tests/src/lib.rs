@@ -14,6 +14,7 @@ pub use ferrite_sys as sys;
 pub mod dtype;
 pub mod engine;
 pub mod error;
+pub mod grammar;
 pub mod kernels;
 pub mod mem;
 pub mod oracle;
@@ -24,6 +25,7 @@ pub mod tokenizer;
 
 pub use dtype::{dtype_size, Dtype, Element};
 pub use engine::{tiny_model_image, Canceller, Engine, EngineConfig, ModelInfo, Seq, SeqStats};
+pub use grammar::{Grammar, GrammarVocab, Matcher};
 pub use error::{check, last_error_message, status, status_str, Error, Result, Status};
 pub use kernels::{
     add, add_assign, argmax, attention, attention_params, dequantize, embedding, embedding_quant, gather, matmul, matmul_in, matmul_quant,

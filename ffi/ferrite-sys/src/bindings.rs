@@ -1773,6 +1773,11 @@ pub type fer_grammar_kind = i32;
 #[doc = " whitespace_flexible = false). Without it, whitespace ([ \\t\\n\\r]+) may stand once between any"]
 #[doc = " two tokens of the JSON text, never before the first nor after the last (llguidance's default)."]
 pub const FER_GRAMMAR_JSON_COMPACT: fer_grammar_flag = 1;
+#[doc = " No forced tokens (llguidance's no_forcing): every mask is every token whose bytes keep the"]
+#[doc = " output a prefix of a word, also where the grammar allows one next byte only (without it the"]
+#[doc = " mask is then the first token of the forced bytes' canonical tokenization alone). For callers"]
+#[doc = " that feed tokenizations other than the tokenizer's own."]
+pub const FER_GRAMMAR_NO_FORCING: fer_grammar_flag = 2;
 #[doc = " Flags of fer_grammar_compile (bit set). Append-only."]
 pub type fer_grammar_flag = ::std::os::raw::c_uint;
 #[doc = " What a vocabulary is, read back with fer_grammar_vocab_get_info."]
