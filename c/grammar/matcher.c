@@ -226,6 +226,43 @@ static int walk_below(feri_matcher *m, uint32_t r, feri_match_pos pos, uint32_t 
   return found;
 }
 
+/* Orders an entry's front nodes by (state before them, byte): the parser's step at a lexeme's end
+ * depends on those two alone (every front node starts from the same rows), so a mask takes it once
+ * per run of equal keys (a JSON string's thousands of tokens ending in `",` share one step). A
+ * counting sort over the distinct keys (few: a hash of them), stable, linear in the nodes. */
+static void group_fronts(const feri_toktrie *t, feri_mask_cache *e) {
+  enum { SLOTS = 4096 };
+  const uint32_t n = e->n_front;
+  uint64_t *slot_key = malloc(sizeof *slot_key * SLOTS);
+  uint32_t *slot_count = calloc(SLOTS, sizeof *slot_count), *at = malloc(sizeof *at * (n ? n : 1));
+  uint32_t *front = malloc(sizeof *front * (n ? n : 1)), *front_lex = malloc(sizeof *front_lex * (n ? n : 1));
+  int ok = slot_key && slot_count && at && front && front_lex;
+  for (uint32_t i = 0; ok && i < SLOTS; i++) slot_key[i] = UINT64_MAX;
+  for (uint32_t k = 0; ok && k < n; k++) { /* each node's slot (its key's), counted */
+    const uint64_t key = (uint64_t)e->front_lex[k] << 8 | t->byte[e->front[k]];
+    uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 52), probes = 0;
+    while (slot_key[h] != UINT64_MAX && slot_key[h] != key && probes++ < SLOTS) h = (h + 1) % SLOTS;
+    if (probes >= SLOTS) ok = 0; /* more distinct keys than slots: left ungrouped */
+    slot_key[h] = key;
+    slot_count[h]++;
+    at[k] = h;
+  }
+  if (ok) {
+    uint32_t sum = 0;
+    for (uint32_t i = 0; i < SLOTS; i++) { /* counts to starting offsets */
+      const uint32_t c = slot_count[i];
+      slot_count[i] = sum;
+      sum += c;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+      const uint32_t to = slot_count[at[k]]++;
+      front[to] = e->front[k], front_lex[to] = e->front_lex[k];
+    }
+    memcpy(e->front, front, sizeof *front * n), memcpy(e->front_lex, front_lex, sizeof *front_lex * n);
+  }
+  free(slot_key), free(slot_count), free(at), free(front), free(front_lex); /* ungrouped: the same mask, a step per node */
+}
+
 /* The entry of lexer state (lex, fresh), built on first use; NULL past MAX_CACHE or out of memory
  * (the caller then walks as before). */
 static const feri_mask_cache *cache_for(feri_matcher *m, uint32_t lex, uint32_t fresh) {
@@ -267,6 +304,7 @@ static const feri_mask_cache *cache_for(feri_matcher *m, uint32_t lex, uint32_t 
     free(e.inside), free(e.front), free(e.front_lex);
     return NULL;
   }
+  group_fronts(t, &e);
   m->cache[m->n_cache] = e;
   return &m->cache[m->n_cache++];
 }
@@ -420,13 +458,19 @@ fer_status feri_matcher_fill_mask(feri_matcher *m, uint32_t *mask, size_t words)
     const feri_mask_cache *e = cache_for(m, pos.lex, pos.fresh);
     if (e) { /* the lexeme's share from the cache, then the parser below each place it can end */
       memcpy(mask, e->inside, feri_mask_words(t->n_vocab) * sizeof *mask);
+      feri_match_pos q = pos;
+      int stepped = 0;
       for (uint32_t k = 0; k < e->n_front; k++) {
         const uint32_t x = e->front[k];
-        feri_match_pos q = {pos.rows, e->front_lex[k], 0, pos.token};
-        feri_earley_pop_to(p, pos.rows);
-        if (!step(m, &q, t->byte[x])) continue;
+        if (k == 0 || e->front_lex[k] != e->front_lex[k - 1] || t->byte[x] != t->byte[e->front[k - 1]]) {
+          /* a new (state, byte): the lexeme ends and the parser steps, once for the whole run */
+          q = (feri_match_pos){pos.rows, e->front_lex[k], 0, pos.token};
+          feri_earley_pop_to(p, pos.rows);
+          stepped = step(m, &q, t->byte[x]);
+        }
+        if (!stepped) continue;
         if (t->token[x] >= 0) feri_mask_set(mask, (uint32_t)t->token[x]);
-        (void)walk_below(m, x, q, mask, 0);
+        (void)walk_below(m, x, q, mask, 0); /* leaves the parser at q's rows */
       }
       feri_earley_pop_to(p, pos.rows);
     } else {
