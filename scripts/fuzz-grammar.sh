@@ -3,14 +3,15 @@
 # with libFuzzer under ASan and UBSan on one core (c/grammar/grammar_fuzz.c), MODE one of
 #   regex  arbitrary regular expressions
 #   json   arbitrary JSON schemas
+#   gbnf   arbitrary GBNF grammars (with a dictionary of GBNF's punctuation)
 # Work directory FUZZ_DIR (default ${TMPDIR:-/tmp}/ferrite-fuzz-grammar-MODE) keeps the corpus;
 # crashes land in $FUZZ_DIR/crashes/ and make the script exit 1. Seeds: the expressions and schemas
 # of the golden files (testdata/grammar).
 # EVIDENCE: C-GRM-006
 set -euo pipefail
 
-mode=${1:?usage: fuzz-grammar.sh regex|json [SECONDS]}
-case "$mode" in regex|json) ;; *) echo "fuzz-grammar.sh: mode regex or json" >&2; exit 2 ;; esac
+mode=${1:?usage: fuzz-grammar.sh regex|json|gbnf [SECONDS]}
+case "$mode" in regex|json|gbnf) ;; *) echo "fuzz-grammar.sh: mode regex, json or gbnf" >&2; exit 2 ;; esac
 secs=${2:-60}
 shift 2 || shift || true
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +24,7 @@ for f in "$root"/c/grammar/*.c "$root"/c/tokenizer/*.c; do
   case "$f" in *_test.c|*_fuzz.c) ;; *) srcs+=("$f") ;; esac
 done
 # seeds from the golden files: one file per expression or schema
-key=$([ "$mode" = regex ] && echo rx || echo schema)
+key=$(case "$mode" in regex) echo rx ;; json) echo schema ;; gbnf) echo gbnf ;; esac)
 python3 - "$root/testdata/grammar" "$dir/seeds" "$key" <<'PY'
 import json, os, sys
 src, out, key = sys.argv[1:]
@@ -35,6 +36,13 @@ for f in sorted(os.listdir(src)):
             open(os.path.join(out, f"seed{n}"), "w", encoding="utf-8").write(json.loads(line[len(key) + 1:]))
             n += 1
 PY
+dict=()
+if [ "$mode" = gbnf ]; then
+  printf '%s\n' '"::="' '"root"' '" | "' '"("' '")"' '"*"' '"+"' '"?"' '"{2,5}"' '"{3}"' '"{1,}"' '"["' '"[^"' \
+    '"]"' '"a-z"' '"\\x41"' '"\\u00e9"' '"\\U0001F600"' '"\\n"' '"\\\""' '"\\["' '"."' '"\""' '"\x0a"' \
+    '"# c\x0a"' '" ::= "' '"ws"' '"x"' >"$dir/gbnf.dict"
+  dict=(-dict="$dir/gbnf.dict")
+fi
 echo "fuzz-grammar: building $mode in $dir"
 "$CLANG" -std=c11 -D_GNU_SOURCE -g -O1 -I"$root/ffi" -I"$root/c" -DFERI_FUZZ_$(echo "$mode" | tr a-z A-Z) \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -42,7 +50,7 @@ echo "fuzz-grammar: building $mode in $dir"
 echo "fuzz-grammar: running $mode for $secs s"
 set +e
 "$dir/fuzz" "$dir/corpus" "$dir/seeds" -max_total_time="$secs" -max_len=4096 -timeout=20 -rss_limit_mb=2048 \
-  -artifact_prefix="$dir/crashes/" -print_final_stats=1 "$@" 2>&1 | tail -25
+  -artifact_prefix="$dir/crashes/" -print_final_stats=1 "${dict[@]}" "$@" 2>&1 | tail -25
 rc=${PIPESTATUS[0]}
 set -e
 if ls "$dir/crashes/"* >/dev/null 2>&1; then echo "fuzz-grammar: crashes in $dir/crashes" >&2; exit 1; fi

@@ -102,15 +102,21 @@ void feri_cfg_rule(feri_cfg *g, uint32_t lhs, const int32_t *syms, uint32_t n) {
     fail(g, FER_STATUS_INVALID_ARG, "more rules or symbols than the grammar bound");
     return;
   }
+  const uint32_t had = g->cap_rules;
   if (!feri_grow((void **)&g->rule_lhs, &g->cap_rules, g->n_rules + 1, sizeof *g->rule_lhs) ||
       !feri_grow((void **)&g->syms, &g->cap_syms, g->n_syms + n, sizeof *g->syms)) {
     fail(g, FER_STATUS_OUT_OF_MEMORY, "rules");
     return;
   }
-  /* rule_off and rule_len follow rule_lhs's capacity */
-  uint32_t *off = realloc(g->rule_off, sizeof *off * g->cap_rules), *len = off ? realloc(g->rule_len, sizeof *len * g->cap_rules) : NULL;
-  if (off) g->rule_off = off;
-  if (len) g->rule_len = len;
+  /* rule_off and rule_len follow rule_lhs's capacity (grown with it only: a realloc per rule is a
+   * copy per rule under the sanitizer's allocator) */
+  uint32_t *off = g->rule_off, *len = g->rule_len;
+  if (g->cap_rules != had || !off) {
+    off = realloc(g->rule_off, sizeof *off * g->cap_rules);
+    if (off) g->rule_off = off;
+    len = off ? realloc(g->rule_len, sizeof *len * g->cap_rules) : NULL;
+    if (len) g->rule_len = len;
+  }
   if (!off || !len) {
     fail(g, FER_STATUS_OUT_OF_MEMORY, "rules");
     return;
@@ -133,6 +139,10 @@ static int rx_prop(const feri_rx *rx, uint32_t x, int nullable, int depth) {
     case FERI_RX_SET: return !nullable;
     case FERI_RX_CAT: return rx_prop(rx, n->a, nullable, depth + 1) && rx_prop(rx, n->b, nullable, depth + 1);
     case FERI_RX_ALT: return rx_prop(rx, n->a, nullable, depth + 1) || rx_prop(rx, n->b, nullable, depth + 1);
+    /* an intersection's emptiness needs its automaton: here both sides (an upper bound) */
+    case FERI_RX_AND: return rx_prop(rx, n->a, nullable, depth + 1) && rx_prop(rx, n->b, nullable, depth + 1);
+    case FERI_RX_ANDNOT: return rx_prop(rx, n->a, nullable, depth + 1);
+    case FERI_RX_MULTIPLE: return !nullable;
     default: return n->min == 0 || rx_prop(rx, n->a, nullable, depth + 1);
   }
 }

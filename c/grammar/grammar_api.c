@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,7 +30,9 @@ fer_status fer_grammar_vocab_create(const fer_tokenizer *tok, uint32_t n_vocab, 
   fer_grammar_vocab *v = calloc(1, sizeof *v);
   if (!v) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: %zu bytes", fn, sizeof *v);
   st = feri_toktrie_from_tokenizer(tok, width, &v->trie);
+  if (st == FER_STATUS_OK) st = feri_slice_build(&v->trie, &v->slice);
   if (st != FER_STATUS_OK) {
+    feri_toktrie_free(&v->trie);
     free(v);
     return st;
   }
@@ -48,6 +51,7 @@ fer_status fer_grammar_vocab_free(fer_grammar_vocab *v) {
   const unsigned live = atomic_load(&v->live_grammars);
   if (live) return feri_fail(FER_STATUS_BUSY, "fer_grammar_vocab_free: %u grammars of this vocabulary are alive", live);
   atomic_fetch_sub(&((fer_tokenizer *)v->tok)->live_dependents, 1);
+  feri_slice_free(&v->slice);
   feri_toktrie_free(&v->trie);
   free(v);
   return FER_STATUS_OK;
@@ -85,7 +89,7 @@ fer_status fer_grammar_compile(const fer_grammar_vocab *v, fer_grammar_kind kind
     break;
   }
   case FER_GRAMMAR_REGEX: st = feri_grammar_from_regex(src, len, &g); break;
-  case FER_GRAMMAR_GBNF: return feri_fail(FER_STATUS_UNSUPPORTED, "%s: GBNF is not built yet", fn);
+  case FER_GRAMMAR_GBNF: st = feri_grammar_from_gbnf(src, len, &g); break;
   default: return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown grammar kind %d", fn, kind);
   }
   if (st != FER_STATUS_OK) return st;
@@ -127,6 +131,7 @@ fer_status fer_matcher_create(const fer_grammar *g, fer_matcher **out) {
     return st;
   }
   if (!(g->flags & FER_GRAMMAR_NO_FORCING)) feri_matcher_set_tokenizer(m->m, g->vocab->tok);
+  feri_matcher_set_slice(m->m, &g->vocab->slice);
   m->grammar = g;
   atomic_fetch_add(&((fer_grammar *)g)->live_matchers, 1);
   *out = m;

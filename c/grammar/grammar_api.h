@@ -8,10 +8,12 @@
 
 #include "ferrite.h"
 #include "grammar/matcher.h"
+#include "grammar/slice.h"
 #include "grammar/toktrie.h"
 
 struct fer_grammar_vocab {
   feri_toktrie trie;
+  feri_slice slice;         /* the JSON string-body tokens, and the trie of the others */
   const fer_tokenizer *tok; /* for the forced bytes' canonical tokens */
   int32_t eos;
   uint32_t n_text; /* tokens in the trie */

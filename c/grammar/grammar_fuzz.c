@@ -1,7 +1,8 @@
 /* grammar_fuzz.c: libFuzzer harnesses of the grammar parsers and the matcher, one per build mode
  * (scripts/fuzz-grammar.sh builds each):
  *   FERI_FUZZ_REGEX  arbitrary bytes as a regular expression;
- *   FERI_FUZZ_JSON   arbitrary bytes as a JSON schema.
+ *   FERI_FUZZ_JSON   arbitrary bytes as a JSON schema;
+ *   FERI_FUZZ_GBNF   arbitrary bytes as a GBNF grammar.
  * What compiles then drives a matcher over a small vocabulary (the 256 bytes, a few longer tokens,
  * an end token) for a few steps chosen by the input's last bytes, aborting on a violation: every
  * token of a mask is accepted and every other token refused (with nothing changed), rollback gives
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/toktrie.h"
@@ -65,6 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   feri_grammar *g = NULL;
 #if defined(FERI_FUZZ_REGEX)
   if (feri_grammar_from_regex((const char *)data, size, &g) != FER_STATUS_OK) return 0;
+#elif defined(FERI_FUZZ_GBNF)
+  if (feri_grammar_from_gbnf((const char *)data, size, &g) != FER_STATUS_OK) return 0;
 #else
   if (feri_grammar_from_json_schema((const char *)data, size, NULL, &g) != FER_STATUS_OK) return 0;
 #endif

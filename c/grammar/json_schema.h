@@ -8,15 +8,30 @@
  * other strings; keys are written as serde_json writes them; numbers as JSON writes them (no
  * leading zeros, "-0" allowed, exponents unless the schema bounds the number).
  *
- * Built so far: type (one or a list), properties, required, additionalProperties (true, false or
- * a schema), items, prefixItems, minItems, maxItems, minLength, maxLength, minimum, maximum,
- * exclusiveMinimum and exclusiveMaximum on integers (llguidance's range expressions, so "-0" where
- * they admit it, and no exponent), enum and const of
- * strings, numbers, booleans and null, anyOf, $ref to "#", "#/$defs/..." and "#/definitions/..."
- * (recursion too), and the annotations (title, description, default, examples, $defs, $schema,
- * $id, $comment, ...), which change nothing. Keywords JSON Schema defines that are not built yet
- * are refused with UNSUPPORTED naming the keyword and where it is; keywords JSON Schema does not
- * define are ignored, as llguidance ignores them. */
+ * Built: type (one or a list), properties, required, additionalProperties (true, false or a
+ * schema), patternProperties (patterns that are provably disjoint, as llguidance requires; a named
+ * property a pattern matches takes both schemas), minProperties and maxProperties (on the further
+ * members when every named property is required, or "at least one" / "at most one" / "exactly
+ * one" of optional named ones with additionalProperties false: llguidance's cases), items,
+ * prefixItems, minItems, maxItems, minLength, maxLength, pattern (a search unless anchored, \d and
+ * \w ASCII: llguidance's regex_to_lark(p, "dw")), format (date, time, date-time, uuid, email,
+ * hostname, ipv4, "unknown"; others UNSUPPORTED naming the format) with the lengths and patterns
+ * intersected, then each character in the escape forms JSON allows (llguidance's JsonQuote);
+ * minimum, maximum, exclusiveMinimum, exclusiveMaximum on integers and numbers (llguidance's range
+ * expressions: no exponent once bounded; integers admit "-0" where the range does), multipleOf
+ * (derivre's digit automaton: a fraction has all its digits once it can end, 0.25 takes "1.50",
+ * not "1.5"), const and enum of any JSON value (objects and arrays as their members in order, with
+ * whitespace between), anyOf, oneOf when its options are provably disjoint (by type, by string or
+ * boolean constant, or by a required property's disjoint schemas: llguidance's rule; others
+ * UNSUPPORTED), allOf merged into one schema (types intersected, properties merged in order with
+ * both schemas, required united, the tighter bounds, patterns and formats intersected, the lcm of
+ * multipleOf; a keyword such as enum in two of its schemas is UNSUPPORTED), $ref to "#",
+ * "#/$defs/..." and "#/definitions/..." (recursion too), and the annotations (title, description,
+ * default, examples, $defs, $schema, $id, $comment, ...), which change nothing. Keywords JSON
+ * Schema defines that are not built (not, uniqueItems, contains, if/then/else, propertyNames,
+ * dependent*, unevaluated*, additionalItems, ...) are refused with UNSUPPORTED naming the keyword
+ * and its JSON pointer; keywords JSON Schema does not define are ignored, as llguidance ignores
+ * them. */
 #ifndef FERI_GRAMMAR_JSON_SCHEMA_H
 #define FERI_GRAMMAR_JSON_SCHEMA_H
 

@@ -52,14 +52,26 @@ static int enc(uint32_t c, uint8_t out[4]) {
   return 4;
 }
 
-/* Appends to *acc (a start state or UINT32_MAX) the alternatives that encode [lo, hi]. */
-static void utf8_ranges(builder *b, uint32_t lo, uint32_t hi, uint32_t next, uint32_t *acc, int depth) {
+/* One UTF-8 byte sequence: per byte a range, len bytes. */
+typedef struct utf8_seq {
+  uint8_t lo[4], hi[4];
+  uint8_t len;
+} utf8_seq;
+
+typedef struct seq_list {
+  utf8_seq *s;
+  uint32_t n, cap;
+} seq_list;
+
+/* Appends to l the byte sequences that encode [lo, hi], in byte order (UTF-8 keeps code point
+ * order). */
+static void utf8_ranges(builder *b, uint32_t lo, uint32_t hi, seq_list *l, int depth) {
   if (lo > hi || b->err || depth > 64) return;
   static const uint32_t limits[3] = {0x7F, 0x7FF, 0xFFFF};
   for (int k = 0; k < 3; k++)
     if (lo <= limits[k] && hi > limits[k]) {
-      utf8_ranges(b, lo, limits[k], next, acc, depth + 1);
-      utf8_ranges(b, limits[k] + 1, hi, next, acc, depth + 1);
+      utf8_ranges(b, lo, limits[k], l, depth + 1);
+      utf8_ranges(b, limits[k] + 1, hi, l, depth + 1);
       return;
     }
   uint8_t a[4], z[4];
@@ -69,24 +81,232 @@ static void utf8_ranges(builder *b, uint32_t lo, uint32_t hi, uint32_t next, uin
     const uint32_t m = (1u << (6 * i)) - 1;
     if ((lo & ~m) != (hi & ~m)) {
       if ((lo & m) != 0) {
-        utf8_ranges(b, lo, lo | m, next, acc, depth + 1);
-        utf8_ranges(b, (lo | m) + 1, hi, next, acc, depth + 1);
+        utf8_ranges(b, lo, lo | m, l, depth + 1);
+        utf8_ranges(b, (lo | m) + 1, hi, l, depth + 1);
         return;
       }
       if ((hi & m) != m) {
-        utf8_ranges(b, lo, (hi & ~m) - 1, next, acc, depth + 1);
-        utf8_ranges(b, hi & ~m, hi, next, acc, depth + 1);
+        utf8_ranges(b, lo, (hi & ~m) - 1, l, depth + 1);
+        utf8_ranges(b, hi & ~m, hi, l, depth + 1);
         return;
       }
     }
   }
-  uint32_t s = next;
-  for (int i = len - 1; i >= 0; i--) s = new_state(b, FERI_NFA_BYTES, a[i], z[i], s, 0);
-  *acc = *acc == UINT32_MAX ? s : new_state(b, FERI_NFA_SPLIT, 0, 0, *acc, s);
+  if (!feri_grow((void **)&l->s, &l->cap, l->n + 1, sizeof *l->s)) {
+    if (!b->err) b->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: a class's byte sequences");
+    return;
+  }
+  utf8_seq *q = &l->s[l->n++];
+  memcpy(q->lo, a, 4), memcpy(q->hi, z, 4);
+  q->len = (uint8_t)len;
+}
+
+/* The states for sequences s[0 .. n) (sorted, sharing their first `level` ranges) from byte
+ * `level` on, leading to next: one state per distinct range at this level, its sequences' rest
+ * behind it (a trie: the alternatives a DFA state holds are the distinct ranges, not every
+ * sequence of a class of hundreds of ranges, such as \w). */
+static uint32_t seq_trie(builder *b, const utf8_seq *s, uint32_t n, int level, uint32_t next) {
+  uint32_t acc = UINT32_MAX;
+  for (uint32_t i = 0; i < n && !b->err;) {
+    uint32_t j = i + 1;
+    while (j < n && s[j].lo[level] == s[i].lo[level] && s[j].hi[level] == s[i].hi[level]) j++;
+    const uint32_t rest = s[i].len == level + 1 ? next : seq_trie(b, s + i, j - i, level + 1, next);
+    const uint32_t st = new_state(b, FERI_NFA_BYTES, s[i].lo[level], s[i].hi[level], rest, 0);
+    acc = acc == UINT32_MAX ? st : new_state(b, FERI_NFA_SPLIT, 0, 0, acc, st);
+    i = j;
+  }
+  return acc;
 }
 
 /* A state that never matches (an empty set): one byte range that is empty. */
 static uint32_t never(builder *b) { return new_state(b, FERI_NFA_BYTES, 1, 0, 0, 0); }
+
+static uint32_t build(builder *b, uint32_t node, uint32_t next, int depth);
+
+/* ---- intersection: the product of two sub-automata --------------------------------------------- */
+
+/* The byte states reached from x without input (through SPLITs), into out (marks: a stamp per
+ * state); *fin = 1 when the end marker `end` is among them. */
+static uint32_t closure(builder *b, uint32_t x, uint32_t end, uint32_t *out, uint32_t cap, uint32_t *stack,
+                        uint32_t *stamp, uint32_t gen, int *fin) {
+  const feri_nfa_state *S = b->nfa->states;
+  uint32_t n = 0, top = 0;
+  *fin = 0;
+  stack[top++] = x;
+  stamp[x] = gen;
+  while (top > 0) {
+    const uint32_t s = stack[--top];
+    if (s == end) {
+      *fin = 1;
+    } else if (S[s].kind == FERI_NFA_SPLIT) {
+      if (stamp[S[s].next] != gen) stamp[S[s].next] = gen, stack[top++] = S[s].next;
+      if (stamp[S[s].alt] != gen) stamp[S[s].alt] = gen, stack[top++] = S[s].alt;
+    } else if (S[s].kind == FERI_NFA_BYTES && S[s].lo <= S[s].hi && n < cap) {
+      out[n++] = s;
+    }
+  }
+  return n;
+}
+
+typedef struct pair_map {
+  uint64_t *keys; /* (x << 32 | y) + 1; 0 empty */
+  uint32_t *vals;
+  uint32_t mask, n;
+} pair_map;
+
+static uint32_t *pair_slot(pair_map *m, uint64_t key, int *found) {
+  uint64_t h = key * 0x9E3779B97F4A7C15ull;
+  uint32_t i = (uint32_t)(h >> 32) & m->mask;
+  while (m->keys[i] && m->keys[i] != key + 1) i = (i + 1) & m->mask;
+  *found = m->keys[i] != 0;
+  if (!*found) m->keys[i] = key + 1, m->n++;
+  return &m->vals[i];
+}
+
+/* a & b followed by next: both built to their own end markers, then the pairs of their states
+ * reachable together, each pair's byte ranges intersected (a breadth-first walk, no recursion). */
+static uint32_t build_and(builder *b, uint32_t na, uint32_t nb, uint32_t next, int depth) {
+  const uint32_t ea = new_state(b, FERI_NFA_BYTES, 1, 0, 0, 0), eb = new_state(b, FERI_NFA_BYTES, 1, 0, 0, 0);
+  const uint32_t sa = build(b, na, ea, depth + 1), sb = build(b, nb, eb, depth + 1);
+  if (b->err) return 0;
+  const uint32_t N = b->nfa->n_states;
+  uint32_t *stamp = calloc(N, sizeof *stamp), *stack = malloc(sizeof *stack * N), *ca = malloc(sizeof *ca * N),
+           *cb = malloc(sizeof *cb * N);
+  uint32_t *todo = NULL, n_todo = 0, cap_todo = 0; /* pairs waiting: x, y, entry state */
+  pair_map m = {calloc(1024, sizeof *m.keys), malloc(sizeof *m.vals * 1024), 1023, 0};
+  uint32_t gen = 0, result = 0;
+  if (!stamp || !stack || !ca || !cb || !m.keys || !m.vals) {
+    b->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: an intersection of %u states", N);
+    goto done;
+  }
+  for (uint32_t pass = 0;; pass++) {
+    uint32_t x, y, entry;
+    if (pass == 0) {
+      x = sa, y = sb;
+      entry = result = new_state(b, FERI_NFA_SPLIT, 0, 0, 0, 0);
+    } else {
+      if (n_todo == 0 || b->err) break;
+      n_todo--;
+      x = todo[3 * n_todo], y = todo[3 * n_todo + 1], entry = todo[3 * n_todo + 2];
+    }
+    if (b->err) break;
+    int fa, fb;
+    const uint32_t ka = closure(b, x, ea, ca, N, stack, stamp, ++gen, &fa);
+    const uint32_t kb = closure(b, y, eb, cb, N, stack, stamp, ++gen, &fb);
+    /* the entry's alternatives: next when both may end, each overlapping pair of byte states */
+    uint32_t chain = fa && fb ? next : new_state(b, FERI_NFA_BYTES, 1, 0, 0, 0);
+    for (uint32_t i = 0; i < ka && !b->err; i++)
+      for (uint32_t j = 0; j < kb && !b->err; j++) {
+        const feri_nfa_state p = b->nfa->states[ca[i]], q = b->nfa->states[cb[j]];
+        const uint8_t lo = p.lo > q.lo ? p.lo : q.lo, hi = p.hi < q.hi ? p.hi : q.hi;
+        if (lo > hi) continue;
+        if (4 * (m.n + 1) > 3 * (m.mask + 1)) { /* grow the map at three quarters */
+          const size_t size = 2 * ((size_t)m.mask + 1);
+          pair_map g = {calloc(size, sizeof *g.keys), malloc(sizeof *g.vals * size), 2 * m.mask + 1, 0};
+          if (!g.keys || !g.vals) {
+            free(g.keys), free(g.vals);
+            b->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: an intersection");
+            break;
+          }
+          for (uint32_t k = 0; k <= m.mask; k++)
+            if (m.keys[k]) {
+              int f;
+              *pair_slot(&g, m.keys[k] - 1, &f) = m.vals[k];
+            }
+          free(m.keys), free(m.vals);
+          m = g;
+        }
+        int found;
+        uint32_t *slot = pair_slot(&m, (uint64_t)p.next << 32 | q.next, &found);
+        if (!found) {
+          *slot = new_state(b, FERI_NFA_SPLIT, 0, 0, 0, 0);
+          if (!feri_grow((void **)&todo, &cap_todo, 3 * (n_todo + 1), sizeof *todo)) {
+            b->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: an intersection");
+            break;
+          }
+          todo[3 * n_todo] = p.next, todo[3 * n_todo + 1] = q.next, todo[3 * n_todo + 2] = *slot;
+          n_todo++;
+        }
+        const uint32_t step = new_state(b, FERI_NFA_BYTES, lo, hi, *slot, 0);
+        chain = new_state(b, FERI_NFA_SPLIT, 0, 0, step, chain);
+      }
+    if (b->err) break;
+    b->nfa->states[entry].next = chain;
+    b->nfa->states[entry].alt = chain;
+  }
+done:
+  free(stamp), free(stack), free(ca), free(cb), free(todo), free(m.keys), free(m.vals);
+  return b->err ? 0 : result;
+}
+
+/* A SPLIT to `to` after digit d, before the alternatives in chain. */
+static uint32_t digit_edge(builder *b, uint32_t d, uint32_t to, uint32_t chain) {
+  return new_state(b, FERI_NFA_SPLIT, 0, 0, new_state(b, FERI_NFA_BYTES, (uint8_t)('0' + d), (uint8_t)('0' + d), to, 0), chain);
+}
+
+/* ---- JSON Schema's multipleOf: derivre's RemainderIs as a deterministic automaton -------------- */
+
+/* States: the integer part with remainder r (r = coef before the first digit: the empty string is
+ * not a number), or the fraction with remainder r and `scale` digits left; digits fold into r modulo
+ * coef as the value times 10^exp would. Past the point, once the remaining scale is no more than
+ * coef, the digits that complete a multiple are the only ones left. */
+static uint32_t build_multiple(builder *b, uint32_t coef, uint32_t exp, uint32_t next) {
+  uint64_t pw[11] = {1};
+  for (int k = 1; k < 11; k++) pw[k] = pw[k - 1] * 10;
+  if (exp > 9 || (uint64_t)coef * (exp + 2) > 200000) {
+    b->err = feri_fail(FER_STATUS_UNSUPPORTED, "lexer: a multipleOf with %u digits over 10^-%u is too fine", coef, exp);
+    return 0;
+  }
+  /* ids: integer part r in [0, coef] at r; fraction (r, scale) at coef + 1 + r * (exp + 1) + scale */
+  const uint32_t n_int = coef + 1, total = n_int + coef * (exp + 1);
+  uint32_t *id = malloc(sizeof *id * total);
+  if (!id) {
+    b->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: multipleOf automaton");
+    return 0;
+  }
+  for (uint32_t i = 0; i < total && !b->err; i++) id[i] = new_state(b, FERI_NFA_SPLIT, 0, 0, 0, 0);
+  for (uint32_t i = 0; i < total && !b->err; i++) {
+    uint32_t chain = new_state(b, FERI_NFA_BYTES, 1, 0, 0, 0);
+    if (i < n_int) { /* the integer part */
+      const uint64_t r = i;
+      if (r == 0) chain = new_state(b, FERI_NFA_SPLIT, 0, 0, next, chain);
+      for (uint32_t d = 0; d < 10 && !b->err; d++) {
+        const uint64_t r2 = (r * 10 + d * pw[exp]) % coef;
+        chain = digit_edge(b, d, id[r2], chain);
+      }
+      if (exp > 0) { /* the point: on to the fraction */
+        const uint32_t f = n_int + (uint32_t)r % coef * (exp + 1) + exp;
+        chain = new_state(b, FERI_NFA_SPLIT, 0, 0, new_state(b, FERI_NFA_BYTES, '.', '.', id[f], 0), chain);
+      }
+    } else { /* the fraction: remainder r, scale digits to go */
+      const uint32_t r = (i - n_int) / (exp + 1), scale = (i - n_int) % (exp + 1);
+      const uint64_t need = (coef - r) % coef;
+      if (scale == 0 || need >= pw[scale]) { /* scale 0 and r 0 ends; otherwise no multiple is reachable */
+        if (scale == 0 && r == 0) chain = new_state(b, FERI_NFA_SPLIT, 0, 0, next, chain);
+      } else if (pw[scale] <= coef) { /* the rest is forced: need, zero-padded to scale digits */
+        uint32_t s = next;
+        uint64_t v = need;
+        for (uint32_t k = 0; k < scale; k++, v /= 10) {
+          const uint8_t dg = (uint8_t)('0' + v % 10);
+          s = new_state(b, FERI_NFA_BYTES, dg, dg, s, 0);
+        }
+        chain = new_state(b, FERI_NFA_SPLIT, 0, 0, s, chain);
+      } else {
+        if (r == 0) chain = new_state(b, FERI_NFA_SPLIT, 0, 0, next, chain);
+        for (uint32_t d = 0; d < 10 && !b->err; d++) {
+          const uint64_t r2 = (r + d * pw[scale - 1]) % coef;
+          const uint32_t to = n_int + (uint32_t)r2 * (exp + 1) + scale - 1;
+          chain = digit_edge(b, d, id[to], chain);
+        }
+      }
+    }
+    if (b->err) break;
+    b->nfa->states[id[i]].next = b->nfa->states[id[i]].alt = chain;
+  }
+  const uint32_t start = b->err ? 0 : id[coef];
+  free(id);
+  return start;
+}
 
 static uint32_t build(builder *b, uint32_t node, uint32_t next, int depth) {
   if (b->err) return 0;
@@ -99,9 +319,11 @@ static uint32_t build(builder *b, uint32_t node, uint32_t next, int depth) {
     case FERI_RX_EMPTY: return next;
     case FERI_RX_NONE: return never(b);
     case FERI_RX_SET: {
-      uint32_t acc = UINT32_MAX;
+      seq_list l = {NULL, 0, 0};
       for (uint32_t i = 0; i < n->set_len && !b->err; i++)
-        utf8_ranges(b, b->rx->ranges[2 * (n->set + i)], b->rx->ranges[2 * (n->set + i) + 1], next, &acc, 0);
+        utf8_ranges(b, b->rx->ranges[2 * (n->set + i)], b->rx->ranges[2 * (n->set + i) + 1], &l, 0);
+      const uint32_t acc = l.n && !b->err ? seq_trie(b, l.s, l.n, 0, next) : UINT32_MAX;
+      free(l.s);
       return acc == UINT32_MAX ? never(b) : acc;
     }
     case FERI_RX_CAT: { /* the left spine, right to left, without recursion along it */
@@ -122,6 +344,11 @@ static uint32_t build(builder *b, uint32_t node, uint32_t next, int depth) {
       const uint32_t s = build(b, x, next, depth + 1);
       return acc == UINT32_MAX ? s : new_state(b, FERI_NFA_SPLIT, 0, 0, s, acc);
     }
+    case FERI_RX_AND: return build_and(b, n->a, n->b, next, depth);
+    case FERI_RX_MULTIPLE: return build_multiple(b, n->min, n->max, next);
+    case FERI_RX_ANDNOT:
+      b->err = feri_fail(FER_STATUS_INVALID_ARG, "lexer: a negation that is not a lexeme's root");
+      return 0;
     default: break;
   }
   /* REPEAT: a{min} then a* or (max - min) optional copies */
@@ -202,7 +429,16 @@ fer_status feri_nfa_build(const feri_rx *rx, const feri_lexeme_spec *lex, uint32
   if (!out->start) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: %u lexemes", n);
   for (uint32_t i = 0; i < n && !b.err; i++) {
     const uint32_t m = new_state(&b, FERI_NFA_MATCH, 0, 0, 0, i);
-    uint32_t start = build(&b, lex[i].root, m, 0);
+    const feri_rx_node *root = &rx->nodes[lex[i].root];
+    uint32_t start;
+    if (root->kind == FERI_RX_ANDNOT) { /* a but not b: b ends in an excluded word's mark */
+      const uint32_t anti_of = root->b;
+      start = build(&b, root->a, m, 0);
+      const uint32_t anti = new_state(&b, FERI_NFA_ANTI, 0, 0, 0, i);
+      start = new_state(&b, FERI_NFA_SPLIT, 0, 0, start, build(&b, anti_of, anti, 0));
+    } else {
+      start = build(&b, lex[i].root, m, 0);
+    }
     for (uint32_t w = 0; w < lex[i].n_except && !b.err; w++) { /* each excluded word: a chain to an ANTI */
       uint32_t s = new_state(&b, FERI_NFA_ANTI, 0, 0, 0, i);
       for (uint32_t k = lex[i].except_len[w]; k-- > 0;) {
@@ -373,7 +609,9 @@ fer_status feri_dfa_init(feri_dfa *d, const feri_nfa *nfa) {
   d->cap_states = 64;
   d->trans = malloc(sizeof *d->trans * 64 * nfa->n_classes);
   d->cap_trans = 64;
-  if (!d->work || !d->stack || !d->mark || !d->visited || !d->table || !d->states || !d->trans) {
+  d->accs = malloc(sizeof *d->accs * 64); /* never NULL: the dead state's (empty) list points here */
+  d->cap_accs = 64;
+  if (!d->work || !d->stack || !d->mark || !d->visited || !d->table || !d->states || !d->trans || !d->accs) {
     feri_dfa_free(d);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "lexer: DFA for %u states", nfa->n_states);
   }

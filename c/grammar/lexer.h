@@ -8,6 +8,11 @@
  * can still match is dead. A state's accepting lexemes are those the input so far matches
  * completely (and that is not one of their excluded words).
  *
+ * Intersections (FERI_RX_AND) are built as the product of their two sides' automata, so liveness
+ * stays exact; FERI_RX_ANDNOT (only as a lexeme's root) puts its right side behind an ANTI mark, as
+ * an excluded word; FERI_RX_MULTIPLE becomes derivre's remainder automaton (coef * (exp + 2) at
+ * most 200000 states, else UNSUPPORTED).
+ *
  * The DFA mutates its cache as it is used: one per thread (each matcher has its own); the NFA is
  * immutable once built and may be shared. */
 #ifndef FERI_GRAMMAR_LEXER_H

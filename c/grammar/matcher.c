@@ -72,9 +72,18 @@ fer_status feri_grammar_from_regex(const char *src, size_t len, feri_grammar **o
   return feri_grammar_from_cfg(&cfg, out);
 }
 
+/* Per trie depth during a walk: whether the parent's lexeme end was already taken for a sibling
+ * (the parser's push and the next lexeme's start state are the same for every byte the lexeme
+ * cannot take), so that a node with many children ending a lexeme pushes once. */
+enum { END_UNKNOWN = 0, END_PUSHED = 1, END_DEAD = 2 };
+struct feri_walk_end {
+  uint32_t state, rows, start;
+};
+
 /* One lexer state's share of a mask (matcher.h): built by a walk of the DFA alone. */
 typedef struct feri_mask_cache {
   uint32_t lex, fresh;
+  const feri_toktrie *trie;    /* the trie front indexes: the matcher's, or its slice's rest */
   uint32_t *inside;            /* the tokens whose bytes all stay inside the lexeme */
   uint32_t *front, *front_lex; /* nodes where the lexeme would end (its state before them) */
   uint32_t n_front;
@@ -99,11 +108,18 @@ void feri_matcher_free(feri_matcher *m) {
   free(m->forced);
   free(m->ftoks);
   free(m->scratch_lex);
+  free(m->walk_end);
   free(m->scratch);
   free(m);
 }
 
 void feri_matcher_set_tokenizer(feri_matcher *m, const fer_tokenizer *tok) { m->tok = tok; }
+
+void feri_matcher_set_slice(feri_matcher *m, const feri_slice *slice) {
+  if (slice == m->slice) return;
+  free_cache(m); /* entries built without the slice index the other trie: built again on use */
+  m->slice = slice;
+}
 
 /* The DFA state that starts the top row's allowed lexemes. */
 static uint32_t start_top(feri_matcher *m) {
@@ -159,7 +175,8 @@ fer_status feri_matcher_new(const feri_grammar *g, const feri_toktrie *trie, int
   m->hist = malloc(sizeof *m->hist * m->cap_hist);
   m->walk = malloc(sizeof *m->walk * ((size_t)trie->max_depth + 1));
   m->scratch_lex = malloc(sizeof *m->scratch_lex * ((size_t)trie->max_depth + 1));
-  fer_status st = m->hist && m->walk && m->scratch_lex ? feri_dfa_init(&m->dfa, &g->nfa)
+  m->walk_end = calloc((size_t)trie->max_depth + 2, sizeof *m->walk_end);
+  fer_status st = m->hist && m->walk && m->scratch_lex && m->walk_end ? feri_dfa_init(&m->dfa, &g->nfa)
                                      : feri_fail(FER_STATUS_OUT_OF_MEMORY, "matcher: history");
   if (st == FER_STATUS_OK) st = feri_earley_init(&m->parser, &g->cfg);
   if (st == FER_STATUS_OK) {
@@ -184,15 +201,17 @@ int feri_matcher_is_accepting(feri_matcher *m) {
 /* Walks the trie below node r, whose bytes take the parser to pos (the parser's rows are pos's),
  * setting the bit of every token whose further bytes the grammar takes; with stop_at_first, stops at
  * the first such token and returns 1 (else the count of tokens set is not kept: returns 0). */
-static int walk_below(feri_matcher *m, uint32_t r, feri_match_pos pos, uint32_t *mask, int stop_at_first) {
-  const feri_toktrie *t = m->trie;
+static int walk_below(feri_matcher *m, const feri_toktrie *t, uint32_t r, feri_match_pos pos, uint32_t *mask,
+                      int stop_at_first) {
   feri_match_pos *walk = m->walk;
+  feri_walk_end *ends = m->walk_end;
   feri_earley *p = &m->parser;
   const uint8_t *byte = t->byte;
   const uint16_t *depth = t->depth;
   const uint32_t *subtree = t->subtree;
   const int32_t *token = t->token;
   walk[depth[r]] = pos;
+  ends[depth[r] + 1].state = END_UNKNOWN;
   const uint32_t end = r + subtree[r];
   int found = 0;
   const uint8_t *cls = m->g->nfa.byte_class;
@@ -202,17 +221,39 @@ static int walk_below(feri_matcher *m, uint32_t r, feri_match_pos pos, uint32_t 
     feri_match_pos q = walk[dpt - 1];
     /* the common case: the lexeme in progress takes the byte (a known transition): no parser */
     const int32_t t = m->dfa.trans[(size_t)q.lex * ncls + cls[byte[i]]];
+    feri_walk_end *e = &ends[dpt];
     if (t > 0) {
       q.lex = (uint32_t)t;
       q.fresh = 0;
+      e->state = END_UNKNOWN; /* its subtree may pop the row a sibling's lexeme end pushed */
+    } else if (e->state != END_UNKNOWN && (t == 0 || feri_dfa_step(&m->dfa, q.lex, byte[i]) == 0)) {
+      /* a sibling already ended the parent's lexeme (the same push for every byte the lexeme
+       * cannot take): reuse it, and start the next lexeme with this byte */
+      const uint32_t lex = e->state == END_PUSHED ? feri_dfa_step(&m->dfa, e->start, byte[i]) : 0;
+      if (lex == 0) {
+        i += subtree[i];
+        continue;
+      }
+      feri_earley_pop_to(p, e->rows);
+      q = (feri_match_pos){e->rows, lex, 0, q.token};
     } else {
       feri_earley_pop_to(p, q.rows);
-      if (!step(m, &q, byte[i])) { /* no word continues this prefix: skip every token under it */
+      const uint32_t was_rows = q.rows;
+      const int ok = step(m, &q, byte[i]);
+      if (q.rows != was_rows) { /* the lexeme ended and was pushed: kept for the siblings */
+        e->state = END_PUSHED, e->rows = q.rows, e->start = start_top(m);
+      } else if (!ok) { /* the lexeme could not end (or the parser refused it): nor for them */
+        e->state = END_DEAD;
+      } else { /* the lexeme took the byte: its subtree may pop a pushed row */
+        e->state = END_UNKNOWN;
+      }
+      if (!ok) { /* no word continues this prefix: skip every token under it */
         i += subtree[i];
         continue;
       }
     }
     walk[dpt] = q;
+    ends[dpt + 1].state = END_UNKNOWN; /* a new parent for the next depth */
     if (token[i] >= 0) {
       if (stop_at_first) {
         found = 1;
@@ -247,7 +288,7 @@ static void group_fronts(const feri_toktrie *t, feri_mask_cache *e) {
     slot_count[h]++;
     at[k] = h;
   }
-  if (ok) {
+  if (ok && n > 0) {
     uint32_t sum = 0;
     for (uint32_t i = 0; i < SLOTS; i++) { /* counts to starting offsets */
       const uint32_t c = slot_count[i];
@@ -270,10 +311,15 @@ static const feri_mask_cache *cache_for(feri_matcher *m, uint32_t lex, uint32_t 
     if (m->cache[i].lex == lex && m->cache[i].fresh == fresh) return &m->cache[i];
   if (m->n_cache >= MAX_CACHE) return NULL;
   if (!m->cache && !(m->cache = calloc(MAX_CACHE, sizeof *m->cache))) return NULL;
-  const feri_toktrie *t = m->trie;
-  feri_mask_cache e = {lex, fresh, calloc(feri_mask_words(t->n_vocab), sizeof(uint32_t)), NULL, NULL, 0};
+  /* where the lexeme takes every run of string-body characters, the slice's tokens are inside
+   * without a walk, and only the other tokens' trie is walked */
+  const int sliced = m->slice != NULL && feri_slice_subsumes(&m->dfa, lex);
+  const feri_toktrie *t = sliced ? &m->slice->rest : m->trie;
+  const size_t words = feri_mask_words(m->trie->n_vocab);
+  feri_mask_cache e = {lex, fresh, t, calloc(words, sizeof(uint32_t)), NULL, NULL, 0};
   uint32_t cap = 0;
   if (!e.inside) return NULL;
+  if (sliced) memcpy(e.inside, m->slice->mask, words * sizeof *e.inside);
   uint32_t *st = m->scratch_lex;
   st[0] = lex;
   int ok = 1;
@@ -458,23 +504,24 @@ fer_status feri_matcher_fill_mask(feri_matcher *m, uint32_t *mask, size_t words)
     const feri_mask_cache *e = cache_for(m, pos.lex, pos.fresh);
     if (e) { /* the lexeme's share from the cache, then the parser below each place it can end */
       memcpy(mask, e->inside, feri_mask_words(t->n_vocab) * sizeof *mask);
+      const feri_toktrie *ft = e->trie; /* the nodes of front are this trie's */
       feri_match_pos q = pos;
       int stepped = 0;
       for (uint32_t k = 0; k < e->n_front; k++) {
         const uint32_t x = e->front[k];
-        if (k == 0 || e->front_lex[k] != e->front_lex[k - 1] || t->byte[x] != t->byte[e->front[k - 1]]) {
+        if (k == 0 || e->front_lex[k] != e->front_lex[k - 1] || ft->byte[x] != ft->byte[e->front[k - 1]]) {
           /* a new (state, byte): the lexeme ends and the parser steps, once for the whole run */
           q = (feri_match_pos){pos.rows, e->front_lex[k], 0, pos.token};
           feri_earley_pop_to(p, pos.rows);
-          stepped = step(m, &q, t->byte[x]);
+          stepped = step(m, &q, ft->byte[x]);
         }
         if (!stepped) continue;
-        if (t->token[x] >= 0) feri_mask_set(mask, (uint32_t)t->token[x]);
-        (void)walk_below(m, x, q, mask, 0); /* leaves the parser at q's rows */
+        if (ft->token[x] >= 0) feri_mask_set(mask, (uint32_t)ft->token[x]);
+        (void)walk_below(m, e->trie, x, q, mask, 0); /* leaves the parser at q's rows */
       }
       feri_earley_pop_to(p, pos.rows);
     } else {
-      (void)walk_below(m, 0, pos, mask, 0);
+      (void)walk_below(m, m->trie, 0, pos, mask, 0);
     }
     for (uint32_t k = 0; k < t->n_dups; k++)
       if (feri_mask_get(mask, (uint32_t)t->token[t->dup_node[k]])) feri_mask_set(mask, (uint32_t)t->dup_token[k]);
@@ -510,7 +557,7 @@ fer_status feri_matcher_fill_mask(feri_matcher *m, uint32_t *mask, size_t words)
         const size_t s0 = sl > t->max_depth ? sl - t->max_depth : 0;
         for (size_t i = s0; i < sl; i++) {
           const uint32_t node = node_at(t, suf + i, (uint32_t)(sl - i));
-          if (node == UINT32_MAX || !walk_below(m, node, pos, NULL, 1)) continue;
+          if (node == UINT32_MAX || !walk_below(m, m->trie, node, pos, NULL, 1)) continue;
           while (keep > fixed && chop_bytes < sl - i) chop_bytes += t->len[m->ftoks[--keep]];
           break;
         }
@@ -529,7 +576,7 @@ fer_status feri_matcher_fill_mask(feri_matcher *m, uint32_t *mask, size_t words)
         node = c < end ? c : UINT32_MAX;
         if (node != UINT32_MAX && t->token[node] >= 0) feri_mask_set(mask, (uint32_t)t->token[node]);
       }
-      if (node != UINT32_MAX) (void)walk_below(m, node, pos, mask, 0);
+      if (node != UINT32_MAX) (void)walk_below(m, m->trie, node, pos, mask, 0);
       for (uint32_t k = 0; k < t->n_dups; k++)
         if (feri_mask_get(mask, (uint32_t)t->token[t->dup_node[k]])) feri_mask_set(mask, (uint32_t)t->dup_token[k]);
     }

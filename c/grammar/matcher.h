@@ -38,6 +38,7 @@
 #include "grammar/cfg.h"
 #include "grammar/earley.h"
 #include "grammar/regex.h"
+#include "grammar/slice.h"
 #include "grammar/toktrie.h"
 
 /* A compiled grammar: immutable once made, shared by any number of matchers and threads. */
@@ -62,6 +63,8 @@ typedef struct feri_match_pos {
   int32_t token; /* the token that led here (-1 at the start) */
 } feri_match_pos;
 
+typedef struct feri_walk_end feri_walk_end;
+
 typedef struct feri_matcher {
   const feri_grammar *g;
   const feri_toktrie *trie;
@@ -73,7 +76,9 @@ typedef struct feri_matcher {
   int ended;           /* eos was accepted */
   feri_match_pos *walk; /* a position per trie depth */
   uint32_t *scratch_lex; /* a lexer state per trie depth (building the cache) */
+  feri_walk_end *walk_end; /* per trie depth: the parent's lexeme end, taken once (matcher.c) */
   const fer_tokenizer *tok; /* for forced bytes' canonical tokens; NULL: no forcing */
+  const feri_slice *slice;  /* the vocabulary's precomputed share of masks, or NULL */
   struct feri_mask_cache *cache; /* per lexer state: the tokens that stay inside the lexeme */
   uint32_t n_cache;
   uint8_t *forced;     /* scratch: forced bytes, their tokens */
@@ -91,6 +96,11 @@ fer_status feri_matcher_new(const feri_grammar *g, const feri_toktrie *trie, int
  * follow the forced-bytes rule above. */
 void feri_matcher_set_tokenizer(feri_matcher *m, const fer_tokenizer *tok);
 void feri_matcher_free(feri_matcher *m);
+
+/* Gives the matcher a slice of its trie (slice.h; it must outlive the matcher): lexer states that
+ * take any run of JSON string-body characters then allow the slice's tokens without a walk and walk
+ * the other tokens' trie only. The masks are the same. */
+void feri_matcher_set_slice(feri_matcher *m, const feri_slice *slice);
 
 /* Writes the mask of allowed next tokens: bit t % 32 of mask[t / 32] (words >= feri_mask_words of
  * the trie's vocabulary; the words past it are zeroed). BUFFER_TOO_SMALL when words is short. */

@@ -128,6 +128,24 @@ uint32_t feri_rx_repeat(feri_rx *rx, uint32_t a, uint32_t min, uint32_t max) {
   return add_node(rx, (feri_rx_node){.kind = FERI_RX_REPEAT, .a = a, .min = min, .max = max});
 }
 
+uint32_t feri_rx_and(feri_rx *rx, uint32_t a, uint32_t b) {
+  if (a == UINT32_MAX || b == UINT32_MAX) return UINT32_MAX;
+  return add_node(rx, (feri_rx_node){.kind = FERI_RX_AND, .a = a, .b = b});
+}
+
+uint32_t feri_rx_andnot(feri_rx *rx, uint32_t a, uint32_t b) {
+  if (a == UINT32_MAX || b == UINT32_MAX) return UINT32_MAX;
+  return add_node(rx, (feri_rx_node){.kind = FERI_RX_ANDNOT, .a = a, .b = b});
+}
+
+uint32_t feri_rx_multiple(feri_rx *rx, uint32_t coef, uint32_t exp) {
+  if (coef == 0) {
+    if (!rx->err) rx->err = feri_fail(FER_STATUS_INVALID_ARG, "regex: a multiple of 0");
+    return UINT32_MAX;
+  }
+  return add_node(rx, (feri_rx_node){.kind = FERI_RX_MULTIPLE, .min = coef, .max = exp});
+}
+
 uint32_t feri_rx_literal(feri_rx *rx, const uint8_t *s, size_t len) {
   uint32_t node = feri_rx_empty(rx);
   for (size_t i = 0; i < len && node != UINT32_MAX;) {
@@ -152,6 +170,110 @@ int feri_rx_set_has(const feri_rx *rx, uint32_t set_node, uint32_t c) {
   return 0;
 }
 
+/* ---- JSON quoting ---------------------------------------------------------------------------- */
+
+/* The characters a JSON string cannot hold raw: C0 controls, '"', '\\' and DEL. */
+static int needs_quote(uint32_t c) { return c < 0x20 || c == '"' || c == '\\' || c == 0x7F; }
+
+static uint32_t lit(feri_rx *rx, const char *s) { return feri_rx_literal(rx, (const uint8_t *)s, strlen(s)); }
+
+static uint32_t one(feri_rx *rx, uint32_t c) {
+  const uint32_t r[2] = {c, c};
+  return feri_rx_set(rx, r, 1);
+}
+
+/* A set's quoted forms: its raw characters, then after one backslash the short escapes and the
+ * \u00XX forms of the characters that need them (sharing the backslash, as derivre does). */
+static uint32_t quote_set(feri_rx *rx, const feri_rx_node *n) {
+  const uint32_t set = n->set, len = n->set_len;
+  uint32_t *raw = malloc(sizeof *raw * 2 * ((size_t)len + 40)); /* 35 characters to cut out */
+  if (!raw) {
+    if (!rx->err) rx->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "regex: quoting a set");
+    return UINT32_MAX;
+  }
+  uint32_t n_raw = 0, has[128] = {0}, any = 0;
+  for (uint32_t i = 0; i < len; i++) {
+    const uint32_t lo = rx->ranges[2 * (set + i)], hi = rx->ranges[2 * (set + i) + 1];
+    uint32_t from = lo;
+    for (uint32_t c = lo; c <= hi && c < 0x80; c++) {
+      if (!needs_quote(c)) continue;
+      has[c] = 1, any = 1;
+      if (c > from) raw[2 * n_raw] = from, raw[2 * n_raw + 1] = c - 1, n_raw++;
+      from = c + 1;
+    }
+    if (from <= hi) raw[2 * n_raw] = from, raw[2 * n_raw + 1] = hi, n_raw++;
+  }
+  uint32_t node = n_raw ? feri_rx_set(rx, raw, n_raw) : add_node(rx, (feri_rx_node){.kind = FERI_RX_NONE});
+  free(raw);
+  if (!any) return node;
+  static const char SHORT[][2] = {{'"', '"'}, {'\\', '\\'}, {8, 'b'}, {12, 'f'}, {10, 'n'}, {13, 'r'}, {9, 't'}};
+  uint32_t letters[16], n_letters = 0;
+  for (size_t k = 0; k < sizeof SHORT / sizeof SHORT[0]; k++)
+    if (has[(uint8_t)SHORT[k][0]])
+      letters[2 * n_letters] = letters[2 * n_letters + 1] = (uint8_t)SHORT[k][1], n_letters++;
+  uint32_t esc = n_letters ? feri_rx_set(rx, letters, n_letters) : add_node(rx, (feri_rx_node){.kind = FERI_RX_NONE});
+  uint32_t u = add_node(rx, (feri_rx_node){.kind = FERI_RX_NONE});
+  for (uint32_t hi = 0; hi < 2; hi++) { /* \u000X and \u001X: the low digit in either case */
+    uint32_t digits[64], nd = 0;
+    for (uint32_t lo = 0; lo < 16; lo++) {
+      if (!has[16 * hi + lo]) continue;
+      const uint32_t d = lo < 10 ? '0' + lo : 'a' + lo - 10;
+      digits[2 * nd] = digits[2 * nd + 1] = d, nd++;
+      if (lo >= 10) digits[2 * nd] = digits[2 * nd + 1] = d - 'a' + 'A', nd++;
+    }
+    if (nd) u = feri_rx_alt(rx, u, feri_rx_cat(rx, one(rx, '0' + hi), feri_rx_set(rx, digits, nd)));
+  }
+  if (has[0x7F]) {
+    const uint32_t f[4] = {'F', 'F', 'f', 'f'};
+    u = feri_rx_alt(rx, u, feri_rx_cat(rx, one(rx, '7'), feri_rx_set(rx, f, 2)));
+  }
+  if (u != UINT32_MAX && rx->nodes[u].kind != FERI_RX_NONE)
+    esc = feri_rx_alt(rx, esc, feri_rx_cat(rx, lit(rx, "u00"), u));
+  return feri_rx_alt(rx, node, feri_rx_cat(rx, one(rx, '\\'), esc));
+}
+
+static uint32_t quote_node(feri_rx *rx, uint32_t x, uint32_t *memo, uint32_t n_memo, int depth) {
+  if (x == UINT32_MAX) return UINT32_MAX;
+  if (x < n_memo && memo[x] != UINT32_MAX) return memo[x];
+  if (depth > 20000) {
+    if (!rx->err) rx->err = feri_fail(FER_STATUS_INVALID_ARG, "regex: expression nested deeper than 20000 to quote");
+    return UINT32_MAX;
+  }
+  const feri_rx_node n = rx->nodes[x]; /* a copy: the array may move */
+  uint32_t r;
+  const int two = n.kind == FERI_RX_CAT || n.kind == FERI_RX_ALT || n.kind == FERI_RX_AND;
+  const uint32_t qa = two ? quote_node(rx, n.a, memo, n_memo, depth + 1) : UINT32_MAX;
+  const uint32_t qb = two ? quote_node(rx, n.b, memo, n_memo, depth + 1) : UINT32_MAX;
+  switch (n.kind) {
+    case FERI_RX_SET: r = quote_set(rx, &n); break;
+    case FERI_RX_CAT: r = feri_rx_cat(rx, qa, qb); break;
+    case FERI_RX_ALT: r = feri_rx_alt(rx, qa, qb); break;
+    case FERI_RX_AND: r = feri_rx_and(rx, qa, qb); break;
+    case FERI_RX_REPEAT: r = feri_rx_repeat(rx, quote_node(rx, n.a, memo, n_memo, depth + 1), n.min, n.max); break;
+    case FERI_RX_ANDNOT:
+      if (!rx->err) rx->err = feri_fail(FER_STATUS_INVALID_ARG, "regex: a negation inside a quoted expression");
+      r = UINT32_MAX;
+      break;
+    default: r = x; /* EMPTY, NONE, MULTIPLE (digits only): nothing to quote */
+  }
+  if (x < n_memo) memo[x] = r;
+  return r;
+}
+
+uint32_t feri_rx_json_quote(feri_rx *rx, uint32_t x) {
+  if (x == UINT32_MAX) return UINT32_MAX;
+  const uint32_t n = rx->n_nodes;
+  uint32_t *memo = malloc(sizeof *memo * n);
+  if (!memo) {
+    if (!rx->err) rx->err = feri_fail(FER_STATUS_OUT_OF_MEMORY, "regex: quoting %u nodes", n);
+    return UINT32_MAX;
+  }
+  memset(memo, 0xFF, sizeof *memo * n);
+  const uint32_t body = quote_node(rx, x, memo, n, 0);
+  free(memo);
+  return feri_rx_cat(rx, feri_rx_cat(rx, lit(rx, "\""), body), lit(rx, "\""));
+}
+
 /* ---- the parser ------------------------------------------------------------------------------ */
 
 typedef struct parser {
@@ -159,6 +281,7 @@ typedef struct parser {
   size_t n, i;
   feri_rx *rx;
   int depth;
+  int search; /* a JSON Schema pattern: \d \w ASCII, anchors as a search places them */
   fer_status st; /* the first error */
   /* a growable list of ranges for the class being read */
   uint32_t *cls;
@@ -242,8 +365,13 @@ static int64_t read_escape(parser *p) {
   const char c = p->s[p->i++];
   switch (c) {
     case 'd': case 'D':
+      if (p->search) return cls_add_table(p, (const uint32_t[]){'0', '9'}, 1, c == 'D') ? -2 : -1;
       return cls_add_table(p, FERI_RX_DIGIT, sizeof FERI_RX_DIGIT / sizeof FERI_RX_DIGIT[0] / 2, c == 'D') ? -2 : -1;
     case 'w': case 'W':
+      if (p->search) {
+        static const uint32_t W[8] = {'0', '9', 'A', 'Z', '_', '_', 'a', 'z'};
+        return cls_add_table(p, W, 4, c == 'W') ? -2 : -1;
+      }
       return cls_add_table(p, FERI_RX_WORD, sizeof FERI_RX_WORD / sizeof FERI_RX_WORD[0] / 2, c == 'W') ? -2 : -1;
     case 's': case 'S':
       return cls_add_table(p, FERI_RX_SPACE, sizeof FERI_RX_SPACE / sizeof FERI_RX_SPACE[0] / 2, c == 'S') ? -2 : -1;
@@ -338,9 +466,12 @@ static uint32_t parse_class(parser *p) {
   return node;
 }
 
-static uint32_t parse_alt(parser *p);
+/* anch: bit 1 when the expression is anchored at its start (^), bit 2 at its end ($); at_start and
+ * at_end: whether it stands at the start (the end) of the whole expression, where anchors may be. */
+static uint32_t parse_alt(parser *p, int at_start, int at_end, int *anch);
 
-static uint32_t parse_atom(parser *p) {
+static uint32_t parse_atom(parser *p, int at_start, int at_end, int *anch) {
+  *anch = 0;
   const char c = p->s[p->i];
   if (c == '(') {
     p->i++;
@@ -361,7 +492,7 @@ static uint32_t parse_atom(parser *p) {
       }
     }
     if (++p->depth > MAX_DEPTH) return bad(p, FER_STATUS_INVALID_ARG, "groups nested too deep");
-    const uint32_t inner = parse_alt(p);
+    const uint32_t inner = parse_alt(p, at_start, at_end, anch);
     p->depth--;
     if (inner == UINT32_MAX) return UINT32_MAX;
     if (p->i >= p->n || p->s[p->i] != ')') return bad(p, FER_STATUS_BAD_FORMAT, "expected ')'");
@@ -407,9 +538,11 @@ static int64_t read_count(parser *p) {
   return v;
 }
 
-static uint32_t parse_repeat(parser *p) {
-  uint32_t node = parse_atom(p);
+static uint32_t parse_repeat(parser *p, int at_start, int at_end, int *anch) {
+  uint32_t node = parse_atom(p, at_start, at_end, anch);
   while (node != UINT32_MAX && p->i < p->n) {
+    if (*anch && p->s[p->i] && strchr("*+?{", p->s[p->i]))
+      return bad(p, FER_STATUS_UNSUPPORTED, "an anchor inside a repetition is not supported");
     const char c = p->s[p->i];
     uint32_t min, max;
     if (c == '*') min = 0, max = FERI_RX_INF, p->i++;
@@ -441,35 +574,79 @@ static uint32_t parse_repeat(parser *p) {
   return node;
 }
 
-static uint32_t parse_cat(parser *p) {
+static int at_cat_end(const parser *p) { return p->i >= p->n || p->s[p->i] == '|' || p->s[p->i] == ')'; }
+
+static uint32_t parse_cat(parser *p, int at_start, int at_end, int *anch) {
   uint32_t node = feri_rx_empty(p->rx);
-  while (node != UINT32_MAX && p->i < p->n && p->s[p->i] != '|' && p->s[p->i] != ')') {
-    if (p->s[p->i] == '$' && p->i + 1 == p->n) { /* the end anchor: implied */
+  *anch = 0;
+  for (int k = 0; node != UINT32_MAX && !at_cat_end(p); k++) {
+    const char c = p->s[p->i];
+    if (p->search && c == '^' && k == 0 && at_start) { /* a start anchor where the search starts */
+      p->i++, *anch |= 1;
+      continue;
+    }
+    if (c == '$' && (p->search ? at_end : p->i + 1 == p->n)) { /* an end anchor: only at the end */
       p->i++;
+      if (!at_cat_end(p)) return bad(p, FER_STATUS_UNSUPPORTED, "an anchor inside the expression is not supported");
+      *anch |= 2;
       break;
     }
-    node = feri_rx_cat(p->rx, node, parse_repeat(p));
+    int sub;
+    node = feri_rx_cat(p->rx, node, parse_repeat(p, k == 0 && at_start, at_end, &sub));
+    if ((sub & 2) && !at_cat_end(p))
+      return bad(p, FER_STATUS_UNSUPPORTED, "an anchor inside the expression is not supported");
+    *anch |= sub;
   }
   return node;
 }
 
-static uint32_t parse_alt(parser *p) {
-  uint32_t node = parse_cat(p);
-  while (node != UINT32_MAX && p->i < p->n && p->s[p->i] == '|') {
+/* Rust's regex anchors per alternative: when some alternatives are anchored at a side and others
+ * are not, those that are not may have any characters on that side. */
+static uint32_t dot_star(parser *p) {
+  const uint32_t all[2] = {0, MAX_CP};
+  return feri_rx_repeat(p->rx, feri_rx_set(p->rx, all, 1), 0, FERI_RX_INF);
+}
+
+static uint32_t parse_alt(parser *p, int at_start, int at_end, int *anch) {
+  uint32_t alts[64], n = 0;
+  int an[64], some = 0, all = 3;
+  uint32_t node = UINT32_MAX;
+  for (;;) {
+    int a;
+    const uint32_t x = parse_cat(p, at_start, at_end, &a);
+    if (x == UINT32_MAX) return UINT32_MAX;
+    if (n < 64) alts[n] = x, an[n] = a;
+    node = n == 0 ? x : feri_rx_alt(p->rx, node, x);
+    n++, some |= a, all &= a;
+    if (p->i >= p->n || p->s[p->i] != '|') break;
     p->i++;
-    node = feri_rx_alt(p->rx, node, parse_cat(p));
+  }
+  *anch = some;
+  if (!p->search || n == 1 || some == 0 || some == all) return node;
+  if (n > 64) return bad(p, FER_STATUS_UNSUPPORTED, "more than 64 alternatives with mixed anchors");
+  node = UINT32_MAX;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t x = alts[i];
+    if ((some & 2) && !(an[i] & 2)) x = feri_rx_cat(p->rx, x, dot_star(p));
+    if ((some & 1) && !(an[i] & 1)) x = feri_rx_cat(p->rx, dot_star(p), x);
+    node = i == 0 ? x : feri_rx_alt(p->rx, node, x);
   }
   return node;
 }
 
-fer_status feri_rx_parse_into(feri_rx *rx, const char *src, size_t len, uint32_t *root) {
+static fer_status parse_with(feri_rx *rx, const char *src, size_t len, int search, uint32_t *root) {
   *root = UINT32_MAX;
   if (src == NULL && len > 0) return feri_fail(FER_STATUS_NULL_ARG, "regex: source is NULL");
   const uint32_t n_nodes = rx->n_nodes, n_ranges = rx->n_ranges;
-  parser p = {src, len, 0, rx, 0, FER_STATUS_OK, NULL, 0, 0};
-  if (p.n > 0 && p.s[0] == '^') p.i = 1; /* the start anchor: implied */
-  uint32_t r = parse_alt(&p);
+  parser p = {src, len, 0, rx, 0, search, FER_STATUS_OK, NULL, 0, 0};
+  if (!search && p.n > 0 && p.s[0] == '^') p.i = 1; /* the start anchor: implied */
+  int anch = 0;
+  uint32_t r = parse_alt(&p, 1, 1, &anch);
   if (r != UINT32_MAX && p.i < p.n) r = bad(&p, FER_STATUS_BAD_FORMAT, "unmatched ')'");
+  if (r != UINT32_MAX && search) { /* a search: any characters where no anchor holds it */
+    if (!(anch & 2)) r = feri_rx_cat(rx, r, dot_star(&p));
+    if (!(anch & 1)) r = feri_rx_cat(rx, dot_star(&p), r);
+  }
   free(p.cls);
   if (r == UINT32_MAX) {
     const fer_status st = p.st != FER_STATUS_OK ? p.st : rx->err != FER_STATUS_OK ? rx->err : FER_STATUS_OUT_OF_MEMORY;
@@ -480,6 +657,14 @@ fer_status feri_rx_parse_into(feri_rx *rx, const char *src, size_t len, uint32_t
   }
   *root = r;
   return FER_STATUS_OK;
+}
+
+fer_status feri_rx_parse_into(feri_rx *rx, const char *src, size_t len, uint32_t *root) {
+  return parse_with(rx, src, len, 0, root);
+}
+
+fer_status feri_rx_parse_search(feri_rx *rx, const char *src, size_t len, uint32_t *root) {
+  return parse_with(rx, src, len, 1, root);
 }
 
 fer_status feri_rx_parse(const char *src, size_t len, feri_rx *out) {

@@ -24,7 +24,11 @@ typedef enum feri_rx_kind {
   FERI_RX_SET,   /* one code point of a set of ranges */
   FERI_RX_CAT,   /* a then b */
   FERI_RX_ALT,   /* a or b */
-  FERI_RX_REPEAT /* a, min .. max times (max FERI_RX_INF: unbounded) */
+  FERI_RX_REPEAT, /* a, min .. max times (max FERI_RX_INF: unbounded) */
+  FERI_RX_AND,    /* a and b: the strings both match (the lexer builds the product automaton) */
+  FERI_RX_ANDNOT, /* a but not b: only as a lexeme's root (the lexer's excluded words, as an expression) */
+  FERI_RX_MULTIPLE /* a decimal without sign or exponent whose value is a multiple of min * 10^-max
+                      (min >= 1: JSON Schema's multipleOf; at least one digit, no leading zeros) */
 } feri_rx_kind;
 
 enum { FERI_RX_INF = UINT32_MAX };
@@ -67,6 +71,24 @@ uint32_t feri_rx_literal(feri_rx *rx, const uint8_t *utf8, size_t len);      /* 
 uint32_t feri_rx_cat(feri_rx *rx, uint32_t a, uint32_t b);
 uint32_t feri_rx_alt(feri_rx *rx, uint32_t a, uint32_t b);
 uint32_t feri_rx_repeat(feri_rx *rx, uint32_t a, uint32_t min, uint32_t max);
+
+/* a & b (FERI_RX_AND), a & ~b (FERI_RX_ANDNOT: only as a lexeme's root), and the digit strings
+ * whose value is a multiple of coef * 10^-exp (FERI_RX_MULTIPLE; coef >= 1). */
+uint32_t feri_rx_and(feri_rx *rx, uint32_t a, uint32_t b);
+uint32_t feri_rx_andnot(feri_rx *rx, uint32_t a, uint32_t b);
+uint32_t feri_rx_multiple(feri_rx *rx, uint32_t coef, uint32_t exp);
+
+/* JSON's quoting of expression x over the characters of a string (llguidance's JsonQuote, with the
+ * quotes): each character as JSON may write it inside a string: '"' and '\' escaped, \b \f \n
+ * \r \t or \u00XX (either case of hex digit) for C0 controls, \u007F/\u007f for DEL, every
+ * other scalar raw. Returns the new node (UINT32_MAX after a failure; x must not hold ANDNOT). */
+uint32_t feri_rx_json_quote(feri_rx *rx, uint32_t x);
+
+/* Parses a JSON Schema "pattern" (llguidance's regex_to_lark(p, "dw") then a search): \d \D \w
+ * \W are ASCII classes, and the expression matches strings that contain a match: unless anchored
+ * with ^ (at the start) and $ (at the end), any characters may come before and after it (per
+ * alternative too, as Rust's regex-syntax places anchors). Otherwise as feri_rx_parse_into. */
+fer_status feri_rx_parse_search(feri_rx *rx, const char *src, size_t len, uint32_t *root);
 
 /* 1 when code point c matches the set of node `set` (a FERI_RX_SET node). */
 int feri_rx_set_has(const feri_rx *rx, uint32_t set_node, uint32_t c);

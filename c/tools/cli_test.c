@@ -18,6 +18,7 @@
 
 #include "ferrite.h"
 #include "testing/check.h"
+#include "testing/run.h"
 
 static const char *bin;
 static char dir[512];
@@ -27,40 +28,11 @@ typedef struct result {
   char out[16384], err[16384];
 } result;
 
-static void slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "rb");
-  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-  buf[n] = '\0';
-  if (f) fclose(f);
-}
-
 /* Runs the binary with args (NULL-terminated, without argv[0]). The child has 30 s before an
- * alarm kills it, so a command that waits for ever fails its row instead of hanging the test. */
+ * alarm kills it, so a command that waits for ever fails its row instead of hanging the test
+ * (a hang guard far above any row's run: under 1 s even with ASan on a busy machine). */
 static void run(result *r, const char *const *args) {
-  char out_path[600], err_path[600];
-  snprintf(out_path, sizeof out_path, "%s/stdout", dir);
-  snprintf(err_path, sizeof err_path, "%s/stderr", dir);
-  const char *argv[64] = {bin};
-  size_t n = 1;
-  while (args[n - 1] && n < 63) argv[n] = args[n - 1], n++;
-  argv[n] = NULL;
-  fflush(stdout);
-  fflush(stderr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int in = open("/dev/null", O_RDONLY);
-    if (o < 0 || e < 0 || in < 0) _exit(126);
-    dup2(in, 0), dup2(o, 1), dup2(e, 2);
-    alarm(30); /* a hang guard far above any row's run (under 1 s even with ASan on a busy machine) */
-    execv(bin, (char *const *)argv);
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  slurp(out_path, r->out, sizeof r->out);
-  slurp(err_path, r->err, sizeof r->err);
+  r->rc = feri_run_binary(bin, args, dir, 30, r->out, sizeof r->out, r->err, sizeof r->err);
 }
 
 static void show(const char *const *args, const result *r) {
