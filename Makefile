@@ -62,7 +62,7 @@ cargo-test-fallback:
 
 # Every benchmark runs once (criterion --test): ids and inputs are valid; no timing.
 bench-smoke:
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine -- --test
+	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine --bench grammar -- --test
 
 # C tests and Rust tests against a library built with -fsanitize=address,undefined (gcc's runtimes).
 # rustc links with -nodefaultlibs, so the runtimes are named explicitly and preloaded into the test

@@ -3,7 +3,8 @@
 mask_suite.c): the tokenizer made once (its default slices, as users run it), each path a new
 LLMatcher (its grammar compiled from the text, which is llguidance's compile), each step's mask once
 with fill_next_token_bitmask, then the path's token consumed.
-usage: mask_suite_llg.py GOLDEN [PASSES]   (a python with llguidance: setup-llguidance.sh prints one)"""
+usage: mask_suite_llg.py GOLDEN [PASSES [--seconds]]   (a python with llguidance: setup-llguidance.sh
+       prints one; --seconds prints only the masks' total time in seconds, for benches/benches/grammar.rs)"""
 import json, os, sys, time
 
 import llguidance as llg
@@ -44,6 +45,9 @@ def main():
             times.append((time.perf_counter_ns() - t0) / 1e3)
             if take >= 0 and not m.consume_token(take):
                 m = None
+    if "--seconds" in sys.argv:
+        print(sum(times) / 1e6)
+        return
     times.sort()
     n = len(times)
     print(f"llguidance  {os.path.basename(sys.argv[1]):22s} vocab {t_vocab:7.1f} ms, compile {sum(compiles) / len(compiles):7.1f} us, "
