@@ -133,3 +133,13 @@ fer_status feri_toktrie_build(const uint8_t *const *bytes, const uint32_t *lens,
   *out = t;
   return FER_STATUS_OK;
 }
+
+fer_status feri_toktrie_build_bytes(feri_toktrie *out) {
+  static const uint8_t none = 0;
+  uint8_t one[256];
+  const uint8_t *bytes[257];
+  uint32_t lens[257];
+  for (int b = 0; b < 256; b++) one[b] = (uint8_t)b, bytes[b] = one + b, lens[b] = 1;
+  bytes[256] = &none, lens[256] = 0;
+  return feri_toktrie_build(bytes, lens, 257, NULL, out);
+}

@@ -44,6 +44,10 @@ fer_status feri_toktrie_build(const uint8_t *const *bytes, const uint32_t *lens,
 
 void feri_toktrie_free(feri_toktrie *t);
 
+/* The trie of a vocabulary of the 256 bytes, one token each, and token 256 (no bytes, so never in
+ * the trie: an end-of-sequence token), for tests and fuzzing. OUT_OF_MEMORY. */
+fer_status feri_toktrie_build_bytes(feri_toktrie *out);
+
 /* The trie of a tokenizer's vocabulary for a model with n_vocab logits (0: the tokenizer's size;
  * ids past the tokenizer are never allowed): each token's output bytes in mid-sequence, control
  * tokens (special added tokens, and added tokens written <...>) left out. INVALID_ARG when n_vocab

@@ -19,7 +19,7 @@ import json, random, sys
 
 import llguidance as llg
 
-from golden_mask import mask_step
+from golden_mask import mask_step, open_tokenizer
 
 SUITE = [  # (GBNF text, valid instances)
     ('root ::= "yes" | "no"\n', ["yes", "no"]),
@@ -150,11 +150,9 @@ SUITE = [  # (GBNF text, valid instances)
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr); sys.exit(2)
-    tok = llg.LLTokenizer(sys.argv[1], slices=[])
-    eos = tok.eos_token
+    tok, eos, header = open_tokenizer(sys.argv[1])
     rnd = random.Random(40)
-    out = [f"# llguidance {llg.get_version()}; vocab {tok.vocab_size}; eos {eos}; "
-           f"tokenizer {sys.argv[1].split('/')[-1]}"]
+    out = [header]
     for text, instances in SUITE:
         grammar = llg.grammar_from("gbnf", text)
         plans = [tok.tokenize_str(inst) + [eos] for inst in instances] + [None, None]

@@ -13,7 +13,7 @@ import json, random, sys
 
 import llguidance as llg
 
-from golden_mask import mask_step
+from golden_mask import mask_step, open_tokenizer
 
 SUITE = [  # (schema, a valid instance as text)
     ({"type": "string"}, '"hello"'),
@@ -186,11 +186,9 @@ SUITE = [  # (schema, a valid instance as text)
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr); sys.exit(2)
-    tok = llg.LLTokenizer(sys.argv[1], slices=[])
-    eos = tok.eos_token
+    tok, eos, header = open_tokenizer(sys.argv[1])
     rnd = random.Random(30)
-    out = [f"# llguidance {llg.get_version()}; vocab {tok.vocab_size}; eos {eos}; "
-           f"tokenizer {sys.argv[1].split('/')[-1]}"]
+    out = [header]
     for schema, instance in SUITE:
         text = json.dumps(schema)
         grammar = llg.LLMatcher.grammar_from_json_schema(text)

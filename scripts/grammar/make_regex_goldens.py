@@ -14,7 +14,7 @@ import json, random, sys
 
 import llguidance as llg
 
-from golden_mask import mask_step
+from golden_mask import mask_step, open_tokenizer
 
 REGEXES = [
     r"\d+", r"[a-z]+", r"\d{3}-\d{4}", r"(yes|no|maybe)", r"[A-Z][a-z]*( [A-Z][a-z]*)*",
@@ -28,11 +28,9 @@ REGEXES = [r for r in REGEXES if "\\p" not in r]  # \p{...} is refused by ferrit
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr); sys.exit(2)
-    tok = llg.LLTokenizer(sys.argv[1], slices=[])
-    eos = tok.eos_token
+    tok, eos, header = open_tokenizer(sys.argv[1])
     rnd = random.Random(20)
-    out = [f"# llguidance {llg.get_version()}; vocab {tok.vocab_size}; eos {eos}; "
-           f"tokenizer {sys.argv[1].split('/')[-1]}"]
+    out = [header]
     for rx in REGEXES:
         for path in range(2):
             m = llg.LLMatcher(tok, llg.LLMatcher.grammar_from_regex(rx), log_level=0)
