@@ -1584,7 +1584,9 @@ void fer_detokenizer_free(fer_detokenizer *d);
  * vocabulary and a grammar may be used by any number of threads at once. Lifetimes are checked:
  * fer_tokenizer_free returns BUSY while vocabularies made from it are alive, fer_grammar_vocab_free
  * while grammars compiled against it are, fer_grammar_free while matchers of it are (an engine
- * sequence's matcher included). Claims: C-GRM-001..C-GRM-011.
+ * sequence's matcher included). A grammar keeps up to 8 freed matchers, back at their start with
+ * their lazily built lexer states warm, for its next fer_matcher_create (freed with the grammar).
+ * Claims: C-GRM-001..C-GRM-011.
  * ------------------------------------------------------------------------------------------- */
 
 /** A tokenizer's vocabulary as the grammar matchers see it. */

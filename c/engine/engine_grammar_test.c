@@ -1,7 +1,8 @@
 /* engine_grammar_test.c: structured output through the public ABI on the seeded tiny model (no
  * downloads): a sampler applying a sequence's grammar mask generates text in the language for
  * every seed; a token the grammar refuses changes nothing, in prefill and in a batched step; rewind
- * and cancel keep the matcher in step with the sequence; lifetimes are enforced.
+ * and cancel keep the matcher in step with the sequence; lifetimes are enforced; a pooled matcher
+ * starts as a new one.
  * EVIDENCE: C-GRM-007 C-GRM-008 */
 #include <math.h>
 #include <stdio.h>
@@ -199,6 +200,32 @@ static void test_refusal_rewind_cancel(fixture *f) {
   CHECK_STATUS(fer_engine_free(f->e), FER_STATUS_BUSY);
 }
 
+/* A freed matcher goes back to its grammar's pool: the next one made starts where a new one does,
+ * with the same masks. */
+static void test_pooled_matcher(fixture *f) {
+  enum { W = (V + 31) / 32 };
+  uint32_t first[W], again[W];
+  fer_matcher *m = NULL;
+  CHECK_STATUS(fer_matcher_create(f->g, &m), FER_STATUS_OK);
+  if (!m) return;
+  CHECK_STATUS(fer_matcher_fill_mask(m, first, W), FER_STATUS_OK);
+  CHECK_STATUS(fer_matcher_accept(m, 'a'), FER_STATUS_OK);
+  CHECK_STATUS(fer_matcher_accept(m, 'b'), FER_STATUS_OK);
+  CHECK_STATUS(fer_matcher_accept(m, '7'), FER_STATUS_OK);
+  CHECK_STATUS(fer_matcher_accept(m, V - 1), FER_STATUS_OK); /* ended */
+  fer_matcher_free(m);
+  m = NULL;
+  CHECK_STATUS(fer_matcher_create(f->g, &m), FER_STATUS_OK);
+  if (!m) return;
+  fer_matcher_state st = {1, 1, 1, 0};
+  CHECK_STATUS(fer_matcher_get_state(m, &st), FER_STATUS_OK);
+  CHECK(st.n_tokens == 0 && st.ended == 0 && st.accepting == 0);
+  CHECK_STATUS(fer_matcher_fill_mask(m, again, W), FER_STATUS_OK);
+  CHECK(memcmp(first, again, sizeof first) == 0);
+  CHECK_STATUS(fer_matcher_accept(m, 'b'), FER_STATUS_INVALID_ARG); /* as at the start: (ab|c) */
+  fer_matcher_free(m);
+}
+
 /* The sampler refuses logits of another width while a matcher is attached, and a detached
  * sampler runs as before. */
 static void test_sampler_width(fixture *f) {
@@ -227,6 +254,7 @@ int main(void) {
   if (setup(&f)) {
     test_constrained_generation(&f);
     test_sampler_width(&f);
+    test_pooled_matcher(&f);
     test_refusal_rewind_cancel(&f);
     teardown(&f);
   }

@@ -102,6 +102,11 @@ fer_status fer_grammar_compile(const fer_grammar_vocab *v, fer_grammar_kind kind
   r->g = g;
   r->flags = flags;
   atomic_init(&r->live_matchers, 0);
+  if (pthread_mutex_init(&r->pool_lock, NULL) != 0) {
+    feri_grammar_free(g);
+    free(r);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: a lock", fn);
+  }
   atomic_fetch_add(&((fer_grammar_vocab *)v)->live_grammars, 1);
   *out = r;
   return FER_STATUS_OK;
@@ -113,6 +118,8 @@ fer_status fer_grammar_free(fer_grammar *g) {
   const unsigned live = atomic_load(&g->live_matchers);
   if (live) return feri_fail(FER_STATUS_BUSY, "fer_grammar_free: %u matchers of this grammar are alive", live);
   atomic_fetch_sub(&((fer_grammar_vocab *)g->vocab)->live_grammars, 1);
+  for (uint32_t i = 0; i < g->n_pool; i++) feri_matcher_free(g->pool[i]);
+  pthread_mutex_destroy(&g->pool_lock);
   feri_grammar_free(g->g);
   free(g);
   return FER_STATUS_OK;
@@ -125,13 +132,19 @@ fer_status fer_matcher_create(const fer_grammar *g, fer_matcher **out) {
   if (g == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
   fer_matcher *m = calloc(1, sizeof *m);
   if (!m) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: %zu bytes", fn, sizeof *m);
-  const fer_status st = feri_matcher_new(g->g, &g->vocab->trie, g->vocab->eos, &m->m);
-  if (st != FER_STATUS_OK) {
-    free(m);
-    return st;
+  fer_grammar *gm = (fer_grammar *)g;
+  pthread_mutex_lock(&gm->pool_lock); /* a pooled matcher: at its start, its DFA and cache warm */
+  m->m = gm->n_pool ? gm->pool[--gm->n_pool] : NULL;
+  pthread_mutex_unlock(&gm->pool_lock);
+  if (m->m == NULL) {
+    const fer_status st = feri_matcher_new(g->g, &g->vocab->trie, g->vocab->eos, &m->m);
+    if (st != FER_STATUS_OK) {
+      free(m);
+      return st;
+    }
+    if (!(g->flags & FER_GRAMMAR_NO_FORCING)) feri_matcher_set_tokenizer(m->m, g->vocab->tok);
+    feri_matcher_set_slice(m->m, &g->vocab->slice);
   }
-  if (!(g->flags & FER_GRAMMAR_NO_FORCING)) feri_matcher_set_tokenizer(m->m, g->vocab->tok);
-  feri_matcher_set_slice(m->m, &g->vocab->slice);
   m->grammar = g;
   atomic_fetch_add(&((fer_grammar *)g)->live_matchers, 1);
   *out = m;
@@ -140,8 +153,16 @@ fer_status fer_matcher_create(const fer_grammar *g, fer_matcher **out) {
 
 void fer_matcher_free(fer_matcher *m) {
   if (m == NULL) return;
-  atomic_fetch_sub(&((fer_grammar *)m->grammar)->live_matchers, 1);
-  feri_matcher_free(m->m);
+  fer_grammar *g = (fer_grammar *)m->grammar;
+  feri_matcher *inner = m->m;
+  /* back to its start and into the grammar's pool, unless the pool is full or it failed */
+  const int keep = !inner->dfa.err && !inner->parser.err &&
+                   feri_matcher_rollback(inner, feri_matcher_n_tokens(inner)) == FER_STATUS_OK;
+  pthread_mutex_lock(&g->pool_lock);
+  if (keep && g->n_pool < FERI_GRAMMAR_POOL) g->pool[g->n_pool++] = inner, inner = NULL;
+  pthread_mutex_unlock(&g->pool_lock);
+  feri_matcher_free(inner);
+  atomic_fetch_sub(&g->live_matchers, 1);
   free(m);
 }
 

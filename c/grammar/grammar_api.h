@@ -4,6 +4,7 @@
 #ifndef FERI_GRAMMAR_API_H
 #define FERI_GRAMMAR_API_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "ferrite.h"
@@ -20,11 +21,19 @@ struct fer_grammar_vocab {
   atomic_uint live_grammars;
 };
 
+/* Matchers a grammar keeps when they are freed, back at their start with their lazily built DFA and
+ * mask cache warm, for the next fer_matcher_create: a schema that serves many requests builds its
+ * lexer states once, not once per request. */
+enum { FERI_GRAMMAR_POOL = 8 };
+
 struct fer_grammar {
   const fer_grammar_vocab *vocab;
   feri_grammar *g;
   uint32_t flags; /* fer_grammar_flag bits */
   atomic_uint live_matchers;
+  pthread_mutex_t pool_lock; /* matchers are made and freed from any thread */
+  feri_matcher *pool[FERI_GRAMMAR_POOL];
+  uint32_t n_pool;
 };
 
 struct fer_matcher {
