@@ -474,6 +474,9 @@ fer_status feri_nfa_build(const feri_rx *rx, const feri_lexeme_spec *lex, uint32
 
 /* ---- DFA ------------------------------------------------------------------------------------- */
 
+/* The start-state cache of a DFA: slots, and most lexeme ids its lists hold before it starts again. */
+enum { START_SLOTS = 256, START_BLOB_MAX = 1 << 20 };
+
 static uint64_t hash_set(const uint32_t *s, uint32_t n) {
   uint64_t h = 0xcbf29ce484222325ull ^ n;
   for (uint32_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
@@ -484,6 +487,7 @@ void feri_dfa_free(feri_dfa *d) {
   if (!d) return;
   free(d->states), free(d->trans), free(d->sets), free(d->accs), free(d->table);
   free(d->work), free(d->stack), free(d->mark), free(d->visited);
+  free(d->start_slots), free(d->start_blob);
   memset(d, 0, sizeof *d);
 }
 
@@ -635,6 +639,7 @@ fer_status feri_dfa_init(feri_dfa *d, const feri_nfa *nfa) {
   d->visited = malloc(sizeof *d->visited * N);
   d->table = calloc(1024, sizeof *d->table);
   d->table_mask = 1023;
+  d->start_slots = calloc(START_SLOTS, sizeof *d->start_slots); /* NULL: starts not cached */
   d->states = malloc(sizeof *d->states * 64);
   d->cap_states = 64;
   d->trans = malloc(sizeof *d->trans * 64 * nfa->n_classes);
@@ -653,10 +658,24 @@ fer_status feri_dfa_init(feri_dfa *d, const feri_nfa *nfa) {
 }
 
 uint32_t feri_dfa_start(feri_dfa *d, const uint32_t *lex, uint32_t n) {
+  const uint64_t h = hash_set(lex, n) | 1; /* never 0, the empty slot's */
+  feri_dfa_start_slot *slot = d->start_slots ? &d->start_slots[h % START_SLOTS] : NULL;
+  if (slot && slot->hash == h && slot->len == n && (n == 0 || memcmp(d->start_blob + slot->off, lex, sizeof *lex * n) == 0))
+    return slot->state;
   uint32_t k = 0;
   for (uint32_t i = 0; i < n; i++)
     if (lex[i] < d->nfa->n_lexemes) d->work[k++] = d->nfa->start[lex[i]];
-  return intern(d, k);
+  const uint32_t state = intern(d, k);
+  if (!slot || d->err) return state;
+  if (d->n_start_blob + n > START_BLOB_MAX) { /* bounded: start again */
+    memset(d->start_slots, 0, sizeof *d->start_slots * START_SLOTS);
+    d->n_start_blob = 0;
+  }
+  if (!feri_grow((void **)&d->start_blob, &d->cap_start_blob, d->n_start_blob + n + 1, sizeof *d->start_blob)) return state;
+  if (n > 0) memcpy(d->start_blob + d->n_start_blob, lex, sizeof *lex * n);
+  *slot = (feri_dfa_start_slot){h, d->n_start_blob, n, state};
+  d->n_start_blob += n;
+  return state;
 }
 
 uint32_t feri_dfa_step_slow(feri_dfa *d, uint32_t s, uint8_t byte) {

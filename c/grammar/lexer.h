@@ -69,6 +69,11 @@ typedef struct feri_dfa_state {
   uint32_t acc_off, acc_len;     /* its accepting lexemes: accs[acc_off .. + acc_len), sorted */
 } feri_dfa_state;
 
+typedef struct feri_dfa_start_slot {
+  uint64_t hash; /* 0: empty */
+  uint32_t off, len, state;
+} feri_dfa_start_slot;
+
 typedef struct feri_dfa {
   const feri_nfa *nfa;
   feri_dfa_state *states;
@@ -79,6 +84,10 @@ typedef struct feri_dfa {
   uint32_t *accs, n_accs, cap_accs;
   uint32_t *table; /* open addressing: DFA state + 1, keyed by the NFA set */
   uint32_t table_mask;
+  /* the start states of recent lexeme lists (a lexeme's end asks for one at every step):
+   * direct-mapped by the list's hash; the lists in start_blob */
+  feri_dfa_start_slot *start_slots;
+  uint32_t *start_blob, n_start_blob, cap_start_blob;
   /* scratch for a step */
   uint32_t *work, *stack, *visited;
   uint8_t *mark;
