@@ -6,7 +6,8 @@
  * What compiles then drives a matcher over a small vocabulary (the 256 bytes, a few longer tokens,
  * an end token) for a few steps chosen by the input's last bytes, aborting on a violation: every
  * token of a mask is accepted and every other token refused (with nothing changed), rollback gives
- * the earlier mask back, the end token is allowed exactly where the matcher accepts. */
+ * the earlier mask back, the end token is allowed exactly where the matcher accepts, and a second
+ * matcher with the vocabulary's JSON string slice (slice.h) writes the same masks. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/slice.h"
 #include "grammar/toktrie.h"
 
 enum { N_TOK = 256 + 8 + 1, EOS = N_TOK - 1 };
@@ -34,12 +36,26 @@ static feri_toktrie *vocab(void) {
   return &t;
 }
 
+static const feri_slice *slice(void) {
+  static feri_slice s;
+  static int made = 0;
+  if (!made && feri_slice_build(vocab(), &s) != FER_STATUS_OK) abort();
+  made = 1;
+  return &s;
+}
+
 static void drive(const feri_grammar *g, const uint8_t *data, size_t size) {
-  feri_matcher *m = NULL;
+  feri_matcher *m = NULL, *ms = NULL;
   if (feri_matcher_new(g, vocab(), EOS, &m) != FER_STATUS_OK) return;
-  uint32_t mask[9], again[9];
+  if (feri_matcher_new(g, vocab(), EOS, &ms) != FER_STATUS_OK) {
+    feri_matcher_free(m);
+    return;
+  }
+  feri_matcher_set_slice(ms, slice());
+  uint32_t mask[9], again[9], sliced[9];
   for (int step = 0; step < 6; step++) {
     if (feri_matcher_fill_mask(m, mask, 9) != FER_STATUS_OK) break;
+    if (feri_matcher_fill_mask(ms, sliced, 9) != FER_STATUS_OK || memcmp(mask, sliced, sizeof mask) != 0) abort();
     uint32_t allowed[N_TOK], n = 0;
     for (uint32_t t = 0; t < N_TOK; t++) {
       const uint32_t before = feri_matcher_n_tokens(m);
@@ -58,9 +74,10 @@ static void drive(const feri_grammar *g, const uint8_t *data, size_t size) {
     if (feri_matcher_accept(m, (int32_t)pick) != FER_STATUS_OK) abort();
     if (feri_matcher_rollback(m, 1) != FER_STATUS_OK) abort(); /* the mask comes back */
     if (feri_matcher_fill_mask(m, again, 9) != FER_STATUS_OK || memcmp(mask, again, sizeof mask) != 0) abort();
-    if (feri_matcher_accept(m, (int32_t)pick) != FER_STATUS_OK) abort();
+    if (feri_matcher_accept(m, (int32_t)pick) != FER_STATUS_OK || feri_matcher_accept(ms, (int32_t)pick) != FER_STATUS_OK) abort();
   }
   feri_matcher_free(m);
+  feri_matcher_free(ms);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
