@@ -4,14 +4,15 @@
 #   regex  arbitrary regular expressions
 #   json   arbitrary JSON schemas
 #   gbnf   arbitrary GBNF grammars (with a dictionary of GBNF's punctuation)
+#   matcher  a fixed grammar (chosen by the first byte) and arbitrary bytes as matcher operations
 # Work directory FUZZ_DIR (default ${TMPDIR:-/tmp}/ferrite-fuzz-grammar-MODE) keeps the corpus;
 # crashes land in $FUZZ_DIR/crashes/ and make the script exit 1. Seeds: the expressions and schemas
 # of the golden files (testdata/grammar).
 # EVIDENCE: C-GRM-006
 set -euo pipefail
 
-mode=${1:?usage: fuzz-grammar.sh regex|json|gbnf [SECONDS]}
-case "$mode" in regex|json|gbnf) ;; *) echo "fuzz-grammar.sh: mode regex, json or gbnf" >&2; exit 2 ;; esac
+mode=${1:?usage: fuzz-grammar.sh regex|json|gbnf|matcher [SECONDS]}
+case "$mode" in regex|json|gbnf|matcher) ;; *) echo "fuzz-grammar.sh: mode regex, json, gbnf or matcher" >&2; exit 2 ;; esac
 secs=${2:-60}
 shift 2 || shift || true
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,11 +25,14 @@ for f in "$root"/c/grammar/*.c "$root"/c/tokenizer/*.c; do
   case "$f" in *_test.c|*_fuzz.c) ;; *) srcs+=("$f") ;; esac
 done
 # seeds from the golden files: one file per expression or schema
-key=$(case "$mode" in regex) echo rx ;; json) echo schema ;; gbnf) echo gbnf ;; esac)
+key=$(case "$mode" in regex) echo rx ;; json) echo schema ;; gbnf) echo gbnf ;; matcher) echo none ;; esac)
 python3 - "$root/testdata/grammar" "$dir/seeds" "$key" <<'PY'
 import json, os, sys
 src, out, key = sys.argv[1:]
 n = 0
+if key == "none":  # the matcher mode: one seed per fixed grammar, a few operations each
+    for g in range(4):
+        open(os.path.join(out, f"seed{g}"), "wb").write(bytes([g] + [0, 1, 0, 2, 3, 5, 1, 97, 2, 1, 0, 7] * 3))
 for f in sorted(os.listdir(src)):
     if not f.endswith(".txt"): continue
     for line in open(os.path.join(src, f), encoding="utf-8"):
