@@ -8,21 +8,13 @@
 //! A missing vocabulary or peer is reported as SKIPPED.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use ferrite_benches::{data_dir, repo_root as root};
 use ferrite_sys as sys;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
-fn data_dir() -> PathBuf {
-    match std::env::var_os("FERRITE_DATA_DIR") {
-        Some(d) if !d.is_empty() => d.into(),
-        _ => Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/ferrite"),
-    }
-}
 
 fn ok(st: i32, what: &str) {
     assert_eq!(st, 0, "{what}: status {st}");

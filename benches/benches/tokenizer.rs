@@ -8,8 +8,9 @@
 //! EVIDENCE: C-TOK-011, C-TOK-012
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use ferrite_benches::{data_dir, repo_root as root};
 use ferrite_sys as sys;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -54,16 +55,7 @@ fn decode(t: &Tok, ids: &[i32], out: &mut Vec<u8>) -> usize {
     len
 }
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
-fn data_dir() -> PathBuf {
-    match std::env::var_os("FERRITE_DATA_DIR") {
-        Some(d) if !d.is_empty() => d.into(),
-        _ => Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/ferrite"),
-    }
-}
 
 /// The original's fixture: WordLevel, Whitespace, TemplateProcessing <bos> $A <eos>, 32 tokens.
 fn fixture_json() -> String {

@@ -306,3 +306,16 @@ pub unsafe fn read_sum(v: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + v[STREAMS * seg..].iter().sum::<f32>()
 }
 
+
+/// The repository root (benches/..).
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Where setup puts the test data: $FERRITE_DATA_DIR, else ~/.cache/ferrite.
+pub fn data_dir() -> std::path::PathBuf {
+    match std::env::var_os("FERRITE_DATA_DIR") {
+        Some(d) if !d.is_empty() => d.into(),
+        _ => std::path::Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/ferrite"),
+    }
+}

@@ -181,8 +181,7 @@ static int compile_grammar(const gen_args *a, const fer_tokenizer *tok, const fe
   char *text = NULL;
   size_t len = 0;
   const char *file = a->json_schema ? a->json_schema : a->gbnf;
-  if (file && feri_file_read_all(file, a->json_schema ? "ferrite generate: --json-schema" : "ferrite generate: --grammar",
-                                 &text, &len) != FER_STATUS_OK) {
+  if (file && feri_file_read_all(file, a->json_schema ? "--json-schema" : "--grammar", &text, &len) != FER_STATUS_OK) {
     print_error("reading the grammar");
     return 0;
   }
