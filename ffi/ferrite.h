@@ -1965,6 +1965,229 @@ typedef struct fer_engine_stats {
 
 fer_status fer_engine_get_stats(const fer_engine *engine, fer_engine_stats *out_stats);
 
+/* ---------------------------------------------------------------------------------------------
+ * The scheduler: continuous batching with chunked prefill and an automatic prefix cache, over an
+ * engine. Requests (a prompt, sampling settings, an optional grammar, stop ids and a token budget)
+ * are submitted from any thread into a bounded queue; each fer_scheduler_step runs ONE batched
+ * forward pass over every running request's next token plus chunks of the prompts being prefilled,
+ * under a per-step token budget (decode rows first, then prompt chunks in admission order, so a
+ * long prompt never stalls the others), samples, and queues per-request events (tokens, then one
+ * FINISHED with its reason) that fer_scheduler_poll_events drains in order. Queued requests join
+ * at step boundaries (continuous batching), admitted in arrival order by the engine's governor
+ * (projected KV at prompt + max_new_tokens); one that does not fit waits at the head of the queue
+ * (later ones wait behind it: none is starved) while cached prefixes are evicted and running
+ * requests finish; one that can never fit finishes with an ERROR event naming the numbers.
+ *
+ * Prefix cache: when a request ends, the KV of its whole blocks (prefix_block_tokens tokens each,
+ * over the prompt and the fed generated tokens) is kept, keyed by the chain of block hashes (vLLM's
+ * scheme). A new request whose prompt starts with cached blocks forks that KV (fer_kv_seq_fork's
+ * read-only sharing: full windows map the same granules) and prefills only the rest; the tokens it
+ * produces are the same as without the hit. Cached KV is charged to the governor (FER_MEM_ROLE_CACHE)
+ * and evicted least recently used when a request needs the memory or prefix_cache_bytes is passed.
+ *
+ * Scheduler requests run on KV of their own (one granule pool for all of them and the cache, the
+ * engine's layout and dtype, the fixed policy) and never use decode plans; they share the engine's
+ * model, pool and governor with sequences made by fer_engine_seq_create. Thread-safety:
+ * fer_scheduler_submit, fer_scheduler_cancel and fer_scheduler_get_stats from any thread at any
+ * time; fer_scheduler_step and fer_scheduler_poll_events from one thread at a time (they take the
+ * engine's guard: BUSY while another call is inside the engine). Claims: C-SCHED-001..
+ */
+typedef struct fer_scheduler fer_scheduler;
+
+typedef struct fer_scheduler_options {
+  /** sizeof(fer_scheduler_options) as the caller was compiled. */
+  uint32_t struct_size;
+  /** Requests running at once (prefilling or decoding); 0 = the engine's max_seqs (the most). */
+  uint32_t max_running;
+  /** Tokens one step runs (decode rows plus prompt chunks), >= max_running; default 512. */
+  uint32_t step_tokens;
+  /** Requests waiting for admission at most; a submit beyond is BUSY; default 256. */
+  uint32_t max_queued;
+  /** Tokens per cached block; 0 = no prefix cache; default 16. */
+  uint32_t prefix_block_tokens;
+  uint32_t reserved;
+  /** Most bytes the prefix cache keeps committed; default 0 = as much as the governor allows. */
+  uint64_t prefix_cache_bytes;
+} fer_scheduler_options;
+
+/** Defaults: max_running 0, step_tokens 512, max_queued 256, blocks of 16 tokens, cache bounded
+ *  by the governor only. */
+fer_status fer_scheduler_options_init(fer_scheduler_options *options);
+
+/** Flags of fer_request_params. */
+enum fer_request_flag {
+  /** Do not stop at the model's end-of-sequence and end-of-turn tokens (stop_ids still stop). */
+  FER_REQUEST_IGNORE_EOS = 1,
+};
+
+/** The most top_logprobs a request may ask for. */
+#define FER_MAX_TOP_LOGPROBS 20
+
+/** A request. Start from fer_request_params_init. Everything is copied at submit. */
+typedef struct fer_request_params {
+  /** sizeof(fer_request_params) as the caller was compiled. */
+  uint32_t struct_size;
+  /** fer_request_flag bits. */
+  uint32_t flags;
+  /** The prompt's token ids (at least one). */
+  const int32_t *prompt;
+  size_t n_prompt;
+  /** Tokens to generate at most (>= 1); prompt + max_new_tokens <= the engine's max_tokens. */
+  uint32_t max_new_tokens;
+  /** Alternatives reported with each token (0 .. FER_MAX_TOP_LOGPROBS). */
+  uint32_t top_logprobs;
+  /** The sampler's settings (fer_sampling_params_init, then set); its eos_token_id is used by
+   *  min_new_tokens only. The sampler's history is the prompt and the generated tokens. */
+  fer_sampling_params sampling;
+  /** A grammar the output must follow (NULL: none): the request's matcher is made at submit (the
+   *  grammar then cannot be freed until the request finishes); the grammar's end ends the request
+   *  with STOP. Its vocabulary must have the model's n_vocab. */
+  const fer_grammar *grammar;
+  /** Tokens that end the request with STOP (besides the model's end tokens unless IGNORE_EOS). */
+  const int32_t *stop_ids;
+  size_t n_stop_ids;
+  /** Returned in every event of the request. */
+  uint64_t user_data;
+} fer_request_params;
+
+/** Fills *params: no prompt, max_new_tokens 16, fer_sampling_params_init's sampling, no grammar. */
+fer_status fer_request_params_init(fer_request_params *params);
+
+/** Kinds of fer_scheduler_event. */
+enum fer_event_kind {
+  /** A generated token (not a stopping one): token, logprob, the top alternatives. */
+  FER_EVENT_TOKEN = 1,
+  /** The request ended (always its last event): finish_reason, counters, status and message. */
+  FER_EVENT_FINISHED = 2,
+};
+
+/** Why a request ended. */
+enum fer_finish_reason {
+  /** An end token, a stop id, or the grammar's end (the stopping token is in stop_token). */
+  FER_FINISH_STOP = 1,
+  /** max_new_tokens generated, or the engine's max_tokens reached. */
+  FER_FINISH_LENGTH = 2,
+  /** fer_scheduler_cancel, or the scheduler freed with the request unfinished. */
+  FER_FINISH_CANCELLED = 3,
+  /** Refused after submit (it can never fit the budget, a sampler failure): status and message. */
+  FER_FINISH_ERROR = 4,
+};
+
+typedef struct fer_scheduler_event {
+  uint64_t request_id;
+  uint64_t user_data;
+  /** fer_event_kind. */
+  int32_t kind;
+  /** TOKEN: the token. */
+  int32_t token;
+  /** TOKEN: its natural-log probability under the model's distribution (softmax of the raw logits). */
+  float logprob;
+  /** TOKEN: how many alternatives follow (the request's top_logprobs, or fewer finite logits). */
+  uint32_t n_top;
+  int32_t top_tokens[FER_MAX_TOP_LOGPROBS];
+  float top_logprobs[FER_MAX_TOP_LOGPROBS];
+  /** FINISHED: fer_finish_reason. */
+  int32_t finish_reason;
+  /** FINISHED with STOP: the token that stopped it (-1: none, e.g. the grammar's end came with
+   *  the end token). */
+  int32_t stop_token;
+  /** FINISHED: prompt tokens, of them taken from the prefix cache, and tokens generated. */
+  uint32_t n_prompt_tokens;
+  uint32_t n_cached_tokens;
+  uint32_t n_generated;
+  /** FINISHED with ERROR: the status; OK otherwise. */
+  fer_status status;
+  /** FINISHED with ERROR: what went wrong (NUL-terminated). */
+  char message[192];
+} fer_scheduler_event;
+
+/** Creates a scheduler over engine (one per engine; BUSY for a second). INVALID_ARG names a bad
+ *  option. The engine cannot be freed while the scheduler lives. */
+fer_status fer_scheduler_create(fer_engine *engine, const fer_scheduler_options *options,
+                                fer_scheduler **out_scheduler);
+
+/** Frees the scheduler: requests still queued or running are dropped (their events with them),
+ *  the cache's KV is released. BUSY while another thread is inside it. NULL is OK. */
+fer_status fer_scheduler_free(fer_scheduler *scheduler);
+
+/**
+ * Queues a request and writes its id (> 0) to *out_request_id (0 on failure). INVALID_ARG names a
+ * bad field (an empty prompt, an id outside the vocabulary, prompt + max_new_tokens above the
+ * engine's max_tokens, a bad sampling setting, a grammar of another vocabulary); BUDGET_EXCEEDED
+ * when its projected KV exceeds the whole budget (the numbers in the message); BUSY when
+ * max_queued requests wait. A refused request leaves nothing behind. Any thread.
+ */
+fer_status fer_scheduler_submit(fer_scheduler *scheduler, const fer_request_params *params,
+                                uint64_t *out_request_id);
+
+/**
+ * Cancels a request: it ends with CANCELLED at the next step boundary (its tokens so far stay
+ * reported). INVALID_ARG for an id never issued; OK (nothing to do) for one already finished. Any
+ * thread, any time.
+ */
+fer_status fer_scheduler_cancel(fer_scheduler *scheduler, uint64_t request_id);
+
+/** What one step did. */
+typedef struct fer_scheduler_step_info {
+  /** Rows of the forward pass: decode tokens and prompt tokens (0 and 0: no pass ran). */
+  uint32_t decode_tokens;
+  uint32_t prefill_tokens;
+  /** Requests running and queued after the step. */
+  uint32_t running;
+  uint32_t queued;
+  /** Events queued by the step. */
+  uint32_t events;
+  uint32_t reserved;
+} fer_scheduler_step_info;
+
+/**
+ * One step: admits queued requests (cancelled ones end first), runs one batched forward pass over
+ * the running requests (decode rows and prompt chunks within step_tokens), samples, and queues
+ * events. With nothing to run it returns OK at once with zero rows. A failure of the pass itself
+ * ends the requests in it with ERROR events (the status and message kept) and returns OK; the
+ * scheduler stays usable. *out_info may be NULL.
+ */
+fer_status fer_scheduler_step(fer_scheduler *scheduler, fer_scheduler_step_info *out_info);
+
+/** Moves up to cap queued events, oldest first, into events[0..); *out_n gets how many. */
+fer_status fer_scheduler_poll_events(fer_scheduler *scheduler, fer_scheduler_event *events, size_t cap,
+                                     size_t *out_n);
+
+/** The scheduler's counters. */
+typedef struct fer_scheduler_stats {
+  /** Requests: submitted (accepted), refused at submit, finished by reason (index fer_finish_reason). */
+  uint64_t submitted;
+  uint64_t refused;
+  uint64_t finished[5];
+  uint32_t running;
+  uint32_t queued;
+  /** Steps with a forward pass; tokens they ran (prompt, decode) and tokens generated. */
+  uint64_t steps;
+  uint64_t prefill_tokens;
+  uint64_t decode_tokens;
+  uint64_t generated_tokens;
+  /** Prefix cache: lookups of an admitted request that reused blocks / reused none, prompt tokens
+   *  taken from the cache, entries and their blocks, bytes committed to them (their own charge),
+   *  entries evicted. */
+  uint64_t cache_hits;
+  uint64_t cache_misses;
+  uint64_t cache_hit_tokens;
+  uint64_t cache_entries;
+  uint64_t cache_blocks;
+  uint64_t cache_bytes;
+  uint64_t cache_evictions;
+  /** The scheduler's granule pool: physical bytes mapped now (running requests and the cache; a
+   *  granule mapped by several sequences counts once), and the running requests' committed bytes
+   *  summed (a window a request shares with the cache counts in both; 0 with nothing running). */
+  uint64_t kv_physical_bytes;
+  uint64_t kv_live_bytes;
+} fer_scheduler_stats;
+
+fer_status fer_scheduler_get_stats(const fer_scheduler *scheduler, fer_scheduler_stats *out_stats);
+
+/** Drops every cached prefix (their KV released). One thread at a time, as fer_scheduler_step. */
+fer_status fer_scheduler_clear_cache(fer_scheduler *scheduler);
+
 /**
  * The seeded tiny model of an architecture ("llama", "qwen2", "qwen3") as a GGUF image: random F32
  * weights, a 261-id byte-level tokenizer; for tests without downloads. *out_image is malloc'd:
