@@ -152,13 +152,14 @@ static fer_status add_head_norm(op_list *l, const feri_llama *m, const feri_vect
   return FER_STATUS_OK;
 }
 
-enum { LOGITS_NONE, LOGITS_LAST, LOGITS_ALL };
+enum { LOGITS_NONE, LOGITS_LAST, LOGITS_ALL, LOGITS_SELECTED /* mixed steps: per segment */ };
 
-/* The rows of a step: n tokens of one sequence `one` (at positions from its length), or one token
- * of each of n sequences `many` (batched). */
+/* The rows of a step: n tokens of one sequence `one` (at positions from its length), or the
+ * segments `segs` of a mixed step (segment i's rows follow segment i - 1's; n rows in all). */
 typedef struct step_rows {
   feri_llama_seq *one;
-  feri_llama_seq *const *many;
+  const feri_llama_segment *segs;
+  uint32_t n_segs;
   uint32_t n;
 } step_rows;
 
@@ -213,15 +214,17 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
       TRY(fer_kv_seq_view(r->one->kv, li, 0, &o->b));
       TRY(fer_kv_seq_view(r->one->kv, li, 1, &o->d));
     } else {
-      for (uint32_t i = 0; i < n; i++) {
-        feri_llama_seq *s = r->many[i];
-        ADD_OP(OP_STORE_ROW);
-        o->layer = li, o->row = i, o->seq = s;
+      uint32_t row = 0;
+      for (uint32_t i = 0; i < r->n_segs; row += r->segs[i].n, i++) {
+        feri_llama_seq *s = r->segs[i].seq;
+        const uint32_t k = r->segs[i].n;
+        ADD_OP(OP_STORE_ROWS);
+        o->layer = li, o->row = row, o->n = k, o->seq = s;
         TRY(fer_kv_seq_view(s->kv, li, 0, &o->b));
         TRY(fer_kv_seq_view(s->kv, li, 1, &o->c));
-        ADD_OP(OP_ATTN_ROW);
-        o->layer = li, o->row = i, o->seq = s;
-        o->a = heads_view(sc->q + (size_t)i * H * hd, 1, H, hd), o->c = heads_view(sc->att + (size_t)i * H * hd, 1, H, hd);
+        ADD_OP(OP_ATTN_ROWS);
+        o->layer = li, o->row = row, o->n = k, o->seq = s;
+        o->a = heads_view(sc->q + (size_t)row * H * hd, k, H, hd), o->c = heads_view(sc->att + (size_t)row * H * hd, k, H, hd);
         TRY(fer_kv_seq_view(s->kv, li, 0, &o->b));
         TRY(fer_kv_seq_view(s->kv, li, 1, &o->d));
       }
@@ -244,10 +247,24 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
     o->src = sc->o, o->dst = sc->x, o->n = n * D;
   }
   if (logits == LOGITS_NONE) return FER_STATUS_OK;
+  uint32_t n_out = 1; /* rows of logits */
+  if (logits == LOGITS_SELECTED) { /* the last row of each segment that wants logits, gathered into o */
+    n_out = 0;
+    uint32_t row = 0;
+    for (uint32_t i = 0; i < r->n_segs; row += r->segs[i].n, i++) {
+      if (!r->segs[i].logits) continue;
+      ADD_OP(OP_COPY_ROW);
+      o->src = sc->x + (size_t)(row + r->segs[i].n - 1) * D, o->dst = sc->o + (size_t)n_out++ * D, o->n = D;
+    }
+    if (n_out == 0) return FER_STATUS_OK;
+  }
   TRY(add_use(l, m, m->output_norm.off, m->output_norm.bytes));
   ADD_OP(OP_NORM);
   o->vec = &m->output_norm;
-  if (logits == LOGITS_ALL) { /* every row's logits: the norm of all rows into h (free after the last layer) */
+  if (logits == LOGITS_SELECTED) {
+    o->a = feri_tensor_2d(sc->o, FER_DTYPE_F32, n_out, D), o->c = feri_tensor_2d(sc->h, FER_DTYPE_F32, n_out, D);
+    TRY(add_linear(l, m, &m->output, sc->h, n_out, D, NULL, c->n_vocab));
+  } else if (logits == LOGITS_ALL) { /* every row's logits: the norm of all rows into h (free after the last layer) */
     o->a = x, o->c = h;
     TRY(add_linear(l, m, &m->output, sc->h, n, D, NULL, c->n_vocab));
   } else {
@@ -257,7 +274,7 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
   }
   if (c->logit_softcap != 0.0f) {
     ADD_OP(OP_SOFTCAP);
-    o->n = logits == LOGITS_ALL ? n : 1, o->f = c->logit_softcap;
+    o->n = logits == LOGITS_ALL ? n : n_out, o->f = c->logit_softcap;
   }
   return FER_STATUS_OK;
 }
@@ -299,21 +316,22 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
         TRY(fer_attention(pool, &o->a, &k, &v, &ap, &o->c, NULL, 0));
         break;
       }
-      case OP_STORE_ROW: {
+      case OP_STORE_ROWS: {
         const size_t kvd = (size_t)c->n_head_kv * c->head_dim;
-        store_rows(&o->b, sc->k + o->row * kvd, o->seq->len, 1, c->n_head_kv, c->head_dim);
-        store_rows(&o->c, sc->v + o->row * kvd, o->seq->len, 1, c->n_head_kv, c->head_dim);
+        store_rows(&o->b, sc->k + o->row * kvd, o->seq->len, o->n, c->n_head_kv, c->head_dim);
+        store_rows(&o->c, sc->v + o->row * kvd, o->seq->len, o->n, c->n_head_kv, c->head_dim);
         break;
       }
-      case OP_ATTN_ROW: {
+      case OP_ATTN_ROWS: {
         fer_attention_params rp = ap;
         rp.q_pos0 = o->seq->len;
         rp.window = (int32_t)m->layers[o->layer].window;
         fer_tensor k = o->b, v = o->d;
-        k.shape[1] = v.shape[1] = o->seq->len + 1;
+        k.shape[1] = v.shape[1] = o->seq->len + o->n;
         TRY(fer_attention(pool, &o->a, &k, &v, &rp, &o->c, NULL, 0));
         break;
       }
+      case OP_COPY_ROW: memcpy(o->dst, o->src, (size_t)o->n * sizeof(float)); break;
       case OP_ADD:
         for (size_t j = 0; j < o->n; j++) o->dst[j] += o->src[j];
         break;
@@ -418,7 +436,7 @@ static fer_status step(feri_llama_seq *s, fer_threadpool *pool, const int32_t *i
   TRY(extend_kv(s, p0 + n));
   memcpy(s->sc.ids, ids, n * sizeof(int32_t));
   for (uint32_t i = 0; i < n; i++) s->sc.pos[i] = (int32_t)(p0 + i);
-  const step_rows rows = {s, NULL, n};
+  const step_rows rows = {s, NULL, 0, n};
   const op_list *run;
   if (n == 1 && logits_mode != LOGITS_NONE && s->plan_policy != FERI_PLAN_OFF) {
     if (s->plan_held) {
@@ -513,13 +531,14 @@ fer_status feri_llama_seq_rewind(feri_llama_seq *s, uint32_t n_tokens) {
 
 /* ---- batched steps -------------------------------------------------------------------------- */
 
-fer_status feri_llama_batch_create(const feri_llama *m, uint32_t max_seqs, feri_llama_batch **out) {
+fer_status feri_llama_batch_create(const feri_llama *m, uint32_t rows, feri_llama_batch **out) {
   *out = NULL;
-  if (max_seqs == 0 || max_seqs > 4096) return feri_fail(FER_STATUS_INVALID_ARG, "batch: %u sequences (1 .. 4096)", max_seqs);
+  if (rows == 0 || rows > FERI_BATCH_MAX_ROWS)
+    return feri_fail(FER_STATUS_INVALID_ARG, "batch: %u rows (1 .. %u)", rows, FERI_BATCH_MAX_ROWS);
   feri_llama_batch *b = calloc(1, sizeof *b);
   if (!b) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "batch");
   b->m = m;
-  fer_status st = feri_scratch_alloc(&m->cfg, max_seqs, &b->sc);
+  fer_status st = feri_scratch_alloc(&m->cfg, rows, &b->sc);
   if (st != FER_STATUS_OK) {
     free(b);
     return st;
@@ -535,36 +554,60 @@ void feri_llama_batch_free(feri_llama_batch *b) {
   free(b);
 }
 
+uint32_t feri_llama_batch_rows(const feri_llama_batch *b) { return b->sc.rows; }
+
+fer_status feri_llama_forward_mixed(feri_llama_batch *b, fer_threadpool *pool, const feri_llama_segment *segs,
+                                    uint32_t n_segs, float *logits) {
+  if (n_segs == 0 || n_segs > b->sc.rows)
+    return feri_fail(FER_STATUS_INVALID_ARG, "batch: %u segments, the batch holds 1 .. %u rows", n_segs, b->sc.rows);
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < n_segs; i++) {
+    const feri_llama_segment *g = &segs[i];
+    if (g->seq->m != b->m) return feri_fail(FER_STATUS_INVALID_ARG, "batch: segment %u belongs to another model", i);
+    if (g->n == 0 || g->n > b->sc.rows - n)
+      return feri_fail(FER_STATUS_INVALID_ARG, "batch: segment %u has %u tokens; the batch holds %u rows, %u taken", i,
+                       g->n, b->sc.rows, n);
+    if (g->n > g->seq->max_tokens - g->seq->len)
+      return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "batch: segment %u: %u tokens after %u exceed the sequence's %u", i,
+                       g->n, g->seq->len, g->seq->max_tokens);
+    TRY(check_ids(b->m, g->ids, g->n));
+    for (uint32_t j = 0; j < i; j++)
+      if (segs[j].seq == g->seq) return feri_fail(FER_STATUS_INVALID_ARG, "batch: segment %u's sequence appears twice", i);
+    n += g->n;
+  }
+  for (uint32_t i = 0; i < n_segs; i++)
+    if (atomic_exchange(&segs[i].seq->cancel, 0))
+      return feri_fail(FER_STATUS_CANCELLED, "batch: sequence %u was cancelled; no sequence advanced", i);
+  for (uint32_t i = 0; i < n_segs; i++) TRY(release_windows(segs[i].seq));
+  uint32_t grown = 0;
+  fer_status st = FER_STATUS_OK;
+  for (; grown < n_segs && st == FER_STATUS_OK; grown++) st = extend_kv(segs[grown].seq, segs[grown].seq->len + segs[grown].n);
+  if (st == FER_STATUS_OK) {
+    for (uint32_t i = 0, row = 0; i < n_segs; row += segs[i].n, i++) {
+      memcpy(b->sc.ids + row, segs[i].ids, segs[i].n * sizeof(int32_t));
+      for (uint32_t t = 0; t < segs[i].n; t++) b->sc.pos[row + t] = (int32_t)(segs[i].seq->len + t);
+    }
+    const step_rows rows = {NULL, segs, n_segs, n};
+    st = build_step(b->m, &b->sc, &rows, LOGITS_SELECTED, &b->ops);
+    if (st == FER_STATUS_OK) st = run_step(b->m, &b->sc, pool, &b->ops, 0, n, logits);
+  }
+  if (st != FER_STATUS_OK) { /* all or nothing: every sequence back to its length */
+    for (uint32_t i = 0; i < grown; i++) rewind_keeping_error(segs[i].seq, segs[i].seq->len, st);
+    return st;
+  }
+  for (uint32_t i = 0; i < n_segs; i++) segs[i].seq->len += segs[i].n;
+  return FER_STATUS_OK;
+}
+
 fer_status feri_llama_forward_batch(feri_llama_batch *b, fer_threadpool *pool, feri_llama_seq *const *seqs,
                                     const int32_t *ids, uint32_t n, float *logits) {
   if (n == 0 || n > b->sc.rows)
     return feri_fail(FER_STATUS_INVALID_ARG, "batch: %u sequences, the batch holds 1 .. %u", n, b->sc.rows);
-  TRY(check_ids(b->m, ids, n));
+  feri_llama_segment segs[FERI_BATCH_MAX_ROWS];
   for (uint32_t i = 0; i < n; i++) {
-    if (seqs[i]->m != b->m) return feri_fail(FER_STATUS_INVALID_ARG, "batch: sequence %u belongs to another model", i);
     if (seqs[i]->len >= seqs[i]->max_tokens)
       return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "batch: sequence %u is full (%u tokens)", i, seqs[i]->max_tokens);
-    for (uint32_t j = 0; j < i; j++)
-      if (seqs[j] == seqs[i]) return feri_fail(FER_STATUS_INVALID_ARG, "batch: sequence %u appears twice", i);
+    segs[i] = (feri_llama_segment){seqs[i], ids + i, 1, true};
   }
-  for (uint32_t i = 0; i < n; i++)
-    if (atomic_exchange(&seqs[i]->cancel, 0))
-      return feri_fail(FER_STATUS_CANCELLED, "batch: sequence %u was cancelled; no sequence advanced", i);
-  for (uint32_t i = 0; i < n; i++) TRY(release_windows(seqs[i]));
-  uint32_t grown = 0;
-  fer_status st = FER_STATUS_OK;
-  for (; grown < n && st == FER_STATUS_OK; grown++) st = extend_kv(seqs[grown], seqs[grown]->len + 1);
-  if (st == FER_STATUS_OK) {
-    memcpy(b->sc.ids, ids, n * sizeof(int32_t));
-    for (uint32_t i = 0; i < n; i++) b->sc.pos[i] = (int32_t)seqs[i]->len;
-    const step_rows rows = {NULL, seqs, n};
-    st = build_step(b->m, &b->sc, &rows, LOGITS_ALL, &b->ops);
-    if (st == FER_STATUS_OK) st = run_step(b->m, &b->sc, pool, &b->ops, 0, n, logits);
-  }
-  if (st != FER_STATUS_OK) { /* all or nothing: every sequence back to its length */
-    for (uint32_t i = 0; i < grown; i++) rewind_keeping_error(seqs[i], seqs[i]->len, st);
-    return st;
-  }
-  for (uint32_t i = 0; i < n; i++) seqs[i]->len++;
-  return FER_STATUS_OK;
+  return feri_llama_forward_mixed(b, pool, segs, n, logits);
 }

@@ -621,11 +621,39 @@ fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const
   return FER_STATUS_OK;
 }
 
+fer_status feri_llama_seq_create_on(const feri_llama *m, fer_kv_seq *kv, uint32_t len, uint32_t max_tokens,
+                                    feri_llama_seq **out) {
+  *out = NULL;
+  if (max_tokens == 0 || max_tokens > (1u << 20) || len > max_tokens)
+    return feri_fail(FER_STATUS_INVALID_ARG, "sequence: %u tokens of %u", len, max_tokens);
+  fer_kv_seq_stats ks;
+  fer_status st = fer_kv_seq_get_stats(kv, &ks);
+  if (st != FER_STATUS_OK) return st;
+  if (ks.live_tokens != len)
+    return feri_fail(FER_STATUS_INVALID_ARG, "sequence: the KV holds %llu tokens, not %u", (unsigned long long)ks.live_tokens, len);
+  feri_llama_seq *s = calloc(1, sizeof(*s));
+  if (!s) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "sequence");
+  s->m = m;
+  s->max_tokens = max_tokens;
+  s->len = len;
+  s->plan_policy = FERI_PLAN_OFF;
+  atomic_init(&s->cancel, 0);
+  /* a sliding-window model keeps every position: a cached prefix must stay whole to be forked */
+  st = feri_scratch_alloc(&m->cfg, 1, &s->sc);
+  if (st != FER_STATUS_OK) {
+    free(s);
+    return st;
+  }
+  s->kv = kv;
+  *out = s;
+  return FER_STATUS_OK;
+}
+
 void feri_llama_seq_free(feri_llama_seq *s) {
   if (!s) return;
   if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
   fer_kv_seq_free(s->kv);
-  fer_kv_cache_free(s->cache);
+  fer_kv_cache_free(s->cache); /* NULL (a sequence on a caller's cache): nothing */
   fer_vmm_free(s->vmm);
   free(s->plan.ops);
   free(s->once.ops);

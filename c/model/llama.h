@@ -155,6 +155,14 @@ feri_llama_seq_options feri_llama_seq_defaults(void);
 typedef struct feri_llama_seq feri_llama_seq;
 fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const feri_llama_seq_options *kv,
                                  feri_llama_seq **out);
+/* A sequence on a KV cache the caller owns (with its granule pool; both outlive the sequence):
+ * `kv`, a sequence of that cache whose first len positions hold this model's K and V (an empty
+ * one, or a fork of another sequence's prefix), becomes the sequence's (freed with it). The cache's
+ * geometry must be the model's (feri_llama_kv_geometry) at capacity >= max_tokens; plans are off
+ * (the pool is shared: a plan would freeze it for every sequence on it). On failure kv is not
+ * taken. */
+fer_status feri_llama_seq_create_on(const feri_llama *m, fer_kv_seq *kv, uint32_t len, uint32_t max_tokens,
+                                    feri_llama_seq **out);
 /* The KV sequence (stats: live tokens, capacity, growth events). */
 const fer_kv_seq *feri_llama_seq_kv(const feri_llama_seq *s);
 /* The decode plan's counters. */
@@ -189,14 +197,34 @@ void feri_llama_seq_cancel(feri_llama_seq *s);
 fer_status feri_llama_kv_geometry(const feri_llama *m, uint32_t max_tokens, const feri_llama_seq_options *o,
                                   fer_kv_geometry *out, uint64_t *out_granule_bytes);
 
-/* A batched decode step: one token for each of n sequences of the same model, in one pass (every
- * projection runs with M = n rows). Each sequence's logits row equals what feri_llama_forward of
- * that one token would give, bit for bit. The batch holds scratch for up to max_seqs rows. */
+/* Batched steps over many sequences of the same model in one pass (every projection runs with M =
+ * all rows). A batch holds scratch for up to `rows` rows (at most FERI_BATCH_MAX_ROWS). */
+enum { FERI_BATCH_MAX_ROWS = 4096 };
 typedef struct feri_llama_batch feri_llama_batch;
-fer_status feri_llama_batch_create(const feri_llama *m, uint32_t max_seqs, feri_llama_batch **out);
+fer_status feri_llama_batch_create(const feri_llama *m, uint32_t rows, feri_llama_batch **out);
 void feri_llama_batch_free(feri_llama_batch *b);
-/* logits: n rows of n_vocab. All or nothing: on failure no sequence advanced. */
+uint32_t feri_llama_batch_rows(const feri_llama_batch *b);
+
+/* One token for each of n sequences (a decode step). logits: n rows of n_vocab, each equal to what
+ * feri_llama_forward of that one token would give, bit for bit. All or nothing: on failure no
+ * sequence advanced. */
 fer_status feri_llama_forward_batch(feri_llama_batch *b, fer_threadpool *pool, feri_llama_seq *const *seqs,
                                     const int32_t *ids, uint32_t n, float *logits);
+
+/* A mixed step's part: n tokens at seq's next positions (one for a decode, a chunk of a prompt),
+ * and whether the logits of its last token are wanted. */
+typedef struct feri_llama_segment {
+  feri_llama_seq *seq;
+  const int32_t *ids;
+  uint32_t n;
+  bool logits;
+} feri_llama_segment;
+
+/* A mixed step (continuous batching): the segments' tokens, distinct sequences, all rows in one
+ * pass; logits gets one row of n_vocab for each segment that wants them, in segment order, equal
+ * bit for bit to what feri_llama_forward of the same tokens gives (the kernels' rows do not depend
+ * on the other rows). All or nothing: on failure no sequence advanced. */
+fer_status feri_llama_forward_mixed(feri_llama_batch *b, fer_threadpool *pool, const feri_llama_segment *segs,
+                                    uint32_t n_segs, float *logits);
 
 #endif

@@ -37,8 +37,9 @@ enum {
   OP_ROPE,
   OP_STORE_KV,   /* the step's k, v rows into its one sequence at positions p0 .. */
   OP_ATTN,       /* the step's queries over its one sequence */
-  OP_STORE_ROW,  /* batched step: k, v row `row` into `seq` at its length */
-  OP_ATTN_ROW,   /* batched step: query row `row` over `seq` */
+  OP_STORE_ROWS, /* mixed step: k, v rows [row, row + n) into `seq` at its length */
+  OP_ATTN_ROWS,  /* mixed step: query rows [row, row + n) over `seq` */
+  OP_COPY_ROW,   /* dst[0 .. n) = src[0 .. n) (a segment's last row gathered for its logits) */
   OP_ADD,
   OP_SWIGLU,
   OP_GEGLU,      /* a = gelu_tanh(a) * b, n rows of width out */
@@ -49,7 +50,7 @@ enum {
 struct feri_op {
   int kind;
   uint32_t layer, row;
-  feri_llama_seq *seq;    /* STORE_ROW, ATTN_ROW */
+  feri_llama_seq *seq;    /* STORE_ROWS, ATTN_ROWS */
   const feri_linear *w;   /* LINEAR, EMBED */
   const feri_vector *vec; /* NORM, BIAS */
   fer_tensor a, b, c, d;  /* operands; ATTN: q, K view, out, V view; STORE_KV: K and V views in b, c */
@@ -96,7 +97,7 @@ struct feri_llama_seq {
 
 struct feri_llama_batch {
   const feri_llama *m;
-  feri_scratch sc;         /* one row per sequence */
+  feri_scratch sc;         /* rows of a step: one per decoding sequence, plus prompt chunks */
   op_list ops;
 };
 
