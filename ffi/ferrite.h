@@ -1983,14 +1983,16 @@ fer_status fer_engine_get_stats(const fer_engine *engine, fer_engine_stats *out_
  * scheme). A new request whose prompt starts with cached blocks forks that KV (fer_kv_seq_fork's
  * read-only sharing: full windows map the same granules) and prefills only the rest; the tokens it
  * produces are the same as without the hit. Cached KV is charged to the governor (FER_MEM_ROLE_CACHE)
- * and evicted least recently used when a request needs the memory or prefix_cache_bytes is passed.
+ * and evicted least recently used when a request or a sequence of fer_engine_seq_create needs the
+ * memory, or when prefix_cache_bytes would be passed.
  *
  * Scheduler requests run on KV of their own (one granule pool for all of them and the cache, the
  * engine's layout and dtype, the fixed policy) and never use decode plans; they share the engine's
  * model, pool and governor with sequences made by fer_engine_seq_create. Thread-safety:
  * fer_scheduler_submit, fer_scheduler_cancel and fer_scheduler_get_stats from any thread at any
- * time; fer_scheduler_step and fer_scheduler_poll_events from one thread at a time (they take the
- * engine's guard: BUSY while another call is inside the engine). Claims: C-SCHED-001..
+ * time; fer_scheduler_step, fer_scheduler_poll_events and fer_scheduler_clear_cache from one thread
+ * at a time (a second gets BUSY; step and clear_cache also take the engine's guard, BUSY while
+ * another call is inside the engine). Claims: C-SCHED-001..
  */
 typedef struct fer_scheduler fer_scheduler;
 
@@ -2018,6 +2020,8 @@ fer_status fer_scheduler_options_init(fer_scheduler_options *options);
 enum fer_request_flag {
   /** Do not stop at the model's end-of-sequence and end-of-turn tokens (stop_ids still stop). */
   FER_REQUEST_IGNORE_EOS = 1,
+  /** Report each token's logprob and top_logprobs alternatives (without it both stay 0). */
+  FER_REQUEST_LOGPROBS = 2,
 };
 
 /** The most top_logprobs a request may ask for. */
@@ -2034,7 +2038,7 @@ typedef struct fer_request_params {
   size_t n_prompt;
   /** Tokens to generate at most (>= 1); prompt + max_new_tokens <= the engine's max_tokens. */
   uint32_t max_new_tokens;
-  /** Alternatives reported with each token (0 .. FER_MAX_TOP_LOGPROBS). */
+  /** Alternatives reported with each token under FER_REQUEST_LOGPROBS (0 .. FER_MAX_TOP_LOGPROBS). */
   uint32_t top_logprobs;
   /** The sampler's settings (fer_sampling_params_init, then set); its eos_token_id is used by
    *  min_new_tokens only. The sampler's history is the prompt and the generated tokens. */
@@ -2080,7 +2084,8 @@ typedef struct fer_scheduler_event {
   int32_t kind;
   /** TOKEN: the token. */
   int32_t token;
-  /** TOKEN: its natural-log probability under the model's distribution (softmax of the raw logits). */
+  /** TOKEN under FER_REQUEST_LOGPROBS: its natural-log probability under the model's distribution
+   *  (the softmax of the raw logits, before any processor); 0 otherwise. */
   float logprob;
   /** TOKEN: how many alternatives follow (the request's top_logprobs, or fewer finite logits). */
   uint32_t n_top;

@@ -9,29 +9,12 @@
 #include "core/status.h"
 #include "engine/chat.h"
 #include "engine/config.h"
+#include "engine/engine_internal.h"
 #include "gguf/gguf.h"
 #include "grammar/grammar_api.h"
 #include "model/llama.h"
 #include "model/tiny.h"
 #include "tokenizer/tokenizer.h"
-
-struct fer_engine {
-  fer_engine_config cfg; /* effective; model_path points to path_copy */
-  char *path_copy;
-  feri_llama *model;
-  fer_tokenizer *tok;
-  fer_threadpool *pool;
-  fer_governor *gov;
-  feri_llama_batch *batch;
-  feri_llama_seq_options seq_opts;
-  feri_chat_format chat;
-  fer_status chat_status; /* why the chat format was not recognised */
-  char chat_error[256];
-  fer_model_info info;
-  float *scratch_logits; /* a prefill's logits when the caller wants none */
-  uint32_t live_seqs;
-  _Atomic int in_use;
-};
 
 struct fer_engine_seq {
   fer_engine *e;
@@ -41,12 +24,11 @@ struct fer_engine_seq {
   uint32_t grammar_from; /* the position of the matcher's first token */
 };
 
-/* One call at a time per engine: the guard of every call that runs or changes state. */
-static fer_status enter(fer_engine *e, const char *fn) {
+fer_status feri_engine_enter(fer_engine *e, const char *fn) {
   if (atomic_exchange(&e->in_use, 1)) return feri_fail(FER_STATUS_BUSY, "%s: another thread is inside this engine", fn);
   return FER_STATUS_OK;
 }
-static fer_status leave(fer_engine *e, fer_status st) {
+fer_status feri_engine_leave(fer_engine *e, fer_status st) {
   atomic_store(&e->in_use, 0);
   return st;
 }
@@ -131,6 +113,7 @@ fer_status fer_engine_create(const fer_engine_config *config, fer_engine **out) 
   fer_engine *e = calloc(1, sizeof *e);
   if (!e) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: engine", fn);
   atomic_init(&e->in_use, 0);
+  atomic_init(&e->schedulers, 0);
   e->cfg = *config;
   e->cfg.struct_size = sizeof e->cfg;
   fer_status st = feri_engine_config_apply_env(&e->cfg, config->environment); /* the one place */
@@ -158,6 +141,7 @@ fer_status fer_engine_free(fer_engine *e) {
   if (e == NULL) return FER_STATUS_OK;
   if (e->live_seqs > 0)
     return feri_fail(FER_STATUS_BUSY, "fer_engine_free: %u sequences are alive (free them first)", e->live_seqs);
+  if (atomic_load(&e->schedulers) > 0) return feri_fail(FER_STATUS_BUSY, "fer_engine_free: its scheduler is alive (free it first)");
   const unsigned deps = atomic_load(&e->tok->live_dependents);
   if (deps > 0)
     return feri_fail(FER_STATUS_BUSY, "fer_engine_free: %u detokenizers or grammar vocabularies of its tokenizer are alive",
@@ -208,17 +192,19 @@ fer_status fer_engine_seq_create(fer_engine *e, uint32_t max_tokens, fer_engine_
   if (e == NULL || out == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
   if (max_tokens == 0 || max_tokens > e->cfg.max_tokens)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: max_tokens %u (1 .. the engine's %u)", fn, max_tokens, e->cfg.max_tokens);
-  fer_status st = enter(e, fn);
+  fer_status st = feri_engine_enter(e, fn);
   if (st != FER_STATUS_OK) return st;
   if (e->live_seqs >= e->cfg.max_seqs)
-    return leave(e, feri_fail(FER_STATUS_BUSY, "%s: %u sequences are alive, the engine's max_seqs", fn, e->live_seqs));
+    return feri_engine_leave(e, feri_fail(FER_STATUS_BUSY, "%s: %u sequences are alive, the engine's max_seqs", fn, e->live_seqs));
   fer_engine_seq *q = calloc(1, sizeof *q);
-  if (!q) return leave(e, feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: sequence", fn));
+  if (!q) return feri_engine_leave(e, feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: sequence", fn));
   q->e = e;
   fer_kv_geometry g;
   uint64_t granule = 0;
   st = feri_llama_kv_geometry(e->model, max_tokens, &e->seq_opts, &g, &granule);
   if (st == FER_STATUS_OK) st = fer_governor_admit_sequence(e->gov, &g, max_tokens, granule, &q->admitted_bytes);
+  while (st == FER_STATUS_BUDGET_EXCEEDED && e->reclaim != NULL && e->reclaim(e->reclaim_ctx))
+    st = fer_governor_admit_sequence(e->gov, &g, max_tokens, granule, &q->admitted_bytes);
   if (st == FER_STATUS_OK) {
     st = feri_llama_seq_create(e->model, max_tokens, &e->seq_opts, &q->s);
     if (st != FER_STATUS_OK) {
@@ -230,18 +216,18 @@ fer_status fer_engine_seq_create(fer_engine *e, uint32_t max_tokens, fer_engine_
   }
   if (st != FER_STATUS_OK) {
     free(q);
-    return leave(e, st);
+    return feri_engine_leave(e, st);
   }
   e->live_seqs++;
   *out = q;
-  return leave(e, FER_STATUS_OK);
+  return feri_engine_leave(e, FER_STATUS_OK);
 }
 
 fer_status fer_engine_seq_free(fer_engine_seq *q) {
   feri_error_clear();
   if (q == NULL) return FER_STATUS_OK;
   fer_engine *e = q->e;
-  fer_status st = enter(e, "fer_engine_seq_free");
+  fer_status st = feri_engine_enter(e, "fer_engine_seq_free");
   if (st != FER_STATUS_OK) return st;
   feri_llama_seq_free(q->s);
   fer_matcher_free(q->matcher);
@@ -249,7 +235,7 @@ fer_status fer_engine_seq_free(fer_engine_seq *q) {
   e->live_seqs--;
   free(q);
   feri_error_clear();
-  return leave(e, FER_STATUS_OK);
+  return feri_engine_leave(e, FER_STATUS_OK);
 }
 
 fer_status fer_engine_prefill(fer_engine_seq *q, const int32_t *ids, size_t n, float *logits, size_t cap) {
@@ -260,19 +246,19 @@ fer_status fer_engine_prefill(fer_engine_seq *q, const int32_t *ids, size_t n, f
   if (n == 0 || n > UINT32_MAX) return feri_fail(FER_STATUS_INVALID_ARG, "%s: %zu ids", fn, n);
   if (logits && cap < e->info.n_vocab)
     return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: logits holds %zu floats, the vocabulary %u", fn, cap, e->info.n_vocab);
-  fer_status st = enter(e, fn);
+  fer_status st = feri_engine_enter(e, fn);
   if (st != FER_STATUS_OK) return st;
   if (q->matcher != NULL) {
     for (size_t i = 0; i < n; i++) {
       if (feri_matcher_accept(q->matcher->m, ids[i]) == FER_STATUS_OK) continue;
       (void)feri_matcher_rollback(q->matcher->m, (uint32_t)i);
-      return leave(e, feri_fail(FER_STATUS_INVALID_ARG, "%s: ids[%zu] = %d (position %u) is not allowed by the grammar", fn, i,
+      return feri_engine_leave(e, feri_fail(FER_STATUS_INVALID_ARG, "%s: ids[%zu] = %d (position %u) is not allowed by the grammar", fn, i,
                                 ids[i], feri_llama_seq_len(q->s) + (uint32_t)i));
     }
   }
   st = feri_llama_forward(q->s, e->pool, ids, (uint32_t)n, logits ? logits : e->scratch_logits);
   if (st != FER_STATUS_OK && q->matcher != NULL) (void)feri_matcher_rollback(q->matcher->m, (uint32_t)n);
-  return leave(e, st);
+  return feri_engine_leave(e, st);
 }
 
 fer_status fer_engine_decode(fer_engine *e, fer_engine_seq *const *seqs, const int32_t *ids, size_t n, float *logits,
@@ -291,7 +277,7 @@ fer_status fer_engine_decode(fer_engine *e, fer_engine_seq *const *seqs, const i
     if (seqs[i]->e != e) return feri_fail(FER_STATUS_INVALID_ARG, "%s: sequence %zu belongs to another engine", fn, i);
     ms[i] = seqs[i]->s;
   }
-  fer_status st = enter(e, fn);
+  fer_status st = feri_engine_enter(e, fn);
   if (st != FER_STATUS_OK) return st;
   size_t accepted = 0; /* the grammars first: every token allowed, or nothing changes */
   for (; accepted < n; accepted++) {
@@ -308,13 +294,13 @@ fer_status fer_engine_decode(fer_engine *e, fer_engine_seq *const *seqs, const i
   if (st != FER_STATUS_OK)
     for (size_t i = 0; i < accepted; i++)
       if (seqs[i]->matcher != NULL) (void)feri_matcher_rollback(seqs[i]->matcher->m, 1);
-  return leave(e, st);
+  return feri_engine_leave(e, st);
 }
 
 fer_status fer_engine_seq_rewind(fer_engine_seq *q, uint32_t n_tokens) {
   feri_error_clear();
   if (q == NULL) return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_seq_rewind: seq is NULL");
-  fer_status st = enter(q->e, "fer_engine_seq_rewind");
+  fer_status st = feri_engine_enter(q->e, "fer_engine_seq_rewind");
   if (st != FER_STATUS_OK) return st;
   const uint32_t len = feri_llama_seq_len(q->s);
   st = feri_llama_seq_rewind(q->s, n_tokens);
@@ -325,7 +311,7 @@ fer_status fer_engine_seq_rewind(fer_engine_seq *q, uint32_t n_tokens) {
     (void)feri_matcher_rollback(q->matcher->m, back);
     if (n_tokens < q->grammar_from) q->grammar_from = n_tokens;
   }
-  return leave(q->e, st);
+  return feri_engine_leave(q->e, st);
 }
 
 fer_status fer_engine_seq_set_grammar(fer_engine_seq *q, const fer_grammar *g) {
@@ -336,14 +322,14 @@ fer_status fer_engine_seq_set_grammar(fer_engine_seq *q, const fer_grammar *g) {
   if (g != NULL && g->vocab->trie.n_vocab != e->info.n_vocab)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: the grammar's vocabulary has %u tokens, the model %u", fn,
                      g->vocab->trie.n_vocab, e->info.n_vocab);
-  fer_status st = enter(e, fn);
+  fer_status st = feri_engine_enter(e, fn);
   if (st != FER_STATUS_OK) return st;
   fer_matcher *m = NULL;
-  if (g != NULL && (st = fer_matcher_create(g, &m)) != FER_STATUS_OK) return leave(e, st);
+  if (g != NULL && (st = fer_matcher_create(g, &m)) != FER_STATUS_OK) return feri_engine_leave(e, st);
   fer_matcher_free(q->matcher);
   q->matcher = m;
   q->grammar_from = feri_llama_seq_len(q->s);
-  return leave(e, FER_STATUS_OK);
+  return feri_engine_leave(e, FER_STATUS_OK);
 }
 
 fer_status fer_engine_seq_matcher(fer_engine_seq *q, fer_matcher **out) {

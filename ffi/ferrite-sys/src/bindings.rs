@@ -2223,6 +2223,8 @@ extern "C" {
 }
 #[doc = " Do not stop at the model's end-of-sequence and end-of-turn tokens (stop_ids still stop)."]
 pub const FER_REQUEST_IGNORE_EOS: fer_request_flag = 1;
+#[doc = " Report each token's logprob and top_logprobs alternatives (without it both stay 0)."]
+pub const FER_REQUEST_LOGPROBS: fer_request_flag = 2;
 #[doc = " Flags of fer_request_params."]
 pub type fer_request_flag = ::std::os::raw::c_uint;
 #[doc = " A request. Start from fer_request_params_init. Everything is copied at submit."]
@@ -2238,7 +2240,7 @@ pub struct fer_request_params {
     pub n_prompt: usize,
     #[doc = " Tokens to generate at most (>= 1); prompt + max_new_tokens <= the engine's max_tokens."]
     pub max_new_tokens: u32,
-    #[doc = " Alternatives reported with each token (0 .. FER_MAX_TOP_LOGPROBS)."]
+    #[doc = " Alternatives reported with each token under FER_REQUEST_LOGPROBS (0 .. FER_MAX_TOP_LOGPROBS)."]
     pub top_logprobs: u32,
     #[doc = " The sampler's settings (fer_sampling_params_init, then set); its eos_token_id is used by"]
     #[doc = "  min_new_tokens only. The sampler's history is the prompt and the generated tokens."]
@@ -2282,7 +2284,8 @@ pub struct fer_scheduler_event {
     pub kind: i32,
     #[doc = " TOKEN: the token."]
     pub token: i32,
-    #[doc = " TOKEN: its natural-log probability under the model's distribution (softmax of the raw logits)."]
+    #[doc = " TOKEN under FER_REQUEST_LOGPROBS: its natural-log probability under the model's distribution"]
+    #[doc = "  (the softmax of the raw logits, before any processor); 0 otherwise."]
     pub logprob: f32,
     #[doc = " TOKEN: how many alternatives follow (the request's top_logprobs, or fewer finite logits)."]
     pub n_top: u32,

@@ -1,5 +1,6 @@
-//! Safe Rust layer over ferrite's C ABI (`ffi/ferrite.h`), plus the f64 oracle the property tests
-//! compare against.
+//! Safe Rust layer over ferrite's C ABI (`ffi/ferrite.h`): the crate a Rust program depends on.
+//! The raw declarations are [`sys`] (crate `ferrite-sys`); the f64 oracle and the property tests
+//! that are this layer's executable spec live in `rust_tests/` (crate `ferrite-spec`), not here.
 //!
 //! - Every status goes through one funnel, [`check`], into a `Result<(), Error>`.
 //! - Status, dtype and ISA values are plain integers with named constants ([`status`], [`dtype`],
@@ -7,7 +8,36 @@
 //! - [`ThreadPool`] owns a `NonNull<fer_threadpool>` and frees it in `Drop`.
 //! - [`TensorRef`] / [`TensorMut`] borrow a Rust slice for `'a`, so a view cannot outlive its buffer;
 //!   strided views are checked to lie inside the slice before C sees them (C cannot check that).
-//! - [`oracle`] holds deliberately simple f64 implementations of the kernels.
+//!
+//! # Threads: which types are `Send` and `Sync`
+//!
+//! Each handle is `Send`/`Sync` only where `ffi/ferrite.h` says its object may cross or be shared
+//! between threads; every `unsafe impl` carries a `// SAFETY:` line citing the header. The unit
+//! test `send_and_sync_as_documented` below holds the positive half of this list to the compiler.
+//!
+//! - `Send + Sync`:
+//!   - [`Tokenizer`]: "Immutable after loading and shareable between threads: every encode/decode
+//!     call may run concurrently".
+//!   - [`GrammarVocab`], [`Grammar`]: "A vocabulary and a grammar may be used by any number of
+//!     threads at once".
+//!   - [`Engine`]: "Thread-safety: one call at a time per engine (a second thread gets BUSY)": a call
+//!     racing another is refused, never run, so a shared engine is safe (the engine serialises).
+//!   - [`Canceller`]: fer_engine_seq_cancel is the exception, "which any thread may call at any time".
+//! - `Send`, not `Sync`: the header says "one call at a time" and nothing ties the object to the
+//!   thread that made it, so it may move; not being `Sync` keeps two threads from calling at once.
+//!   [`ThreadPool`] ("one call at a time per pool"), [`sampling::Sampler`] ("one call at a time"),
+//!   [`mem::Vmm`] ("one call at a time (callers serialise)"), [`mem::Governor`] ("one call at a
+//!   time"), [`Matcher`] ("per sequence a fer_matcher (one thread at a time)"), [`Seq`] (one thread
+//!   at a time; it moves with the `Sync` engine it borrows).
+//! - Neither: every other handle and view ([`Detokenizer`], [`engine::EngineTokenizer`],
+//!   [`mem::KvCache`], [`mem::KvSeq`], [`mem::KvPages`], [`mem::VmmRange`], [`mem::Grant`],
+//!   [`mem::WeightStore`], [`DenseCache`], [`TensorRef`], [`TensorMut`], [`QMatrix`]). They hold raw
+//!   pointers and no `unsafe impl` is made for them, so they stay on the thread that made them. For
+//!   some the header would allow `Send` ([`Detokenizer`]: "one sequence, one thread at a time";
+//!   [`DenseCache`]: "One thread at a time per cache"); none is claimed until a user needs it.
+//!
+//! Plain data ([`EngineConfig`], [`ModelInfo`], [`SeqStats`], [`Error`], [`Workspace`]) is
+//! `Send + Sync` as the compiler derives it.
 
 pub use ferrite_sys as sys;
 
@@ -17,7 +47,6 @@ pub mod error;
 pub mod grammar;
 pub mod kernels;
 pub mod mem;
-pub mod oracle;
 pub mod pool;
 pub mod sampling;
 pub mod tensor;
@@ -107,4 +136,32 @@ unsafe fn static_str(p: *const std::os::raw::c_char) -> &'static str {
         return "";
     }
     CStr::from_ptr(p).to_str().unwrap_or("<invalid UTF-8>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send<T: Send>() {}
+    fn send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn send_and_sync_as_documented() {
+        send_sync::<Tokenizer>();
+        send_sync::<GrammarVocab<'static>>();
+        send_sync::<Grammar<'static>>();
+        send_sync::<Engine<'static>>();
+        send_sync::<Canceller<'static>>();
+        send::<ThreadPool>();
+        send::<sampling::Sampler>();
+        send::<mem::Vmm>();
+        send::<mem::Governor>();
+        send::<Matcher<'static>>();
+        send::<Seq<'static>>();
+        send_sync::<EngineConfig>();
+        send_sync::<ModelInfo>();
+        send_sync::<SeqStats>();
+        send_sync::<Error>();
+        send_sync::<Workspace>();
+    }
 }

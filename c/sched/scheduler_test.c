@@ -1,0 +1,568 @@
+/* scheduler_test.c: the scheduler on the seeded tiny models (no downloads). Every request's tokens
+ * equal what the same request gives alone through fer_engine_seq (prefill, then one-token steps,
+ * the same sampler), whatever the step budget, the mix of prompts and decodes, and prefix-cache
+ * hits; admission waits in arrival order and never loses a request; cancel from another thread;
+ * stops; grammars; logprobs; the cache's memory returns; bad input.
+ * EVIDENCE: C-SCHED-001 C-SCHED-002 C-SCHED-003 C-SCHED-004 C-SCHED-005 C-SCHED-006 C-SCHED-007 */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferrite.h"
+#include "testing/check.h"
+
+enum { MAX_REQ = 64, MAX_GEN = 64 };
+
+typedef struct tiny {
+  void *img;
+  size_t bytes;
+} tiny;
+
+static fer_engine *engine_on(const tiny *t, uint64_t kv_budget, uint32_t max_seqs) {
+  fer_engine_config c;
+  fer_engine_config_init(&c);
+  c.model_image = t->img;
+  c.model_image_bytes = t->bytes;
+  c.n_threads = 2;
+  c.max_tokens = 512;
+  c.max_seqs = max_seqs;
+  if (kv_budget) c.kv_budget_bytes = kv_budget;
+  fer_engine *e = NULL;
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_OK);
+  return e;
+}
+
+static int last_error_has(const char *needle) {
+  char msg[512];
+  size_t len;
+  fer_last_error_message(msg, sizeof msg, &len);
+  if (!strstr(msg, needle)) fprintf(stderr, "  message '%s' lacks '%s'\n", msg, needle);
+  return strstr(msg, needle) != NULL;
+}
+
+/* One request of a test: its settings, and what it produced. */
+typedef struct job {
+  int32_t prompt[400];
+  uint32_t n_prompt, max_new;
+  float temperature;
+  uint64_t seed;
+  int32_t stop_id; /* -1: none */
+  uint64_t id;
+  int32_t got[MAX_GEN];
+  uint32_t n_got, n_finished;
+  fer_scheduler_event fin;
+  float logprob[MAX_GEN];
+} job;
+
+/* A deterministic prompt: `shared` tokens common to every job of a group, then its own. */
+static void make_prompt(job *j, uint32_t n, uint32_t shared, uint32_t group, uint32_t k) {
+  j->n_prompt = n;
+  for (uint32_t i = 0; i < n; i++)
+    j->prompt[i] = (int32_t)(i < shared ? (group * 37 + i * 11) % 255 : (k * 53 + i * 7 + group) % 255);
+}
+
+static void params_of(const job *j, fer_request_params *p) {
+  fer_request_params_init(p);
+  p->prompt = j->prompt, p->n_prompt = j->n_prompt, p->max_new_tokens = j->max_new;
+  p->sampling.temperature = j->temperature, p->sampling.seed = j->seed;
+  if (j->temperature != 0.0f) p->sampling.top_k = 40;
+  p->stop_ids = j->stop_id >= 0 ? &j->stop_id : NULL, p->n_stop_ids = j->stop_id >= 0 ? 1 : 0;
+  p->user_data = (uint64_t)(uintptr_t)j;
+}
+
+/* What the job gives alone: fer_engine_seq prefill and one-token steps, the same sampler and stop
+ * rules (the model's end tokens, the job's stop id, max_new). */
+static void reference(fer_engine *e, const job *j, int32_t *out, uint32_t *n_out, int32_t *reason) {
+  fer_model_info info;
+  fer_engine_model_info(e, &info);
+  float *lg = malloc(info.n_vocab * sizeof(float));
+  fer_request_params p;
+  params_of(j, &p);
+  fer_sampler *smp = NULL;
+  CHECK_STATUS(fer_sampler_create(&p.sampling, &smp), FER_STATUS_OK);
+  fer_engine_seq *s = NULL;
+  CHECK_STATUS(fer_engine_seq_create(e, j->n_prompt + j->max_new, &s), FER_STATUS_OK);
+  CHECK_STATUS(fer_engine_prefill(s, j->prompt, j->n_prompt, lg, info.n_vocab), FER_STATUS_OK);
+  *n_out = 0;
+  *reason = FER_FINISH_LENGTH;
+  for (;;) {
+    fer_sampling_context ctx = {j->prompt, j->n_prompt, out, *n_out};
+    int32_t t = -1;
+    CHECK_STATUS(fer_sampler_sample(smp, lg, info.n_vocab, &ctx, &t, NULL), FER_STATUS_OK);
+    if (t == info.eos_id || t == info.eot_id || t == j->stop_id) {
+      *reason = FER_FINISH_STOP;
+      break;
+    }
+    out[(*n_out)++] = t;
+    if (*n_out == j->max_new) break;
+    CHECK_STATUS(fer_engine_decode(e, &s, &t, 1, lg, info.n_vocab), FER_STATUS_OK);
+  }
+  fer_engine_seq_free(s);
+  fer_sampler_free(smp);
+  free(lg);
+}
+
+/* Steps until every job finished, recording events (each TOKEN before the one FINISHED). Returns
+ * the steps taken; info_out (may be NULL) gets every step's info. */
+static uint32_t drive(fer_scheduler *s, uint32_t n, fer_scheduler_step_info *info_out, uint32_t info_cap) {
+  uint32_t steps = 0, done = 0;
+  fer_scheduler_event ev[16];
+  while (done < n && steps < 100000) {
+    fer_scheduler_step_info info;
+    CHECK_STATUS(fer_scheduler_step(s, &info), FER_STATUS_OK);
+    if (info_out && steps < info_cap) info_out[steps] = info;
+    steps++;
+    size_t got;
+    do {
+      CHECK_STATUS(fer_scheduler_poll_events(s, ev, 16, &got), FER_STATUS_OK);
+      for (size_t i = 0; i < got; i++) {
+        job *j = (job *)(uintptr_t)ev[i].user_data;
+        CHECK(j->id == ev[i].request_id);
+        CHECK(j->n_finished == 0); /* nothing after FINISHED */
+        if (ev[i].kind == FER_EVENT_TOKEN && j->n_got < MAX_GEN) {
+          j->logprob[j->n_got] = ev[i].logprob;
+          j->got[j->n_got++] = ev[i].token;
+        } else if (ev[i].kind == FER_EVENT_FINISHED) {
+          j->fin = ev[i], j->n_finished++, done++;
+        }
+      }
+    } while (got == 16);
+  }
+  CHECK(done == n);
+  return steps;
+}
+
+static void submit_all(fer_scheduler *s, job *jobs, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    fer_request_params p;
+    params_of(&jobs[i], &p);
+    CHECK_STATUS(fer_scheduler_submit(s, &p, &jobs[i].id), FER_STATUS_OK);
+    jobs[i].n_got = jobs[i].n_finished = 0;
+  }
+}
+
+/* Every job's tokens and finish reason equal its reference. */
+static void check_against_reference(fer_engine *e, job *jobs, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    int32_t want[MAX_GEN];
+    uint32_t n_want;
+    int32_t reason;
+    reference(e, &jobs[i], want, &n_want, &reason);
+    CHECK(jobs[i].n_got == n_want && memcmp(jobs[i].got, want, n_want * sizeof(int32_t)) == 0);
+    CHECK(jobs[i].fin.finish_reason == reason && jobs[i].fin.n_generated == n_want);
+    CHECK(jobs[i].fin.n_prompt_tokens == jobs[i].n_prompt);
+    if (jobs[i].n_got != n_want || memcmp(jobs[i].got, want, n_want * sizeof(int32_t)) != 0)
+      fprintf(stderr, "  job %u: %u tokens, reference %u (reason %d vs %d)\n", i, jobs[i].n_got, n_want,
+              jobs[i].fin.finish_reason, reason);
+  }
+}
+
+static fer_scheduler *scheduler_on(fer_engine *e, uint32_t max_running, uint32_t step_tokens, uint32_t block) {
+  fer_scheduler_options o;
+  fer_scheduler_options_init(&o);
+  o.max_running = max_running, o.step_tokens = step_tokens, o.prefix_block_tokens = block;
+  fer_scheduler *s = NULL;
+  CHECK_STATUS(fer_scheduler_create(e, &o, &s), FER_STATUS_OK);
+  return s;
+}
+
+/* C-SCHED-001: continuous batching with chunked prefill gives every request exactly the tokens it
+ * gets alone (greedy and seeded sampling, prompts longer than a step's budget, more requests than
+ * run at once), and a long prompt never stalls the decoding requests: every step that has a
+ * decoding request runs its row. */
+static void test_equivalence(const char *arch) {
+  tiny t;
+  CHECK_STATUS(fer_tiny_model_image(arch, 3, &t.img, &t.bytes), FER_STATUS_OK);
+  fer_engine *e = engine_on(&t, 0, 8);
+  static job jobs[12];
+  memset(jobs, 0, sizeof jobs);
+  for (uint32_t i = 0; i < 12; i++) {
+    make_prompt(&jobs[i], 5 + (i * 41) % 150, 0, 0, i);
+    jobs[i].max_new = 4 + (i * 7) % 20;
+    jobs[i].temperature = i % 3 == 0 ? 0.0f : 0.9f;
+    jobs[i].seed = 100 + i;
+    jobs[i].stop_id = i % 4 == 1 ? 101 : -1;
+  }
+  fer_scheduler *s = scheduler_on(e, 4, 24, 0);
+  submit_all(s, jobs, 12);
+  static fer_scheduler_step_info info[4096];
+  const uint32_t steps = drive(s, 12, info, 4096);
+  uint32_t mixed = 0;
+  for (uint32_t k = 0; k < steps && k < 4096; k++) {
+    CHECK(info[k].decode_tokens + info[k].prefill_tokens <= 24);
+    if (info[k].decode_tokens > 0 && info[k].prefill_tokens > 0) mixed++;
+  }
+  CHECK(mixed > 0); /* prompts were chunked beside decodes */
+  fer_scheduler_stats st;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &st), FER_STATUS_OK);
+  CHECK(st.submitted == 12 && st.running == 0 && st.queued == 0 && st.kv_live_bytes == 0);
+  CHECK(st.finished[FER_FINISH_STOP] + st.finished[FER_FINISH_LENGTH] == 12);
+  check_against_reference(e, jobs, 12);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_BUSY); /* the scheduler lives */
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+  fer_buffer_free(t.img);
+}
+
+/* A step with a decoding request next to a prompt longer than the budget: the decode row is in
+ * every step until it finishes (the prompt is chunked around it). */
+static void test_no_stall(void) {
+  tiny t;
+  CHECK_STATUS(fer_tiny_model_image("llama", 4, &t.img, &t.bytes), FER_STATUS_OK);
+  fer_engine *e = engine_on(&t, 0, 4);
+  fer_scheduler *s = scheduler_on(e, 4, 16, 0);
+  static job jobs[2];
+  memset(jobs, 0, sizeof jobs);
+  make_prompt(&jobs[0], 4, 0, 0, 0);
+  jobs[0].max_new = 30, jobs[0].stop_id = -1;
+  make_prompt(&jobs[1], 300, 0, 0, 1);
+  jobs[1].max_new = 2, jobs[1].stop_id = -1;
+  fer_request_params p;
+  params_of(&jobs[0], &p);
+  p.flags = FER_REQUEST_IGNORE_EOS;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &jobs[0].id), FER_STATUS_OK);
+  fer_scheduler_step_info i0;
+  CHECK_STATUS(fer_scheduler_step(s, &i0), FER_STATUS_OK); /* job 0's prompt */
+  CHECK(i0.prefill_tokens == 4 && i0.decode_tokens == 0);
+  params_of(&jobs[1], &p);
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &jobs[1].id), FER_STATUS_OK);
+  uint32_t with_both = 0;
+  for (int k = 0; k < 19; k++) {
+    fer_scheduler_step_info info;
+    CHECK_STATUS(fer_scheduler_step(s, &info), FER_STATUS_OK);
+    CHECK(info.decode_tokens == 1 && info.prefill_tokens == 15);
+    with_both += info.decode_tokens == 1 && info.prefill_tokens == 15;
+  }
+  CHECK(with_both == 19);
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK); /* two requests unfinished: dropped */
+  fer_engine_stats es;
+  CHECK_STATUS(fer_engine_get_stats(e, &es), FER_STATUS_OK);
+  CHECK(es.kv_charged_bytes == 0);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+  fer_buffer_free(t.img);
+}
+
+/* C-SCHED-002: prefix caching. Groups of requests share a long prefix; a second round hits the
+ * cache (hit tokens a multiple of the block, reported per request) and every token equals the
+ * reference; the cache's KV is the pool's only residue after the requests end, and clearing it
+ * returns the pool to zero. */
+static void test_prefix_cache(void) {
+  tiny t;
+  CHECK_STATUS(fer_tiny_model_image("qwen2", 5, &t.img, &t.bytes), FER_STATUS_OK);
+  fer_engine *e = engine_on(&t, 0, 8);
+  fer_scheduler *s = scheduler_on(e, 4, 64, 16);
+  static job jobs[8];
+  memset(jobs, 0, sizeof jobs);
+  for (uint32_t i = 0; i < 8; i++) {
+    make_prompt(&jobs[i], 150 + i * 3, 130, i % 2, i);
+    jobs[i].max_new = 6 + i, jobs[i].temperature = i % 2 ? 0.8f : 0.0f, jobs[i].seed = 7 + i, jobs[i].stop_id = -1;
+  }
+  submit_all(s, jobs, 8);
+  drive(s, 8, NULL, 0);
+  check_against_reference(e, jobs, 8);
+  fer_scheduler_stats a;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &a), FER_STATUS_OK);
+  CHECK(a.cache_entries > 0 && a.cache_bytes > 0 && a.kv_live_bytes == 0);
+  CHECK(a.kv_physical_bytes > 0 && a.kv_physical_bytes <= a.cache_bytes);
+  submit_all(s, jobs, 8); /* the same requests again: each starts from its cached prompt */
+  drive(s, 8, NULL, 0);
+  check_against_reference(e, jobs, 8);
+  fer_scheduler_stats b;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &b), FER_STATUS_OK);
+  CHECK(b.cache_hits - a.cache_hits == 8);
+  uint64_t hit_tokens = 0;
+  for (uint32_t i = 0; i < 8; i++) {
+    CHECK(jobs[i].fin.n_cached_tokens % 16 == 0 && jobs[i].fin.n_cached_tokens >= 128 &&
+          jobs[i].fin.n_cached_tokens < jobs[i].n_prompt);
+    hit_tokens += jobs[i].fin.n_cached_tokens;
+  }
+  CHECK(b.cache_hit_tokens - a.cache_hit_tokens == hit_tokens);
+  CHECK(b.prefill_tokens - a.prefill_tokens < a.prefill_tokens / 4); /* most of the prompts came from the cache */
+  CHECK_STATUS(fer_scheduler_clear_cache(s), FER_STATUS_OK);
+  fer_scheduler_stats c;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &c), FER_STATUS_OK);
+  CHECK(c.cache_entries == 0 && c.cache_bytes == 0 && c.kv_physical_bytes == 0);
+  fer_engine_stats es;
+  CHECK_STATUS(fer_engine_get_stats(e, &es), FER_STATUS_OK);
+  CHECK(es.kv_charged_bytes == 0);
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+  fer_buffer_free(t.img);
+}
+
+/* C-SCHED-003: admission by the governor. With room for about two requests, 10 requests all
+ * finish with their reference tokens, never more than fit run at once, they start in arrival
+ * order, and cached prefixes are evicted to make room. A full queue is refused at submit (and a
+ * request above the whole budget: test_bad_input), naming the numbers. */
+static void test_admission(void) {
+  tiny t;
+  CHECK_STATUS(fer_tiny_model_image("llama", 6, &t.img, &t.bytes), FER_STATUS_OK);
+  /* tiny: 2 layers x K,V x 64 KiB granules; a request of <= 120 tokens projects 4 x 64 KiB */
+  fer_engine *e = engine_on(&t, 10 * 64 * 1024, 8);
+  fer_scheduler_options o;
+  fer_scheduler_options_init(&o);
+  o.max_running = 8, o.step_tokens = 64, o.max_queued = 10, o.prefix_block_tokens = 16;
+  fer_scheduler *s = NULL;
+  CHECK_STATUS(fer_scheduler_create(e, &o, &s), FER_STATUS_OK);
+  static job jobs[11];
+  memset(jobs, 0, sizeof jobs);
+  for (uint32_t i = 0; i < 11; i++) {
+    make_prompt(&jobs[i], 40 + i, 0, 0, i);
+    jobs[i].max_new = 12, jobs[i].stop_id = -1;
+  }
+  submit_all(s, jobs, 10);
+  fer_request_params p;
+  params_of(&jobs[10], &p);
+  uint64_t id = 99;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &id), FER_STATUS_BUSY);
+  CHECK(id == 0 && last_error_has("10 requests are queued"));
+  uint32_t steps = 0, done = 0, max_running = 0;
+  uint64_t first_token_order[10], n_order = 0;
+  fer_scheduler_event ev[32];
+  while (done < 10 && steps++ < 10000) {
+    fer_scheduler_step_info info;
+    CHECK_STATUS(fer_scheduler_step(s, &info), FER_STATUS_OK);
+    max_running = info.running > max_running ? info.running : max_running;
+    size_t got;
+    CHECK_STATUS(fer_scheduler_poll_events(s, ev, 32, &got), FER_STATUS_OK);
+    for (size_t i = 0; i < got; i++) {
+      job *j = (job *)(uintptr_t)ev[i].user_data;
+      if (ev[i].kind == FER_EVENT_TOKEN) {
+        if (j->n_got == 0 && n_order < 10) first_token_order[n_order++] = ev[i].request_id;
+        j->got[j->n_got++] = ev[i].token;
+      } else {
+        j->fin = ev[i], j->n_finished++, done++;
+      }
+    }
+  }
+  CHECK(done == 10 && max_running <= 2 && max_running >= 1);
+  for (uint64_t k = 1; k < n_order; k++) CHECK(first_token_order[k] > first_token_order[k - 1]);
+  check_against_reference(e, jobs, 10);
+  fer_scheduler_stats st;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &st), FER_STATUS_OK);
+  CHECK(st.cache_evictions > 0 && st.refused == 1 && st.submitted == 10);
+  if (st.cache_evictions == 0 || st.refused != 1)
+    fprintf(stderr, "  evictions %llu refused %llu entries %llu\n", (unsigned long long)st.cache_evictions,
+            (unsigned long long)st.refused, (unsigned long long)st.cache_entries);
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+  fer_buffer_free(t.img);
+}
+
+typedef struct canceller {
+  fer_scheduler *s;
+  uint64_t id;
+  fer_status st;
+} canceller;
+
+static void *cancel_thread(void *arg) {
+  canceller *c = arg;
+  c->st = fer_scheduler_cancel(c->s, c->id);
+  return NULL;
+}
+
+/* C-SCHED-004: cancel from another thread, of a running and of a queued request: each ends with
+ * CANCELLED at a step boundary, its earlier tokens kept; the others are untouched; an id never
+ * issued is INVALID_ARG; a finished one is OK. */
+static void test_cancel(void) {
+  tiny t;
+  CHECK_STATUS(fer_tiny_model_image("qwen3", 7, &t.img, &t.bytes), FER_STATUS_OK);
+  fer_engine *e = engine_on(&t, 0, 2);
+  fer_scheduler *s = scheduler_on(e, 2, 64, 16);
+  static job jobs[3];
+  memset(jobs, 0, sizeof jobs);
+  for (uint32_t i = 0; i < 3; i++) {
+    make_prompt(&jobs[i], 20, 0, 0, i);
+    jobs[i].max_new = 40, jobs[i].stop_id = -1;
+  }
+  for (uint32_t i = 0; i < 3; i++) {
+    fer_request_params p;
+    params_of(&jobs[i], &p);
+    p.flags = FER_REQUEST_IGNORE_EOS;
+    CHECK_STATUS(fer_scheduler_submit(s, &p, &jobs[i].id), FER_STATUS_OK);
+  }
+  for (int k = 0; k < 5; k++) CHECK_STATUS(fer_scheduler_step(s, NULL), FER_STATUS_OK);
+  canceller c0 = {s, jobs[0].id, FER_STATUS_MISUSE}, c2 = {s, jobs[2].id, FER_STATUS_MISUSE};
+  pthread_t a, b;
+  pthread_create(&a, NULL, cancel_thread, &c0);
+  pthread_create(&b, NULL, cancel_thread, &c2); /* job 2 waits in the queue (2 run at once) */
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+  CHECK(c0.st == FER_STATUS_OK && c2.st == FER_STATUS_OK);
+  CHECK_STATUS(fer_scheduler_cancel(s, 12345), FER_STATUS_INVALID_ARG);
+  CHECK_STATUS(fer_scheduler_cancel(s, 0), FER_STATUS_INVALID_ARG);
+  drive(s, 3, NULL, 0);
+  CHECK(jobs[0].fin.finish_reason == FER_FINISH_CANCELLED && jobs[0].n_got == 5); /* 1 + 4 steps */
+  CHECK(jobs[2].fin.finish_reason == FER_FINISH_CANCELLED && jobs[2].n_got == 0);
+  CHECK(jobs[1].fin.finish_reason == FER_FINISH_LENGTH && jobs[1].n_got == 40);
+  CHECK_STATUS(fer_scheduler_cancel(s, jobs[1].id), FER_STATUS_OK); /* finished: nothing to do */
+  fer_scheduler_stats st;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &st), FER_STATUS_OK);
+  CHECK(st.finished[FER_FINISH_CANCELLED] == 2 && st.finished[FER_FINISH_LENGTH] == 1 && st.kv_live_bytes == 0);
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+  fer_buffer_free(t.img);
+}
+
+/* C-SCHED-005: a grammar and logprobs. Under the regex [ab]{3,6} every request's text matches
+ * and ends with STOP at the grammar's end; logprobs are <= 0, the alternatives sorted, and with
+ * greedy sampling the token is the first alternative. */
+static void test_grammar_and_logprobs(void) {
+  tiny t;
+  CHECK_STATUS(fer_tiny_model_image("llama", 8, &t.img, &t.bytes), FER_STATUS_OK);
+  fer_engine *e = engine_on(&t, 0, 4);
+  fer_model_info info;
+  fer_engine_model_info(e, &info);
+  const fer_tokenizer *tok = NULL;
+  CHECK_STATUS(fer_engine_tokenizer(e, &tok), FER_STATUS_OK);
+  fer_grammar_vocab *gv = NULL;
+  CHECK_STATUS(fer_grammar_vocab_create(tok, info.n_vocab, info.eos_id, &gv), FER_STATUS_OK);
+  fer_grammar *g = NULL;
+  const char *re = "[ab]{3,6}";
+  CHECK_STATUS(fer_grammar_compile(gv, FER_GRAMMAR_REGEX, re, strlen(re), 0, &g), FER_STATUS_OK);
+  fer_scheduler *s = scheduler_on(e, 4, 64, 0);
+  static job jobs[4];
+  memset(jobs, 0, sizeof jobs);
+  for (uint32_t i = 0; i < 4; i++) {
+    make_prompt(&jobs[i], 10 + i, 0, 0, i);
+    jobs[i].max_new = 20, jobs[i].temperature = i == 0 ? 0.0f : 1.0f, jobs[i].seed = i, jobs[i].stop_id = -1;
+    fer_request_params p;
+    params_of(&jobs[i], &p);
+    p.grammar = g, p.flags = FER_REQUEST_LOGPROBS, p.top_logprobs = 5;
+    CHECK_STATUS(fer_scheduler_submit(s, &p, &jobs[i].id), FER_STATUS_OK);
+  }
+  CHECK_STATUS(fer_grammar_free(g), FER_STATUS_BUSY); /* the requests' matchers hold it */
+  fer_scheduler_event ev[64];
+  uint32_t done = 0;
+  for (int k = 0; k < 200 && done < 4; k++) {
+    CHECK_STATUS(fer_scheduler_step(s, NULL), FER_STATUS_OK);
+    size_t got;
+    CHECK_STATUS(fer_scheduler_poll_events(s, ev, 64, &got), FER_STATUS_OK);
+    for (size_t i = 0; i < got; i++) {
+      job *j = (job *)(uintptr_t)ev[i].user_data;
+      if (ev[i].kind == FER_EVENT_FINISHED) {
+        j->fin = ev[i], done++;
+        continue;
+      }
+      j->got[j->n_got++] = ev[i].token;
+      CHECK(ev[i].logprob <= 0.0f && ev[i].n_top == 5);
+      for (uint32_t a = 1; a < ev[i].n_top; a++) CHECK(ev[i].top_logprobs[a] <= ev[i].top_logprobs[a - 1]);
+      if (j == &jobs[0]) CHECK(ev[i].top_tokens[0] == ev[i].token || ev[i].logprob <= ev[i].top_logprobs[0]);
+    }
+  }
+  CHECK(done == 4);
+  for (uint32_t i = 0; i < 4; i++) {
+    char text[64];
+    size_t len = 0;
+    CHECK_STATUS(fer_tokenizer_decode(tok, jobs[i].got, jobs[i].n_got, 0, text, sizeof text - 1, &len), FER_STATUS_OK);
+    text[len] = 0;
+    bool ok = len >= 3 && len <= 6;
+    for (size_t c = 0; c < len; c++) ok = ok && (text[c] == 'a' || text[c] == 'b');
+    CHECK(ok && jobs[i].fin.finish_reason == FER_FINISH_STOP && jobs[i].fin.stop_token == info.eos_id);
+    if (!ok) fprintf(stderr, "  job %u: '%s'\n", i, text);
+  }
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
+  CHECK_STATUS(fer_grammar_free(g), FER_STATUS_OK);
+  CHECK_STATUS(fer_grammar_vocab_free(gv), FER_STATUS_OK);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+  fer_buffer_free(t.img);
+}
+
+/* C-SCHED-006: bad input gets a status and a message, out-parameters zeroed, nothing queued. */
+static void test_bad_input(void) {
+  tiny t;
+  CHECK_STATUS(fer_tiny_model_image("llama", 9, &t.img, &t.bytes), FER_STATUS_OK);
+  fer_engine *e = engine_on(&t, 0, 4);
+  fer_scheduler_options o;
+  CHECK_STATUS(fer_scheduler_options_init(NULL), FER_STATUS_NULL_ARG);
+  fer_scheduler_options_init(&o);
+  fer_scheduler *s = (fer_scheduler *)&o;
+  CHECK_STATUS(fer_scheduler_create(NULL, &o, &s), FER_STATUS_NULL_ARG);
+  CHECK(s == NULL);
+  o.max_running = 5;
+  CHECK_STATUS(fer_scheduler_create(e, &o, &s), FER_STATUS_INVALID_ARG);
+  CHECK(last_error_has("max_running 5"));
+  o.max_running = 4, o.step_tokens = 3;
+  CHECK_STATUS(fer_scheduler_create(e, &o, &s), FER_STATUS_INVALID_ARG);
+  o.step_tokens = 64, o.struct_size = 8;
+  CHECK_STATUS(fer_scheduler_create(e, &o, &s), FER_STATUS_INVALID_ARG);
+  o.struct_size = sizeof o, o.max_queued = 0;
+  CHECK_STATUS(fer_scheduler_create(e, &o, &s), FER_STATUS_INVALID_ARG);
+  o.max_queued = 4;
+  CHECK_STATUS(fer_scheduler_create(e, &o, &s), FER_STATUS_OK);
+  fer_scheduler *second = NULL;
+  CHECK_STATUS(fer_scheduler_create(e, &o, &second), FER_STATUS_BUSY);
+  const int32_t prompt[3] = {1, 2, 3}, bad_ids[2] = {5, 261}, neg = -1;
+  fer_request_params p;
+  CHECK_STATUS(fer_request_params_init(NULL), FER_STATUS_NULL_ARG);
+  fer_request_params_init(&p);
+  uint64_t id = 7;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &id), FER_STATUS_INVALID_ARG); /* no prompt */
+  CHECK(id == 0 && last_error_has("empty prompt"));
+  p.prompt = prompt, p.n_prompt = 3;
+  CHECK_STATUS(fer_scheduler_submit(NULL, &p, &id), FER_STATUS_NULL_ARG);
+  CHECK_STATUS(fer_scheduler_submit(s, NULL, &id), FER_STATUS_NULL_ARG);
+  CHECK_STATUS(fer_scheduler_submit(s, &p, NULL), FER_STATUS_NULL_ARG);
+  fer_request_params q = p;
+  q.prompt = bad_ids, q.n_prompt = 2;
+  CHECK_STATUS(fer_scheduler_submit(s, &q, &id), FER_STATUS_INVALID_ARG);
+  CHECK(last_error_has("prompt[1] = 261"));
+  q = p, q.max_new_tokens = 0;
+  CHECK_STATUS(fer_scheduler_submit(s, &q, &id), FER_STATUS_INVALID_ARG);
+  q = p, q.max_new_tokens = 510;
+  CHECK_STATUS(fer_scheduler_submit(s, &q, &id), FER_STATUS_INVALID_ARG);
+  CHECK(last_error_has("max_tokens 512"));
+  q = p, q.top_logprobs = 21;
+  CHECK_STATUS(fer_scheduler_submit(s, &q, &id), FER_STATUS_INVALID_ARG);
+  q = p, q.flags = 64;
+  CHECK_STATUS(fer_scheduler_submit(s, &q, &id), FER_STATUS_INVALID_ARG);
+  q = p, q.stop_ids = &neg, q.n_stop_ids = 1;
+  CHECK_STATUS(fer_scheduler_submit(s, &q, &id), FER_STATUS_INVALID_ARG);
+  q = p, q.stop_ids = NULL, q.n_stop_ids = 1;
+  CHECK_STATUS(fer_scheduler_submit(s, &q, &id), FER_STATUS_NULL_ARG);
+  q = p, q.sampling.temperature = -1.0f;
+  CHECK_STATUS(fer_scheduler_submit(s, &q, &id), FER_STATUS_INVALID_ARG);
+  q = p, q.struct_size = 4;
+  CHECK_STATUS(fer_scheduler_submit(s, &q, &id), FER_STATUS_INVALID_ARG);
+  fer_scheduler_stats st;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &st), FER_STATUS_OK);
+  CHECK(st.submitted == 0 && st.queued == 0 && st.refused == 10);
+  fer_scheduler_event ev;
+  size_t n = 9;
+  CHECK_STATUS(fer_scheduler_poll_events(s, NULL, 1, &n), FER_STATUS_NULL_ARG);
+  CHECK(n == 0);
+  CHECK_STATUS(fer_scheduler_poll_events(s, &ev, 1, NULL), FER_STATUS_NULL_ARG);
+  CHECK_STATUS(fer_scheduler_step(NULL, NULL), FER_STATUS_NULL_ARG);
+  fer_scheduler_step_info info;
+  CHECK_STATUS(fer_scheduler_step(s, &info), FER_STATUS_OK); /* nothing to run */
+  CHECK(info.decode_tokens == 0 && info.prefill_tokens == 0 && info.running == 0);
+  CHECK_STATUS(fer_scheduler_get_stats(NULL, &st), FER_STATUS_NULL_ARG);
+  CHECK_STATUS(fer_scheduler_get_stats(s, NULL), FER_STATUS_NULL_ARG);
+  CHECK_STATUS(fer_scheduler_clear_cache(NULL), FER_STATUS_NULL_ARG);
+  CHECK_STATUS(fer_scheduler_cancel(NULL, 1), FER_STATUS_NULL_ARG);
+  CHECK_STATUS(fer_scheduler_free(NULL), FER_STATUS_OK);
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+  /* a budget below one request's projection (4 granules of 64 KiB on the tiny model) */
+  e = engine_on(&t, 3 * 64 * 1024, 4);
+  CHECK_STATUS(fer_scheduler_create(e, &o, &s), FER_STATUS_OK);
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &id), FER_STATUS_BUDGET_EXCEEDED);
+  CHECK(id == 0 && last_error_has("above the whole budget of 196608 bytes"));
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+  fer_buffer_free(t.img);
+}
+
+int main(void) {
+  test_equivalence("llama");
+  test_equivalence("qwen3");
+  test_no_stall();
+  test_prefix_cache();
+  test_admission();
+  test_cancel();
+  test_grammar_and_logprobs();
+  test_bad_input();
+  return feri_test_finish("scheduler_test");
+}
