@@ -555,6 +555,56 @@ static void test_bad_input(void) {
   fer_buffer_free(t.img);
 }
 
+/* C-SCHED-007: the real models (SmolLM2-135M Q4_1 through ChatML, Gemma 3 270M with its sliding
+ * window): 6 chat requests sharing a system prompt, greedy and sampled, run twice through one
+ * scheduler; every token equals the request alone, and the second round takes the shared system
+ * prompt and more from the prefix cache. SKIPPED without the files (scripts/fetch-test-data.sh). */
+static void test_real_model(const char *file) {
+  char path[4096];
+  if (!feri_test_data_path(file, path, sizeof path)) {
+    printf("SKIPPED scheduler_test real model: %s not found (scripts/fetch-test-data.sh)\n", file);
+    return;
+  }
+  fer_engine_config c;
+  fer_engine_config_init(&c);
+  c.model_path = path, c.n_threads = 2, c.max_tokens = 1024, c.max_seqs = 6;
+  fer_engine *e = NULL;
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_OK);
+  if (!e) return;
+  const fer_tokenizer *tok = NULL;
+  fer_engine_tokenizer(e, &tok);
+  static const char *const questions[6] = {"What is the capital of France?", "Name three colours.",
+                                           "Why is the sky blue?", "Count from one to five.",
+                                           "What is two plus two?", "Write a haiku about rain."};
+  static job jobs[6];
+  memset(jobs, 0, sizeof jobs);
+  for (uint32_t i = 0; i < 6; i++) {
+    char text[2048];
+    snprintf(text, sizeof text,
+             "<|im_start|>system\nYou are a careful assistant. You answer briefly, in plain words, without lists "
+             "unless asked. You never invent facts; when you do not know, you say so. You keep every answer under "
+             "fifty words and you end with a full stop.<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>"
+             "assistant\n", questions[i]);
+    size_t n = 0;
+    CHECK_STATUS(fer_tokenizer_encode(tok, text, strlen(text), 0, jobs[i].prompt, 400, &n), FER_STATUS_OK);
+    jobs[i].n_prompt = (uint32_t)n;
+    jobs[i].max_new = 24, jobs[i].temperature = i % 2 ? 0.7f : 0.0f, jobs[i].seed = 11 + i, jobs[i].stop_id = -1;
+  }
+  fer_scheduler *s = scheduler_on(e, 6, 128, 16);
+  submit_all(s, jobs, 6);
+  drive(s, 6, NULL, 0);
+  check_against_reference(e, jobs, 6);
+  submit_all(s, jobs, 6);
+  drive(s, 6, NULL, 0);
+  check_against_reference(e, jobs, 6);
+  for (uint32_t i = 0; i < 6; i++) CHECK(jobs[i].fin.n_cached_tokens >= 48);
+  fer_scheduler_stats st;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &st), FER_STATUS_OK);
+  CHECK(st.cache_hits >= 6 && st.kv_live_bytes == 0);
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+}
+
 int main(void) {
   test_equivalence("llama");
   test_equivalence("qwen3");
@@ -564,5 +614,7 @@ int main(void) {
   test_cancel();
   test_grammar_and_logprobs();
   test_bad_input();
+  test_real_model("smollm2-135m-instruct-q4_1.gguf");
+  test_real_model("gemma3-270m-q4_k_m.gguf");
   return feri_test_finish("scheduler_test");
 }
