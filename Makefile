@@ -53,12 +53,12 @@ cargo-test:
 	$(BAZEL) build //:libferrite_static
 	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) test --workspace
 	@# Rust has no skip status: show what the GPU test printed, so a skip is visible.
-	@FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) test -q -p ferrite --test cuda --test mem -- --nocapture 2>&1 | grep -ho "SKIPPED.*" | sed 's/^/cargo: /' || true
+	@FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) test -q -p ferrite-spec --test cuda --test mem -- --nocapture 2>&1 | grep -ho "SKIPPED.*" | sed 's/^/cargo: /' || true
 
 # Plain `cargo test` must work without Bazel: ferrite-sys then compiles the C sources itself, with
 # the CUDA stub (a different code path from the Bazel archive's real CUDA entries).
 cargo-test-fallback:
-	env -u FERRITE_LIB_DIR CARGO_TARGET_DIR=target/fallback $(CARGO) test -p ferrite
+	env -u FERRITE_LIB_DIR CARGO_TARGET_DIR=target/fallback $(CARGO) test -p ferrite -p ferrite-spec
 
 # Every benchmark runs once (criterion --test): ids and inputs are valid; no timing.
 bench-smoke:

@@ -129,6 +129,7 @@ struct H {
     model_path: *const c_char,
     engine: *mut fer_engine,
     eseq: *mut fer_engine_seq,
+    sched: *mut fer_scheduler,
     tok: *mut fer_tokenizer,
     detok: *mut fer_detokenizer,
     gvocab: *mut fer_grammar_vocab,
@@ -189,6 +190,10 @@ fn fixture() -> H {
         h.n_vocab = mi.n_vocab as usize;
         ok(fer_engine_seq_create(h.engine, 16, &mut h.eseq), "engine seq");
         ok(fer_engine_prefill(h.eseq, [1i32, 2].as_ptr(), 2, null_mut(), 0), "prefill");
+        let mut so: fer_scheduler_options = std::mem::zeroed();
+        ok(fer_scheduler_options_init(&mut so), "scheduler options");
+        so.step_tokens = 16;
+        ok(fer_scheduler_create(h.engine, &so, &mut h.sched), "scheduler");
         ok(fer_tokenizer_from_gguf_file(h.model_path, &mut h.tok), "tokenizer");
         ok(fer_detokenizer_create(h.tok, 0, &mut h.detok), "detokenizer");
         ok(fer_grammar_vocab_create(h.tok, 0, -1, &mut h.gvocab), "grammar vocabulary");
@@ -280,6 +285,9 @@ fn fingerprint(h: &H) -> Vec<u8> {
         let mut es: fer_engine_stats = std::mem::zeroed();
         fer_engine_get_stats(h.engine, &mut es);
         push(&mut v, &es);
+        let mut ss: fer_scheduler_stats = std::mem::zeroed();
+        fer_scheduler_get_stats(h.sched, &mut ss);
+        push(&mut v, &ss);
         let mut qs: fer_engine_seq_stats = std::mem::zeroed();
         fer_engine_seq_get_stats(h.eseq, &mut qs);
         push(&mut v, &(qs.n_tokens, qs.max_tokens, qs.admitted_bytes, qs.kv_committed_bytes));
@@ -1341,6 +1349,60 @@ fn rows(c: &mut Ctx) {
     }
     c.getter("fer_engine_seq_get_stats", c.h.eseq, fer_engine_seq_get_stats);
     c.getter("fer_engine_get_stats", c.h.engine, fer_engine_get_stats);
+
+    // --- scheduler
+    c.init("fer_scheduler_options_init", fer_scheduler_options_init);
+    c.init("fer_request_params_init", fer_request_params_init);
+    if c.row("fer_scheduler_create") {
+        // no valid call: the fixture's engine has its scheduler (a second is BUSY)
+        c.each("fer_scheduler_create", &[("engine", N), ("options", N), ("out_scheduler", N)], false, |h, n| {
+            let mut o: fer_scheduler_options = unsafe { std::mem::zeroed() };
+            unsafe { fer_scheduler_options_init(&mut o) };
+            let mut out: *mut fer_scheduler = bad_ptr();
+            let st = unsafe { fer_scheduler_create(nzm(n, 0, h.engine), nz(n, 1, &o), nzm(n, 2, &mut out)) };
+            (st, vec![("out_scheduler", n[2] || out.is_null())])
+        });
+    }
+    c.free_status("fer_scheduler_free", fer_scheduler_free);
+    static PROMPT: [i32; 3] = [5, 6, 7];
+    if c.row("fer_scheduler_submit") {
+        c.each("fer_scheduler_submit", &[("scheduler", N), ("params", N), ("out_request_id", N)], true, |h, n| {
+            let mut p: fer_request_params = unsafe { std::mem::zeroed() };
+            unsafe { fer_request_params_init(&mut p) };
+            p.prompt = PROMPT.as_ptr();
+            p.n_prompt = PROMPT.len();
+            p.max_new_tokens = 2;
+            let mut id: u64 = sentinel();
+            let st = unsafe { fer_scheduler_submit(nzm(n, 0, h.sched), nz(n, 1, &p), nzm(n, 2, &mut id)) };
+            (st, vec![("out_request_id", n[2] || id == 0)])
+        });
+    }
+    if c.row("fer_scheduler_cancel") {
+        c.each("fer_scheduler_cancel", &[("scheduler", N)], false, |h, n| {
+            (unsafe { fer_scheduler_cancel(nzm(n, 0, h.sched), 1) }, vec![])
+        });
+    }
+    if c.row("fer_scheduler_step") {
+        c.each("fer_scheduler_step", &[("scheduler", N), ("out_info", O)], true, |h, n| {
+            let mut info: fer_scheduler_step_info = sentinel();
+            let st = unsafe { fer_scheduler_step(nzm(n, 0, h.sched), nzm(n, 1, &mut info)) };
+            (st, vec![("out_info", n[1] || is_zero(&info))])
+        });
+    }
+    if c.row("fer_scheduler_poll_events") {
+        c.each("fer_scheduler_poll_events", &[("scheduler", N), ("events", N), ("out_n", N)], true, |h, n| {
+            let mut ev: [fer_scheduler_event; 4] = unsafe { std::mem::zeroed() };
+            let mut got: usize = sentinel();
+            let st = unsafe { fer_scheduler_poll_events(nzm(n, 0, h.sched), nzm(n, 1, ev.as_mut_ptr()), 4, nzm(n, 2, &mut got)) };
+            (st, vec![("out_n", n[2] || got == 0)])
+        });
+    }
+    c.getter("fer_scheduler_get_stats", c.h.sched, fer_scheduler_get_stats);
+    if c.row("fer_scheduler_clear_cache") {
+        c.each("fer_scheduler_clear_cache", &[("scheduler", N)], true, |h, n| {
+            (unsafe { fer_scheduler_clear_cache(nzm(n, 0, h.sched)) }, vec![])
+        });
+    }
     if c.row("fer_tiny_model_image") {
         let arch = CString::new("llama").unwrap();
         c.each("fer_tiny_model_image", &[("architecture", N), ("out_image", N), ("out_bytes", N)], true, |_, n| {
@@ -1395,6 +1457,7 @@ fn teardown(h: &H) {
     // them (their free rows pass NULL or objects of their own).
     unsafe {
         ok(fer_engine_seq_free(h.eseq), "free engine seq");
+        ok(fer_scheduler_free(h.sched), "free scheduler");
         ok(fer_engine_free(h.engine), "free engine");
         fer_detokenizer_free(h.detok);
         fer_matcher_free(h.matcher);

@@ -12,8 +12,8 @@
 mod common;
 
 use common::*;
-use ferrite::oracle::attention::{attention as oracle_attention, AttentionShape};
-use ferrite::oracle::Float;
+use ferrite_spec::oracle::attention::{attention as oracle_attention, AttentionShape};
+use ferrite_spec::oracle::Float;
 use ferrite::{status, TensorMut, TensorRef};
 use half::{bf16, f16};
 use proptest::prelude::*;

@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use ferrite::oracle::{Float, Format};
+use ferrite_spec::oracle::{Float, Format};
 use ferrite::{isa, TensorMut, TensorRef, ThreadPool};
 use half::{bf16, f16};
 
@@ -206,7 +206,7 @@ fn c_conv_001_oracle_bf16_from_f32_matches_half() {
     let mut r = Bits::new(42);
     for _ in 0..100_000 {
         let x = f32::from_bits(r.next() as u32);
-        let h = ferrite::oracle::convert::bf16_from_f32(x);
+        let h = ferrite_spec::oracle::convert::bf16_from_f32(x);
         if x.is_nan() {
             assert!(
                 h.is_nan(),

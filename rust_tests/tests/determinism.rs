@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use ferrite::oracle::{self, Float};
+use ferrite_spec::oracle::{self, Float};
 use ferrite::ThreadPool;
 use half::{bf16, f16};
 use proptest::prelude::*;

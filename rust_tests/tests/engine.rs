@@ -1,13 +1,13 @@
-//! The engine ABI end to end: logits against the f64 oracle forward pass (ferrite::oracle::model
-//! over ferrite::oracle::gguf) on the three seeded tiny models and on SmolLM2 when it is present,
+//! The engine ABI end to end: logits against the f64 oracle forward pass (ferrite_spec::oracle::model
+//! over ferrite_spec::oracle::gguf) on the three seeded tiny models and on SmolLM2 when it is present,
 //! engines with different settings side by side in one process, and batched decode against
 //! one-sequence decode.
 
 use ferrite::engine::{chat_flag, matmul, plan, Engine, EngineConfig, Seq};
 use ferrite::mem::{BUCKETED, HEAD_MAJOR, SEQ_MAJOR};
-use ferrite::oracle::gguf::{decode_row, ggml_type, Gguf};
-use ferrite::oracle::quant::{dequant_block_f64, QFormat};
-use ferrite::oracle::model::Model;
+use ferrite_spec::oracle::gguf::{decode_row, ggml_type, Gguf};
+use ferrite_spec::oracle::quant::{dequant_block_f64, QFormat};
+use ferrite_spec::oracle::model::Model;
 use ferrite::tokenizer::data_dir;
 use ferrite::{status, tiny_model_image};
 use std::path::PathBuf;

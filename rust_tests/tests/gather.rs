@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use ferrite::oracle;
+use ferrite_spec::oracle;
 use ferrite::{status, Element, TensorRef};
 use half::{bf16, f16};
 use proptest::prelude::*;

@@ -16,7 +16,7 @@
 mod common;
 
 use common::*;
-use ferrite::oracle::{self, Float, Format};
+use ferrite_spec::oracle::{self, Float, Format};
 use ferrite::{status, BLayout, TensorMut, TensorRef, ThreadPool, Workspace};
 use half::{bf16, f16};
 use proptest::prelude::*;

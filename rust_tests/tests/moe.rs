@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use ferrite::oracle::quant::{dequant_block, QFormat};
+use ferrite_spec::oracle::quant::{dequant_block, QFormat};
 use ferrite::{status, QMatrix, TensorMut, TensorRef};
 use proptest::prelude::*;
 

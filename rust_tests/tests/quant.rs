@@ -13,10 +13,10 @@
 mod common;
 
 use common::*;
-use ferrite::oracle::quant::{
+use ferrite_spec::oracle::quant::{
     dequant_block, dot_exact, dot_i8_integer, i8_tolerance, quantize_activations_i8_in, QFormat,
 };
-use ferrite::oracle::Float;
+use ferrite_spec::oracle::Float;
 use ferrite::{status, BLayout, QMatrix, TensorMut, TensorRef};
 use half::{bf16, f16};
 use proptest::prelude::*;

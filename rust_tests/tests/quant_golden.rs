@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use ferrite::oracle::quant::{dequant_block, dequant_block_f64, QFormat};
+use ferrite_spec::oracle::quant::{dequant_block, dequant_block_f64, QFormat};
 use ferrite::{QMatrix, TensorMut};
 use std::io::Read;
 use std::path::Path;

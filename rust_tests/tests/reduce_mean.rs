@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use ferrite::oracle::{self, Float};
+use ferrite_spec::oracle::{self, Float};
 use ferrite::status;
 use half::{bf16, f16};
 use proptest::prelude::*;

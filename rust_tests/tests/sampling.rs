@@ -9,7 +9,7 @@
 
 mod common;
 
-use ferrite::oracle::sampling::{self as oracle, Params};
+use ferrite_spec::oracle::sampling::{self as oracle, Params};
 use ferrite::sampling::{self, flag, processor, Context, Sampler};
 use ferrite::status;
 use proptest::prelude::*;

@@ -1,10 +1,10 @@
 //! Tokenizer: token-for-token agreement with the reference tokenizers on the committed corpus
 //! (golden ids made by scripts/tokenizer/make_goldens.py), property tests against the oracles in
-//! ferrite::oracle::tokenizer, invalid UTF-8, streaming, and bad input.
+//! ferrite_spec::oracle::tokenizer, invalid UTF-8, streaming, and bad input.
 
 mod common;
 
-use ferrite::oracle::tokenizer::{self as oracle, Behavior};
+use ferrite_spec::oracle::tokenizer::{self as oracle, Behavior};
 use ferrite::tokenizer::{data_dir, decode_flag, encode_flag};
 use ferrite::{status, Tokenizer};
 use proptest::prelude::*;

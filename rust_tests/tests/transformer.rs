@@ -17,7 +17,7 @@
 mod common;
 
 use common::*;
-use ferrite::oracle::{self, transformer as tk, Float};
+use ferrite_spec::oracle::{self, transformer as tk, Float};
 use ferrite::{status, RopePairing, TensorMut, TensorRef};
 use half::{bf16, f16};
 use proptest::prelude::*;

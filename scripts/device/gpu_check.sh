@@ -19,7 +19,7 @@ build)
       -lcudart_static -lstdc++ -ldl -lpthread -lrt -lm -o ".dev/$(basename $t)"
   done
   for t in cuda mem; do
-    exe=$(FERRITE_LIB_DIR=$lib cargo test -p ferrite --test $t --no-run --message-format=json 2>/dev/null |
+    exe=$(FERRITE_LIB_DIR=$lib cargo test -p ferrite-spec --test $t --no-run --message-format=json 2>/dev/null |
       python3 -c 'import sys,json
 for l in sys.stdin:
     m=json.loads(l)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the llama.cpp peer that every comparison with llama.cpp runs against (scripts/model/*.sh,
-# scripts/tokenizer/make_goldens.py): libllama (CPU backend, shared) and its llama-bench from the llama.cpp vendored in
+# scripts/tokenizer/make_goldens.py, the serving benchmark): libllama (CPU backend, shared), its
+# llama-bench and llama-server from the llama.cpp vendored in
 # the pinned llama-cpp-python 0.3.36 sdist (PyPI, sha256-checked), into
 #   ${FERRITE_PEERS_DIR:-~/.cache/ferrite-peers}/llama.cpp/{src,build}
 # and prints that directory on stdout (the only thing it prints there; progress goes to stderr).
@@ -37,7 +38,7 @@ SDIST_REQ="llama-cpp-python==0.3.36"
 SDIST_FILE="llama_cpp_python-0.3.36.tar.gz"
 SDIST_SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 PREFIX="llama_cpp_python-0.3.36/vendor/llama.cpp"
-RECIPE=3  # bump when the build below changes in a way the options do not show
+RECIPE=4  # bump when the build below changes in a way the options do not show
 
 peers="${FERRITE_PEERS_DIR:-$HOME/.cache/ferrite-peers}"
 root="$peers/llama.cpp"
@@ -87,7 +88,7 @@ esac
 [ $# -le 1 ] || { echo "usage: scripts/peers/build-llamacpp.sh [--flags | --quantize]" >&2; exit 2; }
 
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON
   -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON -DLLAMA_OPENSSL=OFF "${opts[@]}")
 want=$(printf '%s\n' "$SDIST_SHA" "recipe $RECIPE" "${cmake_args[@]}" | sha256sum | cut -d' ' -f1)
 
@@ -185,7 +186,7 @@ log "cmake ${opts[*]}"
 log "building libllama (CPU) in $root/build, -j$jobs: a few minutes"
 cmake -S "$root/src" -B "$root/build" "${gen[@]}" "${cmake_args[@]}" > "$root/cmake.log" 2>&1 \
   || { tail -40 "$root/cmake.log" >&2; die "cmake configure failed (log: $root/cmake.log)"; }
-cmake --build "$root/build" --target llama llama-bench -j "$jobs" >> "$root/cmake.log" 2>&1 \
+cmake --build "$root/build" --target llama llama-bench llama-server -j "$jobs" >> "$root/cmake.log" 2>&1 \
   || { tail -40 "$root/cmake.log" >&2; die "build failed (log: $root/cmake.log)"; }
 
 # --- what the build really uses: ggml-cpu.c's -m flags and llama.cpp's own feature report ---

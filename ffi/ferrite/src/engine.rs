@@ -424,9 +424,23 @@ pub struct EngineTokenizer<'e> {
     _engine: PhantomData<&'e Engine<'e>>,
 }
 
-impl EngineTokenizer<'_> {
+impl<'e> EngineTokenizer<'e> {
     pub fn as_ptr(&self) -> *const sys::fer_tokenizer {
         self.raw.as_ptr()
+    }
+
+    /// A streaming detokenizer over the engine's tokenizer (it borrows the engine).
+    pub fn detokenizer(&self, flags: u32) -> Result<crate::tokenizer::Detokenizer<'e>> {
+        // SAFETY: the engine's tokenizer lives as long as the engine, borrowed for 'e.
+        unsafe { crate::tokenizer::Detokenizer::on(self.raw.as_ptr(), flags) }
+    }
+
+    /// A grammar vocabulary of the engine's tokenizer (n_vocab 0: the tokenizer's size; eos -1:
+    /// its end token). The engine cannot be freed while it lives (the C side says BUSY; here the
+    /// borrow forbids it).
+    pub fn grammar_vocab(&self, n_vocab: u32, eos: i32) -> Result<crate::grammar::GrammarVocab<'e>> {
+        // SAFETY: as above.
+        unsafe { crate::grammar::GrammarVocab::on(self.raw.as_ptr(), n_vocab, eos) }
     }
 
     /// `fer_tokenizer_encode` (flags: [`crate::tokenizer::encode_flag`]).

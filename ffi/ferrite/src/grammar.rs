@@ -37,9 +37,18 @@ unsafe impl Sync for GrammarVocab<'_> {}
 impl<'t> GrammarVocab<'t> {
     /// `fer_grammar_vocab_create`: n_vocab 0 is the tokenizer's size, eos -1 the tokenizer's end token.
     pub fn new(tok: &'t Tokenizer, n_vocab: u32, eos: i32) -> Result<GrammarVocab<'t>> {
+        // SAFETY: a valid tokenizer, borrowed for 't.
+        unsafe { GrammarVocab::on(tok.as_ptr(), n_vocab, eos) }
+    }
+
+    /// `fer_grammar_vocab_create` over tok.
+    ///
+    /// # Safety
+    /// tok must be a valid tokenizer that outlives 't (the engine's tokenizer borrows the engine).
+    pub(crate) unsafe fn on(tok: *const sys::fer_tokenizer, n_vocab: u32, eos: i32) -> Result<GrammarVocab<'t>> {
         let mut out = ptr::null_mut();
-        // SAFETY: valid tokenizer (borrowed for 't) and out-pointer.
-        check(unsafe { sys::fer_grammar_vocab_create(tok.as_ptr(), n_vocab, eos, &mut out) })?;
+        // SAFETY: valid tokenizer (the caller's promise) and out-pointer.
+        check(unsafe { sys::fer_grammar_vocab_create(tok, n_vocab, eos, &mut out) })?;
         Ok(GrammarVocab { raw: NonNull::new(out).expect("OK implies a vocabulary"), _tok: PhantomData })
     }
 

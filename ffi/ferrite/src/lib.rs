@@ -23,6 +23,9 @@
 //!   - [`Engine`]: "Thread-safety: one call at a time per engine (a second thread gets BUSY)": a call
 //!     racing another is refused, never run, so a shared engine is safe (the engine serialises).
 //!   - [`Canceller`]: fer_engine_seq_cancel is the exception, "which any thread may call at any time".
+//!   - [`Scheduler`]: "fer_scheduler_submit, fer_scheduler_cancel and fer_scheduler_get_stats from
+//!     any thread at any time; fer_scheduler_step, fer_scheduler_poll_events and
+//!     fer_scheduler_clear_cache from one thread at a time (a second gets BUSY)".
 //! - `Send`, not `Sync`: the header says "one call at a time" and nothing ties the object to the
 //!   thread that made it, so it may move; not being `Sync` keeps two threads from calling at once.
 //!   [`ThreadPool`] ("one call at a time per pool"), [`sampling::Sampler`] ("one call at a time"),
@@ -49,12 +52,14 @@ pub mod kernels;
 pub mod mem;
 pub mod pool;
 pub mod sampling;
+pub mod scheduler;
 pub mod tensor;
 pub mod tokenizer;
 
 pub use dtype::{dtype_size, Dtype, Element};
 pub use engine::{tiny_model_image, Canceller, Engine, EngineConfig, ModelInfo, Seq, SeqStats};
 pub use grammar::{Grammar, GrammarVocab, Matcher};
+pub use scheduler::{Event, Request, Scheduler, SchedulerOptions};
 pub use error::{check, last_error_message, status, status_str, Error, Result, Status};
 pub use kernels::{
     add, add_assign, argmax, attention, attention_params, dequantize, embedding, embedding_quant, gather, matmul, matmul_in, matmul_quant,
@@ -152,6 +157,7 @@ mod tests {
         send_sync::<Grammar<'static>>();
         send_sync::<Engine<'static>>();
         send_sync::<Canceller<'static>>();
+        send_sync::<Scheduler<'static>>();
         send::<ThreadPool>();
         send::<sampling::Sampler>();
         send::<mem::Vmm>();

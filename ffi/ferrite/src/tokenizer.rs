@@ -124,10 +124,8 @@ impl Tokenizer {
 
     /// A streaming detokenizer borrowing this tokenizer.
     pub fn detokenizer(&self, flags: u32) -> Result<Detokenizer<'_>> {
-        let mut out = ptr::null_mut();
-        // SAFETY: valid tokenizer and out-pointer; the borrow keeps the tokenizer alive.
-        check(unsafe { sys::fer_detokenizer_create(self.raw.as_ptr(), flags, &mut out) })?;
-        Ok(Detokenizer { raw: NonNull::new(out).expect("OK implies a detokenizer"), _tok: PhantomData })
+        // SAFETY: a valid tokenizer, alive for the borrow.
+        unsafe { Detokenizer::on(self.raw.as_ptr(), flags) }
     }
 }
 
@@ -144,7 +142,18 @@ pub struct Detokenizer<'t> {
     _tok: PhantomData<&'t Tokenizer>,
 }
 
-impl Detokenizer<'_> {
+impl<'t> Detokenizer<'t> {
+    /// `fer_detokenizer_create` over tok.
+    ///
+    /// # Safety
+    /// tok must be a valid tokenizer that outlives 't (the engine's tokenizer borrows the engine).
+    pub(crate) unsafe fn on(tok: *const sys::fer_tokenizer, flags: u32) -> Result<Detokenizer<'t>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: valid tokenizer (the caller's promise) and out-pointer.
+        check(unsafe { sys::fer_detokenizer_create(tok, flags, &mut out) })?;
+        Ok(Detokenizer { raw: NonNull::new(out).expect("OK implies a detokenizer"), _tok: PhantomData })
+    }
+
     /// `fer_detokenizer_push`, appending the completed text to `out`.
     pub fn push(&mut self, id: i32, out: &mut Vec<u8>) -> Result<()> {
         let mut buf = [0u8; 64];

@@ -87,7 +87,7 @@ pub fn ulp(x: f64, fmt: Format) -> f64 {
 }
 
 /// The float element types the arithmetic kernels take.
-pub trait Float: crate::Element + std::fmt::Debug {
+pub trait Float: ferrite::Element + std::fmt::Debug {
     const FORMAT: Format;
     const NAME: &'static str;
     fn to_f64(self) -> f64;

@@ -51,8 +51,8 @@ impl Default for Params {
 
 impl Params {
     /// The same configuration as the C struct (bias is passed separately to `Sampler::new`).
-    pub fn to_c(&self) -> crate::sampling::Params {
-        let mut p = crate::sampling::params_init();
+    pub fn to_c(&self) -> ferrite::sampling::Params {
+        let mut p = ferrite::sampling::params_init();
         p.seed = self.seed;
         p.temperature = self.temperature;
         p.top_k = self.top_k;

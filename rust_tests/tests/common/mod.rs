@@ -2,7 +2,7 @@
 //! runners, and the per-dtype comparison rules (the tolerances are stated and justified here).
 #![allow(dead_code)]
 
-use ferrite::oracle::{self, Float, Format};
+use ferrite_spec::oracle::{self, Float, Format};
 use ferrite::{isa, Element, TensorMut, TensorRef, ThreadPool};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
