@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:/usr/local/cuda/bin:$(PATH)
 BAZEL ?= bazel
 CARGO ?= cargo
 
-.PHONY: run test setup check-fresh-deps build bazel-test cargo-test cargo-test-fallback bench-smoke bench-compare test-sanitize check-claims check-header bench bench-quick skipped
+.PHONY: run serve test setup check-fresh-deps build bazel-test cargo-test cargo-test-fallback bench-smoke bench-compare test-sanitize check-claims check-header bench bench-quick skipped
 
 setup:
 	./scripts/setup.sh
@@ -35,6 +35,13 @@ run: build
 	  ./bazel-bin/c/tools/ferrite generate --tiny --prompt "the " --max-tokens 16; \
 	fi
 
+# ferrite-serve (serve/) over the Bazel-built library, in release, on the real model.
+SERVE_ARGS ?= --parallel 8
+serve: setup
+	$(BAZEL) build //:libferrite_static
+	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) build --release -p ferrite-serve
+	./target/release/ferrite-serve --model "$(MODEL)" $(SERVE_ARGS)
+
 test: setup check-fresh-deps bazel-test cargo-test cargo-test-fallback bench-smoke test-sanitize check-claims check-header
 	@echo "make test: all passed"
 
@@ -54,6 +61,9 @@ cargo-test:
 	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) test --workspace
 	@# Rust has no skip status: show what the GPU test printed, so a skip is visible.
 	@FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) test -q -p ferrite-spec --test cuda --test mem -- --nocapture 2>&1 | grep -ho "SKIPPED.*" | sed 's/^/cargo: /' || true
+	@# serve/tests/real_model.rs skips without the model or the openai venv (setup makes both)
+	@[ -f "$(MODEL)" ] && [ -x "$${FERRITE_OPENAI_VENV:-$$HOME/.cache/ferrite-peers/openai-venv}/bin/python" ] \
+	  || echo "cargo: SKIPPED serve real_model (no model at $(MODEL) or no openai venv)"
 
 # Plain `cargo test` must work without Bazel: ferrite-sys then compiles the C sources itself, with
 # the CUDA stub (a different code path from the Bazel archive's real CUDA entries).

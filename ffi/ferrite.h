@@ -2172,8 +2172,8 @@ typedef struct fer_scheduler_stats {
   uint64_t decode_tokens;
   uint64_t generated_tokens;
   /** Prefix cache: lookups of an admitted request that reused blocks / reused none, prompt tokens
-   *  taken from the cache, entries and their blocks, bytes committed to them (their own charge),
-   *  entries evicted. */
+   *  taken from the cache, entries and their blocks, the bytes of the windows they map (their
+   *  charge: a window two entries share counts in both), entries evicted. */
   uint64_t cache_hits;
   uint64_t cache_misses;
   uint64_t cache_hit_tokens;
@@ -2182,10 +2182,14 @@ typedef struct fer_scheduler_stats {
   uint64_t cache_bytes;
   uint64_t cache_evictions;
   /** The scheduler's granule pool: physical bytes mapped now (running requests and the cache; a
-   *  granule mapped by several sequences counts once), and the running requests' committed bytes
-   *  summed (a window a request shares with the cache counts in both; 0 with nothing running). */
+   *  granule mapped by several sequences counts once), and the bytes of the windows each running
+   *  request maps, summed (a window a request shares with the cache counts in both; 0 with
+   *  nothing running). */
   uint64_t kv_physical_bytes;
   uint64_t kv_live_bytes;
+  /** What the operating system reports as allocated for the pool (st_blocks x 512 of its memfd):
+   *  the kernel's count beside kv_physical_bytes, the ledger's. */
+  uint64_t kv_os_bytes;
 } fer_scheduler_stats;
 
 fer_status fer_scheduler_get_stats(const fer_scheduler *scheduler, fer_scheduler_stats *out_stats);

@@ -15,6 +15,7 @@ packages=(
   librust-libc-dev
   librust-half-dev librust-rand-dev librust-rand-chacha-dev librust-serde-json-dev
   librust-tempfile-dev librust-flate2-dev  # flate2: the tokenizer's gzipped golden ids
+  librust-tokio-dev librust-hyper-dev      # ferrite-serve (serve/): hyper 0.14's server on tokio
   libpcre2-dev libcjson-dev libutf8proc-dev  # tokenizer: split regexes (JIT), tokenizer.json, Unicode forms
   python3-pip                # scripts/fetch-test-data.sh takes pinned wheels from PyPI
   cmake g++ ninja-build      # llama.cpp's llama-quantize (scripts/model/make-quant-files.sh) and its peer
@@ -55,6 +56,10 @@ command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || {
 # on a fresh 2-core machine about 10 minutes for the build and a minute for the six files; then
 # only the six files' sha256 are checked, about a second).
 "$(dirname "$0")/model/make-quant-files.sh"
+
+# The official OpenAI Python client (pinned, sha256-checked wheels) in a venv under
+# ~/.cache/ferrite-peers: serve/tests/real_model.rs drives ferrite-serve with it.
+"$(dirname "$0")/serve/setup-openai.sh" > /dev/null
 
 # The tokenizer benchmark's peer, Hugging Face tokenizers (one pinned wheel, no dependencies), in
 # the same cache. Optional: without it the benchmark reports the peer as SKIPPED.

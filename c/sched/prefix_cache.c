@@ -20,6 +20,7 @@ typedef struct entry {
 
 struct feri_prefix_cache {
   fer_governor *gov;
+  uint64_t granule; /* of the entries' pool */
   uint32_t block;
   uint64_t max_bytes;
   entry *e;
@@ -27,13 +28,13 @@ struct feri_prefix_cache {
   uint64_t tick, bytes, evictions;
 };
 
-fer_status feri_prefix_cache_create(fer_governor *gov, uint32_t block_tokens, uint64_t max_bytes,
+fer_status feri_prefix_cache_create(fer_governor *gov, uint64_t granule_bytes, uint32_t block_tokens, uint64_t max_bytes,
                                     feri_prefix_cache **out) {
   *out = NULL;
   if (block_tokens == 0) return feri_fail(FER_STATUS_INVALID_ARG, "prefix cache: blocks of 0 tokens");
   feri_prefix_cache *c = calloc(1, sizeof *c);
   if (!c) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "prefix cache");
-  c->gov = gov, c->block = block_tokens, c->max_bytes = max_bytes;
+  c->gov = gov, c->granule = granule_bytes, c->block = block_tokens, c->max_bytes = max_bytes;
   *out = c;
   return FER_STATUS_OK;
 }
@@ -140,7 +141,12 @@ fer_status feri_prefix_cache_insert(feri_prefix_cache *c, const fer_kv_seq *kv, 
   fer_kv_seq *fork = NULL;
   fer_status st = fer_kv_seq_fork(kv, (uint64_t)n_blocks * c->block, &fork);
   fer_kv_seq_stats ks;
+  fer_kv_seq_sharing sh;
   if (st == FER_STATUS_OK) st = fer_kv_seq_get_stats(fork, &ks);
+  if (st == FER_STATUS_OK) st = fer_kv_seq_get_sharing(fork, &sh);
+  /* the entry's charge: every window it maps. Its own (the partly filled ones it copied) and the
+   * request's, which it shares now and keeps alone once the request is freed. */
+  const uint64_t bytes = st == FER_STATUS_OK ? ks.committed_bytes + sh.shared_windows * c->granule : 0;
   if (st == FER_STATUS_OK && c->n == c->cap) {
     const size_t cap = c->cap ? 2 * c->cap : 16;
     entry *p = realloc(c->e, cap * sizeof *p);
@@ -157,13 +163,13 @@ fer_status feri_prefix_cache_insert(feri_prefix_cache *c, const fer_kv_seq *kv, 
     if (c->e[i].n_blocks < n_blocks && shared_blocks(c, &c->e[i], hash, ids, n_blocks) == c->e[i].n_blocks) entry_drop(c, i);
     else i++;
   }
-  if (!make_room(c, ks.committed_bytes)) { /* no room: not cached */
+  if (!make_room(c, bytes)) { /* no room: not cached */
     (void)fer_kv_seq_free(fork);
     free(hash), free(copy);
     return FER_STATUS_OK;
   }
-  c->e[c->n++] = (entry){copy, hash, n_blocks, fork, ks.committed_bytes, ++c->tick};
-  c->bytes += ks.committed_bytes;
+  c->e[c->n++] = (entry){copy, hash, n_blocks, fork, bytes, ++c->tick};
+  c->bytes += bytes;
   return FER_STATUS_OK;
 }
 

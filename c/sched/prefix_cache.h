@@ -3,8 +3,8 @@
  * last block boundary (fer_kv_seq_fork: the windows the blocks fill map the request's granules, so
  * keeping them copies at most one partly filled window per binding). Entries are keyed by the chain
  * of block hashes (vLLM's scheme: block i's hash covers its tokens and block i - 1's hash), and a
- * lookup takes the entry sharing the most leading blocks with a prompt. Each entry's committed
- * bytes are charged to the governor as FER_MEM_ROLE_CACHE; the least recently used entry goes first
+ * lookup takes the entry sharing the most leading blocks with a prompt. Each entry's windows (its
+ * own and those it shares) are charged to the governor as FER_MEM_ROLE_CACHE; the least recently used entry goes first
  * when a charge does not fit, when max_bytes would be passed, or when the scheduler needs the
  * memory for a request. An entry whose tokens start another's is dropped in its favour (the longer
  * one maps the same granules). Single-threaded: the scheduler's step thread. */
@@ -22,8 +22,9 @@ typedef struct feri_prefix_cache_stats {
   uint64_t entries, blocks, bytes, evictions;
 } feri_prefix_cache_stats;
 
-/* block_tokens >= 1; max_bytes 0 = bounded by the governor only. */
-fer_status feri_prefix_cache_create(fer_governor *gov, uint32_t block_tokens, uint64_t max_bytes,
+/* granule_bytes: the entries' pool's granule; block_tokens >= 1; max_bytes 0 = bounded by the
+ * governor only. */
+fer_status feri_prefix_cache_create(fer_governor *gov, uint64_t granule_bytes, uint32_t block_tokens, uint64_t max_bytes,
                                     feri_prefix_cache **out);
 /* Frees every entry (their KV and charges) and the cache. NULL is OK. */
 void feri_prefix_cache_free(feri_prefix_cache *c);

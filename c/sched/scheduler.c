@@ -186,7 +186,7 @@ fer_status fer_scheduler_create(fer_engine *e, const fer_scheduler_options *opts
   if (st == FER_STATUS_OK) st = feri_llama_batch_create(e->model, o.step_tokens, &s->batch);
   if (st == FER_STATUS_OK) st = make_kv(s);
   if (st == FER_STATUS_OK && o.prefix_block_tokens > 0)
-    st = feri_prefix_cache_create(e->gov, o.prefix_block_tokens, o.prefix_cache_bytes, &s->prefix);
+    st = feri_prefix_cache_create(e->gov, s->granule, o.prefix_block_tokens, o.prefix_cache_bytes, &s->prefix);
   if (st != FER_STATUS_OK) {
     feri_error_stash keep;
     feri_error_save(&keep);
@@ -574,13 +574,16 @@ static void snapshot(fer_scheduler *s) {
   fer_vmm_get_stats(s->vmm, &vs);
   uint64_t live = 0;
   for (uint32_t i = 0; i < s->n_running; i++) {
+    const fer_kv_seq *kv = feri_llama_seq_kv(s->running[i]->seq);
     fer_kv_seq_stats k;
-    if (fer_kv_seq_get_stats(feri_llama_seq_kv(s->running[i]->seq), &k) == FER_STATUS_OK) live += k.committed_bytes;
+    fer_kv_seq_sharing sh;
+    if (fer_kv_seq_get_stats(kv, &k) == FER_STATUS_OK && fer_kv_seq_get_sharing(kv, &sh) == FER_STATUS_OK)
+      live += k.committed_bytes + sh.shared_windows * s->granule; /* its own windows and the cache's it maps */
   }
   pthread_mutex_lock(&s->lock);
   s->stats.cache_entries = pc.entries, s->stats.cache_blocks = pc.blocks, s->stats.cache_bytes = pc.bytes;
   s->stats.cache_evictions = pc.evictions;
-  s->stats.kv_physical_bytes = vs.ledger_bytes, s->stats.kv_live_bytes = live;
+  s->stats.kv_physical_bytes = vs.ledger_bytes, s->stats.kv_live_bytes = live, s->stats.kv_os_bytes = vs.os_bytes;
   pthread_mutex_unlock(&s->lock);
 }
 

@@ -343,6 +343,10 @@ static void test_admission(void) {
   fer_scheduler_stats st;
   CHECK_STATUS(fer_scheduler_get_stats(s, &st), FER_STATUS_OK);
   CHECK(st.cache_evictions > 0 && st.refused == 1 && st.submitted == 10);
+  CHECK(st.kv_live_bytes == 0 && st.kv_physical_bytes <= st.cache_bytes);
+  if (st.kv_physical_bytes > st.cache_bytes)
+    fprintf(stderr, "  admission: the pool maps %llu bytes, the cache holds %llu\n", (unsigned long long)st.kv_physical_bytes,
+            (unsigned long long)st.cache_bytes);
   if (st.cache_evictions == 0 || st.refused != 1)
     fprintf(stderr, "  evictions %llu refused %llu entries %llu\n", (unsigned long long)st.cache_evictions,
             (unsigned long long)st.refused, (unsigned long long)st.cache_entries);
@@ -401,6 +405,10 @@ static void test_cancel(void) {
   fer_scheduler_stats st;
   CHECK_STATUS(fer_scheduler_get_stats(s, &st), FER_STATUS_OK);
   CHECK(st.finished[FER_FINISH_CANCELLED] == 2 && st.finished[FER_FINISH_LENGTH] == 1 && st.kv_live_bytes == 0);
+  CHECK(st.kv_physical_bytes <= st.cache_bytes);
+  if (st.kv_physical_bytes > st.cache_bytes)
+    fprintf(stderr, "  cancel: the pool maps %llu bytes, the cache holds %llu\n", (unsigned long long)st.kv_physical_bytes,
+            (unsigned long long)st.cache_bytes);
   CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
   CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
   fer_buffer_free(t.img);
@@ -601,6 +609,13 @@ static void test_real_model(const char *file) {
   fer_scheduler_stats st;
   CHECK_STATUS(fer_scheduler_get_stats(s, &st), FER_STATUS_OK);
   CHECK(st.cache_hits >= 6 && st.kv_live_bytes == 0);
+  /* what the pool still maps is the cache's, and the cache's charge covers it (windows it shares
+   * with another entry count in both: the charge may exceed the pool, never fall below it) */
+  CHECK(st.kv_physical_bytes > 0 && st.kv_physical_bytes <= st.cache_bytes);
+  CHECK(st.kv_os_bytes <= st.kv_physical_bytes); /* the kernel's count: no more than the ledger */
+  if (st.kv_physical_bytes > st.cache_bytes)
+    fprintf(stderr, "  %s: the pool maps %llu bytes, the cache holds %llu\n", file, (unsigned long long)st.kv_physical_bytes,
+            (unsigned long long)st.cache_bytes);
   CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
   CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
 }

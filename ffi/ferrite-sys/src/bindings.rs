@@ -2387,8 +2387,8 @@ pub struct fer_scheduler_stats {
     pub decode_tokens: u64,
     pub generated_tokens: u64,
     #[doc = " Prefix cache: lookups of an admitted request that reused blocks / reused none, prompt tokens"]
-    #[doc = "  taken from the cache, entries and their blocks, bytes committed to them (their own charge),"]
-    #[doc = "  entries evicted."]
+    #[doc = "  taken from the cache, entries and their blocks, the bytes of the windows they map (their"]
+    #[doc = "  charge: a window two entries share counts in both), entries evicted."]
     pub cache_hits: u64,
     pub cache_misses: u64,
     pub cache_hit_tokens: u64,
@@ -2397,10 +2397,14 @@ pub struct fer_scheduler_stats {
     pub cache_bytes: u64,
     pub cache_evictions: u64,
     #[doc = " The scheduler's granule pool: physical bytes mapped now (running requests and the cache; a"]
-    #[doc = "  granule mapped by several sequences counts once), and the running requests' committed bytes"]
-    #[doc = "  summed (a window a request shares with the cache counts in both; 0 with nothing running)."]
+    #[doc = "  granule mapped by several sequences counts once), and the bytes of the windows each running"]
+    #[doc = "  request maps, summed (a window a request shares with the cache counts in both; 0 with"]
+    #[doc = "  nothing running)."]
     pub kv_physical_bytes: u64,
     pub kv_live_bytes: u64,
+    #[doc = " What the operating system reports as allocated for the pool (st_blocks x 512 of its memfd):"]
+    #[doc = "  the kernel's count beside kv_physical_bytes, the ledger's."]
+    pub kv_os_bytes: u64,
 }
 extern "C" {
     pub fn fer_scheduler_get_stats(

@@ -1,0 +1,189 @@
+//! Command-line options, parsed by hand (clap is not packaged for these machines).
+//!
+//! `Options` is also what a backend reads at creation (model path, parallelism, KV budget,
+//! threads, context, prefix cache), so it is the one place the server's configuration lives.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const USAGE: &str = "\
+usage: ferrite-serve (--model PATH | --fake) [options]
+
+An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,
+GET /v1/models, GET /health, GET /metrics.
+
+  --model PATH        the GGUF model to serve
+  --fake              serve the deterministic fake backend (it echoes the prompt; for tests)
+  --fake-delay-ms N   with --fake: milliseconds per engine step (default 0)
+  --host HOST         address to listen on (default 127.0.0.1)
+  --port N            port (default 8080; 0 = any free port). Prints `listening on http://HOST:PORT`
+  --parallel N        sequences decoded together (default 4, 1..=1024)
+  --kv-budget BYTES   KV cache memory budget, with K/M/G suffix (default: the engine's)
+  --threads N         engine CPU threads (default: the engine's)
+  --ctx N             most tokens per request, prompt + completion (default: the model's)
+  --max-queued N      requests waiting for a slot before 503 (default 64)
+  --body-limit BYTES  largest request body, with K/M/G suffix (default 4M)
+  --timeout SECS      a request's headers, and then its body, must arrive within this (default 10)
+  --no-prefix-cache   do not reuse KV of shared prompt prefixes
+  -h, --help          this text
+";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    pub model: Option<PathBuf>,
+    pub fake: bool,
+    pub fake_delay: Duration,
+    pub host: String,
+    pub port: u16,
+    pub parallel: u32,
+    pub kv_budget: Option<u64>,
+    pub threads: Option<u32>,
+    pub ctx: Option<u32>,
+    pub max_queued: u32,
+    pub body_limit: u64,
+    pub timeout: Duration,
+    pub prefix_cache: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            model: None,
+            fake: false,
+            fake_delay: Duration::ZERO,
+            host: "127.0.0.1".to_string(),
+            port: 8080,
+            parallel: 4,
+            kv_budget: None,
+            threads: None,
+            ctx: None,
+            max_queued: 64,
+            body_limit: 4 << 20,
+            timeout: Duration::from_secs(10),
+            prefix_cache: true,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Parsed {
+    Run(Options),
+    Help,
+}
+
+/// Parses a size: digits with an optional K, M or G suffix (binary: K = 1024), e.g. `512M`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let (digits, mult) = match s.as_bytes().last() {
+        Some(b'K' | b'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some(b'M' | b'm') => (&s[..s.len() - 1], 1u64 << 20),
+        Some(b'G' | b'g') => (&s[..s.len() - 1], 1u64 << 30),
+        _ => (s, 1),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a size (digits with K/M/G)"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+fn parse_num<T>(flag: &str, v: &str, lo: T, hi: T) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let n: T = v.parse().map_err(|_| format!("{flag}: `{v}` is not a number"))?;
+    if n < lo || n > hi {
+        return Err(format!("{flag}: {n} is outside {lo}..={hi}"));
+    }
+    Ok(n)
+}
+
+/// Parses the arguments after the program name. Accepts `--flag value` and `--flag=value`.
+pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, String> {
+    let mut o = Options::default();
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let value = |it: &mut I::IntoIter| -> Result<String, String> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => it.next().ok_or_else(|| format!("{flag} needs a value")),
+            }
+        };
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "--model" => o.model = Some(PathBuf::from(value(&mut it)?)),
+            "--fake" => o.fake = true,
+            "--fake-delay-ms" => {
+                o.fake_delay = Duration::from_millis(parse_num(&flag, &value(&mut it)?, 0, 60_000)?)
+            }
+            "--host" => o.host = value(&mut it)?,
+            "--port" => o.port = parse_num(&flag, &value(&mut it)?, 0, 65535)?,
+            "--parallel" => o.parallel = parse_num(&flag, &value(&mut it)?, 1, 1024)?,
+            "--kv-budget" => o.kv_budget = Some(parse_size(&value(&mut it)?)?),
+            "--threads" => o.threads = Some(parse_num(&flag, &value(&mut it)?, 1, 1024)?),
+            "--ctx" => o.ctx = Some(parse_num(&flag, &value(&mut it)?, 1, 1 << 24)?),
+            "--max-queued" => o.max_queued = parse_num(&flag, &value(&mut it)?, 0, 1 << 20)?,
+            "--body-limit" => o.body_limit = parse_size(&value(&mut it)?)?,
+            "--timeout" => o.timeout = Duration::from_secs(parse_num(&flag, &value(&mut it)?, 1, 3600)?),
+            "--no-prefix-cache" => o.prefix_cache = false,
+            _ => return Err(format!("unknown option `{arg}` (see --help)")),
+        }
+    }
+    if o.model.is_none() && !o.fake {
+        return Err("one of --model PATH or --fake is needed (see --help)".to_string());
+    }
+    if o.body_limit == 0 {
+        return Err("--body-limit must be above 0".to_string());
+    }
+    Ok(Parsed::Run(o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Parsed, String> {
+        parse_args(s.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        let Parsed::Run(o) = parse("--fake").unwrap() else { panic!() };
+        assert_eq!(o.port, 8080);
+        assert_eq!(o.host, "127.0.0.1");
+        assert_eq!(o.body_limit, 4 << 20);
+        assert_eq!(o.timeout, Duration::from_secs(10));
+        let Parsed::Run(o) = parse(
+            "--model m.gguf --host 0.0.0.0 --port=0 --parallel 8 --kv-budget 2G --threads 3 \
+             --ctx 2048 --max-queued 5 --body-limit 512K --timeout 3 --no-prefix-cache",
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.model, Some(PathBuf::from("m.gguf")));
+        assert_eq!((o.port, o.parallel, o.threads, o.ctx), (0, 8, Some(3), Some(2048)));
+        assert_eq!((o.kv_budget, o.body_limit), (Some(2 << 30), 512 << 10));
+        assert_eq!((o.max_queued, o.timeout, o.prefix_cache), (5, Duration::from_secs(3), false));
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(parse("--help"), Ok(Parsed::Help));
+        assert!(parse("").is_err(), "no model and no --fake");
+        assert!(parse("--fake --port 70000").is_err());
+        assert!(parse("--fake --parallel 0").is_err());
+        assert!(parse("--fake --kv-budget 12X").is_err());
+        assert!(parse("--fake --bogus").is_err());
+        assert!(parse("--fake --port").is_err(), "missing value");
+        assert!(parse("--fake --body-limit 0").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4M"), Ok(4 << 20));
+        assert_eq!(parse_size("7"), Ok(7));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+}

@@ -1,0 +1,155 @@
+//! The server's only view of the engine.
+//!
+//! Everything behind this trait runs on one OS thread, the engine thread (engine_thread.rs), which
+//! owns the `Backend`: the engine's session objects are one-thread-at-a-time, and a single owner
+//! makes batching decisions in one place. HTTP tasks never touch a `Backend`; they send commands to
+//! the engine thread and receive `Event`s on a per-request channel. That is why the trait needs
+//! neither `Send` nor `Sync`: the backend is created on the engine thread and never leaves it.
+//!
+//! The contract every implementation keeps (the server relies on it):
+//! - `submit` returns a fresh id; every accepted id later produces exactly one `Event::Finished`
+//!   (also after `cancel`), and no event for that id follows it.
+//! - `cancel` of an unknown or already finished id does nothing.
+//! - `step` runs at most one engine step (prefill chunk and/or one batched decode) and returns
+//!   promptly; it returns false when there was nothing to run.
+//! - `drain` appends the events produced since the last drain, in order per id.
+//! - `idle` is true only when no submitted work remains and every event has been drained; the
+//!   engine thread then blocks until the next command instead of spinning.
+
+/// One generation request, after the server has rendered the chat template and tokenized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenRequest {
+    pub prompt: Vec<i32>,
+    /// At least 1; the server has checked `prompt.len() + max_new_tokens <= n_ctx()`.
+    pub max_new_tokens: u32,
+    /// 0 means greedy.
+    pub temperature: f32,
+    /// 1.0 disables nucleus sampling.
+    pub top_p: f32,
+    /// 0 or negative disables top-k.
+    pub top_k: i32,
+    /// 0.0 disables min-p.
+    pub min_p: f32,
+    pub seed: u64,
+    /// Extra token ids that end generation (finish Stop; the token's text is not emitted).
+    pub stop_ids: Vec<i32>,
+    /// How many alternatives `TokenOut::top` carries (0..=20). `TokenOut::logprob` is always set.
+    pub top_logprobs: u32,
+    pub grammar: Option<GrammarSpec>,
+    /// Keep generating past the end-of-generation token(s) until `max_new_tokens`.
+    pub ignore_eos: bool,
+}
+
+/// Structured output, compiled by the backend against its vocabulary.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GrammarSpec {
+    /// A JSON Schema, as JSON text.
+    JsonSchema(String),
+    /// Any JSON object.
+    JsonObject,
+    /// A regular expression (Rust regex syntax) the whole output must match.
+    Regex(String),
+}
+
+/// One generated token.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenOut {
+    pub token: i32,
+    /// This token's contribution to the output text from a streaming detokenizer: always whole
+    /// UTF-8 characters, so it may be empty until a character's last byte arrives.
+    pub text: Vec<u8>,
+    /// The token's own bytes (possibly a partial UTF-8 character), for logprobs.
+    pub token_bytes: Vec<u8>,
+    /// Natural log of the probability the sampler's distribution gave this token (<= 0).
+    pub logprob: f32,
+    /// The `top_logprobs` most likely tokens, most likely first: (id, bytes, logprob).
+    pub top: Vec<(i32, Vec<u8>, f32)>,
+}
+
+/// Why a sequence ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Finish {
+    /// An end-of-generation token, a stop id, or a grammar that accepts nothing more.
+    Stop,
+    /// `max_new_tokens` reached.
+    Length,
+    /// `cancel` was called.
+    Cancelled,
+    /// The engine failed this sequence; the status the client should see.
+    Error { http_status: u16, message: String },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    Token {
+        id: u64,
+        tok: TokenOut,
+    },
+    Finished {
+        id: u64,
+        finish: Finish,
+        /// What the streaming detokenizer still held (an incomplete character, lossily).
+        tail: Vec<u8>,
+        n_prompt: u32,
+        /// Prompt tokens served from the prefix cache.
+        n_cached: u32,
+        n_generated: u32,
+    },
+}
+
+impl Event {
+    pub fn id(&self) -> u64 {
+        match self {
+            Event::Token { id, .. } | Event::Finished { id, .. } => *id,
+        }
+    }
+}
+
+/// Why `submit` refused a request; the server turns each into an HTTP status.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SubmitError {
+    /// 400: the request cannot run (bad token id, grammar that does not compile, ...).
+    Invalid(String),
+    /// 503 with Retry-After: admission refused now, try again later.
+    QueueFull { retry_after_s: u32 },
+    /// 400 with code context_length_exceeded: the prompt (plus max tokens) does not fit.
+    TooLarge(String),
+}
+
+/// What /metrics reports about the engine; published by the engine thread after every step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BackendMetrics {
+    pub running: u32,
+    pub queued: u32,
+    pub prefix_cache_hits: u64,
+    pub prefix_cache_misses: u64,
+    pub prefix_cache_hit_tokens: u64,
+    /// The KV pool's physical bytes: running requests and the prefix cache (a shared granule once).
+    pub kv_committed_bytes: u64,
+    /// The kernel's count of the pool's bytes (its memfd's allocated blocks).
+    pub kv_os_bytes: u64,
+    /// The running requests' KV bytes (0 when nothing runs).
+    pub kv_live_bytes: u64,
+    /// Bytes the prefix cache holds, and its entries.
+    pub prefix_cache_bytes: u64,
+    pub prefix_cache_entries: u64,
+    pub steps: u64,
+}
+
+pub trait Backend {
+    /// The id /v1/models reports and responses carry.
+    fn model_id(&self) -> String;
+    /// Most tokens one sequence may hold (prompt + generated).
+    fn n_ctx(&self) -> u32;
+    fn tokenize(&mut self, text: &str) -> Result<Vec<i32>, String>;
+    /// Renders (role, content) messages with the model's chat template, generation prompt added.
+    /// An Err becomes a 400 (e.g. a role the template does not know).
+    fn render_chat(&mut self, messages: &[(String, String)]) -> Result<String, String>;
+    fn submit(&mut self, r: GenRequest) -> Result<u64, SubmitError>;
+    fn cancel(&mut self, id: u64);
+    /// Runs one engine step; true when work ran.
+    fn step(&mut self) -> bool;
+    fn drain(&mut self, out: &mut Vec<Event>);
+    fn metrics(&self) -> BackendMetrics;
+    fn idle(&self) -> bool;
+}

@@ -1,0 +1,448 @@
+//! One admitted generation turned into an OpenAI response: engine events in, text pieces (stop
+//! strings applied), logprobs, usage and finish_reason out, either as one JSON body or as a
+//! server-sent event stream. Both shapes share `Run::on_event`, so streaming and non-streaming
+//! cannot disagree on text, stops or counts.
+
+use crate::backend::{Event, Finish, TokenOut};
+use crate::engine_thread::Generation;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::openai::{Endpoint, Logprobs};
+use crate::sse;
+use crate::stop::StopMatcher;
+use hyper::body::{Bytes, HttpBody, SizeHint};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// What every response object of one request repeats.
+#[derive(Clone, Debug)]
+pub struct Meta {
+    pub endpoint: Endpoint,
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+}
+
+impl Meta {
+    pub fn new(endpoint: Endpoint, model: String) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let prefix = match endpoint {
+            Endpoint::Chat => "chatcmpl",
+            Endpoint::Completions => "cmpl",
+        };
+        // Unique within a process (counter) and across restarts (start time).
+        let id = format!("{prefix}-{:012x}{:08x}", now.as_micros() as u64 & 0xffff_ffff_ffff, n);
+        Meta { endpoint, id, created: now.as_secs(), model }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprob {
+    pub bytes: Vec<u8>,
+    pub logprob: f32,
+    pub top: Vec<(Vec<u8>, f32)>,
+    /// Characters of output text released before this token's (completions' text_offset).
+    pub text_offset: usize,
+}
+
+/// Text released by one event, with the logprobs of the token that produced it.
+#[derive(Debug, Default, PartialEq)]
+pub struct Piece {
+    pub text: String,
+    pub logprobs: Vec<TokenLogprob>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Usage {
+    pub prompt: u32,
+    pub completion: u32,
+    pub cached: u32,
+}
+
+pub enum Step {
+    Piece(Piece),
+    /// The request ended: the last text, and the finish_reason with usage or the error.
+    Done(Piece, Result<(&'static str, Usage), ApiError>),
+}
+
+pub struct Run {
+    pub meta: Meta,
+    gen: Generation,
+    stop: StopMatcher,
+    logprobs: Logprobs,
+    metrics: Arc<Metrics>,
+    started: Instant,
+    last_token: Option<Instant>,
+    n_tokens: u32,
+    text_chars: usize,
+    stopped_by_string: bool,
+    done: bool,
+}
+
+impl Run {
+    pub fn new(
+        meta: Meta,
+        gen: Generation,
+        stop: &[String],
+        logprobs: Logprobs,
+        metrics: Arc<Metrics>,
+        started: Instant,
+    ) -> Self {
+        Run {
+            meta,
+            gen,
+            stop: StopMatcher::new(stop),
+            logprobs,
+            metrics,
+            started,
+            last_token: None,
+            n_tokens: 0,
+            text_chars: 0,
+            stopped_by_string: false,
+            done: false,
+        }
+    }
+
+    fn token(&mut self, tok: TokenOut) -> Option<Step> {
+        if self.stopped_by_string {
+            return None; // generated before our cancel reached the engine: not part of the output
+        }
+        let now = Instant::now();
+        match self.last_token {
+            None => self.metrics.ttft.observe((now - self.started).as_secs_f64()),
+            Some(t) => self.metrics.itl.observe((now - t).as_secs_f64()),
+        }
+        self.last_token = Some(now);
+        self.n_tokens += 1;
+        let r = self.stop.push(&tok.text);
+        let mut piece = Piece { text: r.text, logprobs: Vec::new() };
+        if self.logprobs != Logprobs::None {
+            let top = tok.top.into_iter().map(|(_, b, lp)| (b, lp)).collect();
+            piece.logprobs.push(TokenLogprob {
+                bytes: tok.token_bytes,
+                logprob: tok.logprob,
+                top,
+                text_offset: self.text_chars,
+            });
+        }
+        self.text_chars += piece.text.chars().count();
+        if r.stopped {
+            self.stopped_by_string = true;
+            self.gen.cancel();
+        }
+        Some(Step::Piece(piece))
+    }
+
+    /// Feeds one engine event; None when it produced nothing to send.
+    pub fn on_event(&mut self, ev: Event) -> Option<Step> {
+        let (finish, tail, n_prompt, n_cached) = match ev {
+            Event::Token { tok, .. } => return self.token(tok),
+            Event::Finished { finish, tail, n_prompt, n_cached, .. } => (finish, tail, n_prompt, n_cached),
+        };
+        self.done = true;
+        let mut last = Piece::default();
+        if !self.stopped_by_string {
+            let r = self.stop.push(&tail);
+            last.text = r.text;
+            self.stopped_by_string = r.stopped;
+            if !r.stopped {
+                last.text.push_str(&self.stop.flush());
+            }
+        }
+        self.metrics.duration.observe(self.started.elapsed().as_secs_f64());
+        Metrics::add(&self.metrics.generated_tokens, self.n_tokens as u64);
+        let usage = Usage { prompt: n_prompt, completion: self.n_tokens, cached: n_cached };
+        let end = match finish {
+            _ if self.stopped_by_string => Ok(("stop", usage)),
+            Finish::Stop => Ok(("stop", usage)),
+            Finish::Length => Ok(("length", usage)),
+            Finish::Cancelled => Err(ApiError::server(503, "The request was cancelled by the server.")),
+            Finish::Error { http_status, message } => {
+                let kind = if http_status < 500 { "invalid_request_error" } else { "server_error" };
+                Err(ApiError::new(http_status, kind, message))
+            }
+        };
+        Some(Step::Done(last, end))
+    }
+
+    /// Marks the run as ended by the server (not a client disconnect).
+    fn end(&mut self) {
+        self.done = true;
+    }
+
+    fn logprobs_json(&self, lps: &[TokenLogprob]) -> Value {
+        let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        match self.logprobs {
+            Logprobs::None => Value::Null,
+            Logprobs::Chat(_) => {
+                let item = |b: &[u8], lp: f32| json!({"token": s(b), "logprob": lp, "bytes": b});
+                let content: Vec<Value> = lps
+                    .iter()
+                    .map(|t| {
+                        let mut v = item(&t.bytes, t.logprob);
+                        v["top_logprobs"] = t.top.iter().map(|(b, lp)| item(b, *lp)).collect();
+                        v
+                    })
+                    .collect();
+                json!({ "content": content })
+            }
+            Logprobs::Completions(_) => json!({
+                "tokens": lps.iter().map(|t| s(&t.bytes)).collect::<Vec<_>>(),
+                "token_logprobs": lps.iter().map(|t| t.logprob).collect::<Vec<_>>(),
+                "top_logprobs": lps.iter().map(|t| {
+                    t.top.iter().map(|(b, lp)| (s(b), json!(lp))).collect::<serde_json::Map<_, _>>()
+                }).collect::<Vec<_>>(),
+                "text_offset": lps.iter().map(|t| t.text_offset).collect::<Vec<_>>(),
+            }),
+        }
+    }
+
+    fn usage_json(u: &Usage) -> Value {
+        json!({"prompt_tokens": u.prompt, "completion_tokens": u.completion,
+               "total_tokens": u.prompt + u.completion,
+               "prompt_tokens_details": {"cached_tokens": u.cached}})
+    }
+
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.meta.endpoint, chunk) {
+            (Endpoint::Chat, false) => "chat.completion",
+            (Endpoint::Chat, true) => "chat.completion.chunk",
+            (Endpoint::Completions, _) => "text_completion",
+        }
+    }
+
+    /// The non-streaming response body.
+    pub fn response_json(&self, text: &str, lps: &[TokenLogprob], reason: &str, usage: &Usage) -> Value {
+        let mut choice = match self.meta.endpoint {
+            Endpoint::Chat => json!({"index": 0, "message": {"role": "assistant", "content": text}}),
+            Endpoint::Completions => json!({"index": 0, "text": text}),
+        };
+        choice["logprobs"] = self.logprobs_json(lps);
+        choice["finish_reason"] = json!(reason);
+        json!({"id": self.meta.id, "object": self.object(false), "created": self.meta.created,
+               "model": self.meta.model, "choices": [choice], "usage": Self::usage_json(usage)})
+    }
+
+    /// One streaming chunk. `delta` is the chat delta object (ignored for completions).
+    fn chunk_json(
+        &self,
+        delta: Value,
+        text: &str,
+        lps: &[TokenLogprob],
+        reason: Option<&str>,
+        include_usage: bool,
+    ) -> Value {
+        let mut choice = match self.meta.endpoint {
+            Endpoint::Chat => json!({"index": 0, "delta": delta}),
+            Endpoint::Completions => json!({"index": 0, "text": text}),
+        };
+        choice["logprobs"] = if lps.is_empty() { Value::Null } else { self.logprobs_json(lps) };
+        choice["finish_reason"] = json!(reason);
+        let mut v = json!({"id": self.meta.id, "object": self.object(true), "created": self.meta.created,
+                           "model": self.meta.model, "choices": [choice]});
+        if include_usage {
+            v["usage"] = Value::Null;
+        }
+        v
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if !self.done {
+            Metrics::add(&self.metrics.client_disconnects, 1);
+        }
+    }
+}
+
+fn engine_stopped() -> ApiError {
+    ApiError::server(503, "The engine stopped.")
+}
+
+/// Waits for the whole generation: the non-streaming response.
+pub async fn collect(mut run: Run) -> Result<Value, ApiError> {
+    let mut text = String::new();
+    let mut lps = Vec::new();
+    loop {
+        let Some(ev) = run.gen.next_event().await else {
+            run.end();
+            return Err(engine_stopped());
+        };
+        match run.on_event(ev) {
+            None => {}
+            Some(Step::Piece(p)) => {
+                text.push_str(&p.text);
+                lps.extend(p.logprobs);
+            }
+            Some(Step::Done(last, end)) => {
+                text.push_str(&last.text);
+                let (reason, usage) = end?;
+                return Ok(run.response_json(&text, &lps, reason, &usage));
+            }
+        }
+    }
+}
+
+/// The streaming response body: pulls engine events as hyper asks for data, so a client that
+/// reads slowly slows nothing but itself, and dropping the body (client gone) drops the
+/// `Generation`, which cancels the sequence.
+pub struct SseBody {
+    run: Run,
+    include_usage: bool,
+    queue: VecDeque<Bytes>,
+    finished: bool,
+}
+
+/// Engine events turned into frames per poll at most, so one busy stream cannot hog a worker.
+const EVENTS_PER_FRAME: usize = 64;
+
+impl SseBody {
+    pub fn new(run: Run, include_usage: bool) -> Self {
+        let mut s = SseBody { run, include_usage, queue: VecDeque::new(), finished: false };
+        if s.run.meta.endpoint == Endpoint::Chat {
+            let first =
+                s.run.chunk_json(json!({"role": "assistant", "content": ""}), "", &[], None, include_usage);
+            s.queue.push_back(sse::event(&first));
+        }
+        s
+    }
+
+    fn push_piece(&mut self, p: &Piece) {
+        if p.text.is_empty() && p.logprobs.is_empty() {
+            return;
+        }
+        let v =
+            self.run.chunk_json(json!({"content": p.text}), &p.text, &p.logprobs, None, self.include_usage);
+        self.queue.push_back(sse::event(&v));
+    }
+
+    fn push_error(&mut self, e: &ApiError) {
+        self.queue.push_back(sse::event(&e.to_json()));
+        self.queue.push_back(Bytes::from_static(sse::DONE));
+        self.finished = true;
+    }
+
+    fn on_step(&mut self, step: Step) {
+        match step {
+            Step::Piece(p) => self.push_piece(&p),
+            Step::Done(last, end) => {
+                self.push_piece(&last);
+                match end {
+                    Err(e) => self.push_error(&e),
+                    Ok((reason, usage)) => {
+                        let fin = self.run.chunk_json(json!({}), "", &[], Some(reason), self.include_usage);
+                        self.queue.push_back(sse::event(&fin));
+                        if self.include_usage {
+                            let mut u = json!({"id": self.run.meta.id, "object": self.run.object(true),
+                                               "created": self.run.meta.created, "model": self.run.meta.model,
+                                               "choices": []});
+                            u["usage"] = Run::usage_json(&usage);
+                            self.queue.push_back(sse::event(&u));
+                        }
+                        self.queue.push_back(Bytes::from_static(sse::DONE));
+                        self.finished = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Next frame: everything ready now, joined.
+    pub fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        let mut n = 0;
+        while !self.finished && n < EVENTS_PER_FRAME {
+            match self.run.gen.poll_event(cx) {
+                Poll::Pending => break,
+                Poll::Ready(None) => {
+                    self.run.end();
+                    self.push_error(&engine_stopped());
+                }
+                Poll::Ready(Some(ev)) => {
+                    n += 1;
+                    if let Some(step) = self.run.on_event(ev) {
+                        self.on_step(step);
+                    }
+                }
+            }
+        }
+        match self.queue.len() {
+            0 if self.finished => Poll::Ready(None),
+            0 if n == EVENTS_PER_FRAME => {
+                cx.waker().wake_by_ref(); // events that produced no bytes: come back for more
+                Poll::Pending
+            }
+            0 => Poll::Pending,
+            1 => Poll::Ready(self.queue.pop_front()),
+            _ => {
+                let mut all = Vec::with_capacity(self.queue.iter().map(|b| b.len()).sum());
+                self.queue.drain(..).for_each(|b| all.extend_from_slice(&b));
+                Poll::Ready(Some(Bytes::from(all)))
+            }
+        }
+    }
+}
+
+/// Every response body the server sends: a complete buffer or an event stream. It also carries
+/// the connection's busy guard, so the connection counts as idle again only when the body is done.
+pub struct RespBody {
+    kind: Kind,
+    pub(crate) busy: Option<crate::conn::BusyGuard>,
+}
+
+enum Kind {
+    Full(Option<Bytes>),
+    Sse(Box<SseBody>),
+}
+
+impl RespBody {
+    pub fn full(b: impl Into<Bytes>) -> Self {
+        RespBody { kind: Kind::Full(Some(b.into())), busy: None }
+    }
+
+    pub fn sse(s: SseBody) -> Self {
+        RespBody { kind: Kind::Sse(Box::new(s)), busy: None }
+    }
+}
+
+impl HttpBody for RespBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_data(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Self::Error>>> {
+        let this = self.get_mut();
+        let p = match &mut this.kind {
+            Kind::Full(b) => Poll::Ready(b.take()),
+            Kind::Sse(s) => s.poll_frame(cx),
+        };
+        if let Poll::Ready(None) = p {
+            this.busy = None; // the response is complete: the connection may time out again
+        }
+        p.map(|o| o.map(Ok))
+    }
+
+    fn poll_trailers(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Result<Option<hyper::HeaderMap>, Self::Error>> {
+        Poll::Ready(Ok(None))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(&self.kind, Kind::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            Kind::Full(None) => SizeHint::with_exact(0),
+            Kind::Sse(_) => SizeHint::default(),
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! The real backend: a ferrite engine and its scheduler (continuous batching, chunked prefill,
+//! the prefix cache), through the safe `ferrite` crate.
+//!
+//! The scheduler, the grammar vocabulary and the detokenizers borrow the engine, and the engine
+//! thread owns the backend as one `Box<dyn Backend>`: so the backend owns the engine in a `Box`
+//! (its address never changes) and its borrowers carry `'static`, which is sound because of two
+//! rules kept here: every borrower is a field declared before `engine` (fields drop in declaration
+//! order, so they are gone before it), and nothing takes `&mut` of the engine.
+
+use crate::args::Options;
+use crate::backend::{Backend, BackendMetrics, Event, Finish, GenRequest, GrammarSpec, SubmitError, TokenOut};
+use ferrite::engine::{chat_flag, EngineTokenizer};
+use ferrite::scheduler::{finish, request_flag, Event as SchedEvent, Request, Scheduler, SchedulerOptions};
+use ferrite::tokenizer::encode_flag;
+use ferrite::{status, Detokenizer, Engine, EngineConfig, Grammar, GrammarVocab};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Prompt tokens one step runs beside the decode rows: long prompts are chunked by it.
+const STEP_TOKENS: u32 = 512;
+/// Tokens per prefix-cache block (vLLM's default).
+const CACHE_BLOCK: u32 = 16;
+
+pub struct FerriteBackend {
+    // --- borrowers of the engine: declared (so dropped) before it ---
+    /// Each running request's streaming detokenizer.
+    detok: HashMap<u64, Detokenizer<'static>>,
+    sched: Scheduler<'static>,
+    vocab: GrammarVocab<'static>,
+    tok: EngineTokenizer<'static>,
+    // --- the engine itself, last ---
+    engine: Box<Engine<'static>>,
+    model_id: String,
+    n_ctx: u32,
+    pending: Vec<Event>,
+}
+
+impl FerriteBackend {
+    pub fn open(opts: &Options) -> Result<FerriteBackend, String> {
+        let path = opts.model.as_ref().ok_or("--model is required (or --fake)")?;
+        let mut cfg = EngineConfig::default().max_seqs(opts.parallel.max(1));
+        if let Some(t) = opts.threads {
+            cfg = cfg.threads(t);
+        }
+        if let Some(b) = opts.kv_budget {
+            cfg = cfg.kv_budget(b);
+        }
+        if let Some(c) = opts.ctx {
+            cfg = cfg.max_tokens(c);
+        }
+        let engine = Box::new(Engine::from_path(path, &cfg).map_err(|e| format!("{}: {e}", path.display()))?);
+        // SAFETY: the engine is boxed (its address is stable) and outlives every borrower: they
+        // are fields declared before `engine`, and nothing moves out of or mutably borrows it.
+        let e: &'static Engine<'static> = unsafe { &*(engine.as_ref() as *const Engine<'static>) };
+        let tok = e.tokenizer();
+        let vocab = tok.grammar_vocab(0, -1).map_err(|err| format!("grammar vocabulary: {err}"))?;
+        let so = SchedulerOptions {
+            max_running: opts.parallel.max(1),
+            step_tokens: STEP_TOKENS.max(opts.parallel),
+            max_queued: opts.max_queued.max(1),
+            prefix_block_tokens: if opts.prefix_cache { CACHE_BLOCK } else { 0 },
+            prefix_cache_bytes: 0,
+        };
+        let sched = Scheduler::new(e, &so).map_err(|err| format!("scheduler: {err}"))?;
+        let model_id = path.file_stem().map_or_else(|| "ferrite".to_string(), |s| s.to_string_lossy().into_owned());
+        let n_ctx = e.config().max_tokens;
+        Ok(FerriteBackend { detok: HashMap::new(), sched, vocab, tok, engine, model_id, n_ctx, pending: Vec::new() })
+    }
+
+    fn compile(&self, g: &GrammarSpec) -> Result<Arc<Grammar<'static>>, String> {
+        use ferrite::grammar::kind;
+        let (k, src): (i32, &[u8]) = match g {
+            GrammarSpec::JsonSchema(s) => (kind::JSON_SCHEMA, s.as_bytes()),
+            GrammarSpec::JsonObject => (kind::JSON_SCHEMA, br#"{"type": "object"}"#),
+            GrammarSpec::Regex(r) => (kind::REGEX, r.as_bytes()),
+        };
+        // SAFETY of the 'static: the vocabulary is a field declared before the engine and after
+        // the scheduler, which holds the grammars; the scheduler (and its Arcs) drop first.
+        let vocab: &'static GrammarVocab<'static> = unsafe { &*(&self.vocab as *const GrammarVocab<'static>) };
+        vocab.compile(k, src, 0).map(Arc::new).map_err(|e| e.message)
+    }
+
+    fn token_bytes(&self, t: i32) -> Vec<u8> {
+        self.tok.decode(&[t], 0).unwrap_or_default()
+    }
+
+    fn convert(&mut self, ev: SchedEvent) -> Event {
+        match ev {
+            SchedEvent::Token(t) => {
+                let mut text = Vec::new();
+                if let Some(d) = self.detok.get_mut(&t.request_id) {
+                    let _ = d.push(t.token, &mut text);
+                }
+                let top = t.top.iter().map(|&(id, lp)| (id, self.token_bytes(id), lp)).collect();
+                Event::Token {
+                    id: t.request_id,
+                    tok: TokenOut { token: t.token, text, token_bytes: self.token_bytes(t.token), logprob: t.logprob, top },
+                }
+            }
+            SchedEvent::Finished(f) => {
+                let mut tail = Vec::new();
+                if let Some(mut d) = self.detok.remove(&f.request_id) {
+                    let _ = d.flush(&mut tail);
+                }
+                let finish = match f.reason {
+                    finish::STOP => Finish::Stop,
+                    finish::LENGTH => Finish::Length,
+                    finish::CANCELLED => Finish::Cancelled,
+                    _ => {
+                        let err = f.error.unwrap_or(ferrite::Error { code: status::MISUSE, message: "unknown".into() });
+                        // a request that can never fit the KV budget is the client's to shrink
+                        let http_status = if err.code == status::BUDGET_EXCEEDED { 400 } else { 500 };
+                        Finish::Error { http_status, message: err.message }
+                    }
+                };
+                Event::Finished {
+                    id: f.request_id,
+                    finish,
+                    tail,
+                    n_prompt: f.n_prompt_tokens,
+                    n_cached: f.n_cached_tokens,
+                    n_generated: f.n_generated,
+                }
+            }
+        }
+    }
+}
+
+impl Backend for FerriteBackend {
+    fn model_id(&self) -> String {
+        self.model_id.clone()
+    }
+
+    fn n_ctx(&self) -> u32 {
+        self.n_ctx
+    }
+
+    fn tokenize(&mut self, text: &str) -> Result<Vec<i32>, String> {
+        self.tok.encode(text.as_bytes(), encode_flag::ADD_SPECIAL).map_err(|e| e.message)
+    }
+
+    fn render_chat(&mut self, messages: &[(String, String)]) -> Result<String, String> {
+        let m: Vec<(&str, &str)> = messages.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+        self.engine.chat_render(&m, chat_flag::ADD_GENERATION_PROMPT).map_err(|e| e.message)
+    }
+
+    fn submit(&mut self, r: GenRequest) -> Result<u64, SubmitError> {
+        let grammar = match &r.grammar {
+            Some(g) => Some(self.compile(g).map_err(|m| SubmitError::Invalid(format!("response_format: {m}")))?),
+            None => None,
+        };
+        let mut req = Request::new(r.prompt);
+        req.max_new_tokens = r.max_new_tokens;
+        req.flags = request_flag::LOGPROBS | if r.ignore_eos { request_flag::IGNORE_EOS } else { 0 };
+        req.top_logprobs = r.top_logprobs;
+        req.stop_ids = r.stop_ids;
+        let s = &mut req.sampling;
+        s.temperature = r.temperature;
+        s.top_p = r.top_p;
+        s.top_k = r.top_k.max(0);
+        s.min_p = r.min_p;
+        s.seed = r.seed;
+        let id = self.sched.submit(&req, grammar).map_err(|e| match e.code {
+            status::BUSY => SubmitError::QueueFull { retry_after_s: 1 },
+            status::BUDGET_EXCEEDED => SubmitError::TooLarge(e.message),
+            _ => SubmitError::Invalid(e.message),
+        })?;
+        // SAFETY of the 'static: detokenizers are a field declared before the engine.
+        let tok: &'static EngineTokenizer<'static> = unsafe { &*(&self.tok as *const EngineTokenizer<'static>) };
+        match tok.detokenizer(0) {
+            Ok(d) => {
+                self.detok.insert(id, d);
+                Ok(id)
+            }
+            Err(e) => {
+                let _ = self.sched.cancel(id);
+                Err(SubmitError::Invalid(format!("detokenizer: {e}")))
+            }
+        }
+    }
+
+    fn cancel(&mut self, id: u64) {
+        let _ = self.sched.cancel(id); // an unknown or finished id: nothing to do
+    }
+
+    fn step(&mut self) -> bool {
+        let ran = match self.sched.step() {
+            Ok(info) => info.decode_tokens + info.prefill_tokens > 0 || info.events > 0,
+            Err(_) => false, // BUSY cannot happen: this thread is the only caller
+        };
+        let mut evs = Vec::new();
+        if self.sched.poll_events(&mut evs).is_ok() {
+            for ev in evs {
+                let e = self.convert(ev);
+                self.pending.push(e);
+            }
+        }
+        ran
+    }
+
+    fn drain(&mut self, out: &mut Vec<Event>) {
+        out.append(&mut self.pending);
+    }
+
+    fn metrics(&self) -> BackendMetrics {
+        let s = self.sched.stats();
+        BackendMetrics {
+            running: s.running,
+            queued: s.queued,
+            prefix_cache_hits: s.cache_hits,
+            prefix_cache_misses: s.cache_misses,
+            prefix_cache_hit_tokens: s.cache_hit_tokens,
+            kv_committed_bytes: s.kv_physical_bytes,
+            kv_live_bytes: s.kv_live_bytes,
+            kv_os_bytes: s.kv_os_bytes,
+            prefix_cache_bytes: s.cache_bytes,
+            prefix_cache_entries: s.cache_entries,
+            steps: s.steps,
+        }
+    }
+
+    fn idle(&self) -> bool {
+        let s = self.sched.stats();
+        s.running == 0 && s.queued == 0 && self.pending.is_empty()
+    }
+}

@@ -1,0 +1,209 @@
+//! Routing, request bodies under a size limit and a deadline, and the responses: JSON, errors
+//! with their headers, and event streams.
+
+use crate::backend::SubmitError;
+use crate::completion::{self, Meta, RespBody, Run, SseBody};
+use crate::conn::ConnShared;
+use crate::engine_thread::{Engine, EngineError};
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::openai::{self, Endpoint};
+use hyper::body::HttpBody;
+use hyper::header::{HeaderValue, CONTENT_LENGTH};
+use hyper::{Body, Request, Response, StatusCode};
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What every request handler shares.
+pub struct App {
+    pub engine: Engine,
+    pub metrics: Arc<Metrics>,
+    pub body_limit: u64,
+    /// Deadline for a request body to arrive in full.
+    pub timeout: Duration,
+    /// Server start, reported as the model's `created`.
+    pub created: u64,
+}
+
+/// hyper's entry point for one request on one connection.
+pub async fn serve(
+    req: Request<Body>,
+    app: Arc<App>,
+    conn: Arc<ConnShared>,
+) -> Result<Response<RespBody>, Infallible> {
+    let busy = conn.busy();
+    let (label, mut resp) = route(req, &app).await;
+    app.metrics.count_request(label, resp.status().as_u16());
+    resp.body_mut().busy = Some(busy);
+    Ok(resp)
+}
+
+/// (the route's metrics label, the methods it allows)
+fn route_of(path: &str) -> Option<(&'static str, &'static str)> {
+    Some(match path {
+        "/v1/chat/completions" => ("/v1/chat/completions", "POST"),
+        "/v1/completions" => ("/v1/completions", "POST"),
+        "/v1/models" => ("/v1/models", "GET"),
+        "/health" => ("/health", "GET"),
+        "/metrics" => ("/metrics", "GET"),
+        p if p.starts_with("/v1/models/") => ("/v1/models/{id}", "GET"),
+        _ => return None,
+    })
+}
+
+async fn route(req: Request<Body>, app: &App) -> (&'static str, Response<RespBody>) {
+    let path = req.uri().path().to_string();
+    let Some((label, allowed)) = route_of(&path) else {
+        let e = ApiError::new(404, "invalid_request_error", format!("Invalid URL ({} {path})", req.method()));
+        return ("other", error_response(&e));
+    };
+    if req.method().as_str() != allowed {
+        let mut e = ApiError::new(
+            405,
+            "invalid_request_error",
+            format!("Method {} is not allowed for {path}; use {allowed}.", req.method()),
+        );
+        e.allow = Some(allowed);
+        return (label, error_response(&e));
+    }
+    let r = match label {
+        "/v1/chat/completions" => completion(req, app, Endpoint::Chat).await,
+        "/v1/completions" => completion(req, app, Endpoint::Completions).await,
+        "/v1/models" => Ok(json_response(200, &json!({"object": "list", "data": [model_json(app)]}))),
+        "/v1/models/{id}" => {
+            let id = &path["/v1/models/".len()..];
+            if id == app.engine.model_id {
+                Ok(json_response(200, &model_json(app)))
+            } else {
+                Err(ApiError::new(404, "invalid_request_error", format!("The model '{id}' does not exist"))
+                    .with_param("model")
+                    .with_code("model_not_found"))
+            }
+        }
+        "/health" => Ok(json_response(200, &json!({"status": "ok"}))),
+        "/metrics" => {
+            let text = app.metrics.render(&app.engine.metrics());
+            let mut r = Response::new(RespBody::full(text));
+            r.headers_mut()
+                .insert("content-type", HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+            Ok(r)
+        }
+        _ => unreachable!("route_of and this match list the same labels"),
+    };
+    (label, r.unwrap_or_else(|e| error_response(&e)))
+}
+
+fn model_json(app: &App) -> Value {
+    json!({"id": app.engine.model_id, "object": "model", "created": app.created, "owned_by": "ferrite",
+           "max_model_len": app.engine.n_ctx})
+}
+
+async fn completion(
+    req: Request<Body>,
+    app: &App,
+    endpoint: Endpoint,
+) -> Result<Response<RespBody>, ApiError> {
+    let started = Instant::now();
+    let body = read_body(req, app.body_limit, app.timeout).await?;
+    let parsed = openai::parse_request(endpoint, &body, app.engine.n_ctx)?;
+    let prompt_param = match endpoint {
+        Endpoint::Chat => "messages",
+        Endpoint::Completions => "prompt",
+    };
+    let gen = app.engine.generate(parsed.job).await.map_err(|e| engine_error(e, prompt_param))?;
+    Metrics::add(&app.metrics.prompt_tokens, gen.n_prompt as u64);
+    let meta = Meta::new(endpoint, app.engine.model_id.clone());
+    let run = Run::new(meta, gen, &parsed.stop, parsed.logprobs, app.metrics.clone(), started);
+    if parsed.stream {
+        let mut r = Response::new(RespBody::sse(SseBody::new(run, parsed.include_usage)));
+        let h = r.headers_mut();
+        h.insert("content-type", HeaderValue::from_static("text/event-stream"));
+        h.insert("cache-control", HeaderValue::from_static("no-cache"));
+        h.insert("x-accel-buffering", HeaderValue::from_static("no")); // proxies: do not buffer
+        return Ok(r);
+    }
+    let v = completion::collect(run).await?;
+    Ok(json_response(200, &v))
+}
+
+fn engine_error(e: EngineError, prompt_param: &str) -> ApiError {
+    match e {
+        EngineError::Rejected(SubmitError::Invalid(m)) => ApiError::invalid(m).with_code("invalid_value"),
+        EngineError::Rejected(SubmitError::TooLarge(m)) => {
+            ApiError::param(prompt_param, "context_length_exceeded", m)
+        }
+        EngineError::Rejected(SubmitError::QueueFull { retry_after_s }) => {
+            let mut e =
+                ApiError::server(503, "The server is at capacity; retry later.").with_code("queue_full");
+            e.retry_after = Some(retry_after_s.max(1));
+            e
+        }
+        EngineError::Stopped => ApiError::server(503, "The engine stopped."),
+    }
+}
+
+/// Reads the whole body: 413 past `limit` (decided from Content-Length before reading when there
+/// is one, so a 100 MB upload is refused without being received), 408 when it has not arrived
+/// within `timeout`.
+pub async fn read_body(req: Request<Body>, limit: u64, timeout: Duration) -> Result<Vec<u8>, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            413,
+            "invalid_request_error",
+            format!("The request body is larger than the limit of {limit} bytes."),
+        )
+        .with_code("request_too_large")
+    };
+    let declared =
+        req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    let mut body = req.into_body();
+    let read = async {
+        let mut buf = Vec::with_capacity(declared.unwrap_or(0) as usize);
+        while let Some(chunk) = body.data().await {
+            let chunk =
+                chunk.map_err(|e| ApiError::invalid(format!("Reading the request body failed: {e}")))?;
+            if (buf.len() + chunk.len()) as u64 > limit {
+                return Err(too_large());
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf)
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(r) => r,
+        Err(_) => Err(ApiError::new(
+            408,
+            "invalid_request_error",
+            format!("The request body did not arrive within {} s.", timeout.as_secs()),
+        )
+        .with_code("request_timeout")),
+    }
+}
+
+pub fn json_response(status: u16, v: &Value) -> Response<RespBody> {
+    let mut r = Response::new(RespBody::full(serde_json::to_vec(v).expect("a Value always serializes")));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
+    r
+}
+
+pub fn error_response(e: &ApiError) -> Response<RespBody> {
+    let mut r = json_response(e.status, &e.to_json());
+    let h = r.headers_mut();
+    if let Some(s) = e.retry_after {
+        h.insert("retry-after", HeaderValue::from(s));
+    }
+    if let Some(a) = e.allow {
+        h.insert("allow", HeaderValue::from_static(a));
+    }
+    if matches!(e.status, 408 | 413) {
+        // The body was not (fully) read: the connection cannot carry another request.
+        h.insert("connection", HeaderValue::from_static("close"));
+    }
+    r
+}

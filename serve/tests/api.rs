@@ -1,0 +1,286 @@
+//! The OpenAI endpoints end to end over raw HTTP, against the fake backend (which answers the
+//! last user message, or the prompt, byte by byte).
+//! EVIDENCE: C-SERVE-003
+
+mod common;
+
+use common::*;
+use ferrite_serve::args::Options;
+use ferrite_serve::fake::FakeConfig;
+use serde_json::{json, Value};
+
+fn chat_body(content: &str) -> Value {
+    json!({"model": "any", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": content}]})
+}
+
+fn with(mut v: Value, extra: Value) -> Value {
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+/// Concatenated chat deltas, and the finish_reason of the stream's last choice.
+fn chat_stream_text(events: &[String]) -> (String, Option<String>, Vec<Value>) {
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> =
+        events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+    let mut text = String::new();
+    let mut reason = None;
+    for c in &chunks {
+        assert_eq!(c["object"], "chat.completion.chunk", "{c}");
+        for ch in c["choices"].as_array().unwrap() {
+            text.push_str(ch["delta"]["content"].as_str().unwrap_or(""));
+            if let Some(r) = ch["finish_reason"].as_str() {
+                reason = Some(r.to_string());
+            }
+        }
+    }
+    (text, reason, chunks)
+}
+
+#[test]
+fn chat_non_streaming() {
+    within(60, || {
+        let s = start_default();
+        let r = post(s.addr, "/v1/chat/completions", &chat_body("Hello, wörld!"));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        let v = r.json();
+        assert_eq!(v["object"], "chat.completion");
+        assert!(v["id"].as_str().unwrap().starts_with("chatcmpl-"));
+        assert_eq!(v["model"], "ferrite-fake");
+        let c = &v["choices"][0];
+        assert_eq!(c["message"]["role"], "assistant");
+        assert_eq!(c["message"]["content"], "Hello, wörld!");
+        assert_eq!(c["finish_reason"], "stop");
+        assert_eq!(c["logprobs"], Value::Null);
+        // The fake's template: "<|system|>\nsys\n<|user|>\nHello, wörld!\n<|assistant|>\n", in bytes.
+        let prompt = "<|system|>\nsys\n<|user|>\nHello, wörld!\n<|assistant|>\n".len() as u64;
+        assert_eq!(v["usage"]["prompt_tokens"], prompt);
+        assert_eq!(v["usage"]["completion_tokens"], "Hello, wörld!".len() as u64);
+        assert_eq!(v["usage"]["total_tokens"], prompt + "Hello, wörld!".len() as u64);
+        assert!(v["usage"]["prompt_tokens_details"]["cached_tokens"].is_u64());
+    });
+}
+
+#[test]
+fn chat_streaming_with_usage() {
+    within(60, || {
+        let s = start_default();
+        let body =
+            with(chat_body("Grüße 🦀!"), json!({"stream": true, "stream_options": {"include_usage": true}}));
+        let r = post(s.addr, "/v1/chat/completions", &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.header("content-type"), Some("text/event-stream"));
+        let (text, reason, chunks) = chat_stream_text(&r.events());
+        assert_eq!(text, "Grüße 🦀!");
+        assert_eq!(reason.as_deref(), Some("stop"));
+        assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+        let ids: Vec<&Value> = chunks.iter().map(|c| &c["id"]).collect();
+        assert!(ids.iter().all(|i| *i == ids[0]), "one id per stream");
+        let last = chunks.last().unwrap();
+        assert_eq!(last["choices"], json!([]));
+        assert_eq!(last["usage"]["completion_tokens"], "Grüße 🦀!".len() as u64);
+        assert!(chunks[..chunks.len() - 1].iter().all(|c| c["usage"].is_null()));
+        // No chunk splits a character: every delta was valid UTF-8 (JSON strings are).
+        assert!(chunks.iter().all(|c| c["choices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|ch| ch["delta"]["content"] != "\u{FFFD}")));
+    });
+}
+
+#[test]
+fn completions_non_streaming_and_streaming() {
+    within(60, || {
+        let s = start_default();
+        let r =
+            post(s.addr, "/v1/completions", &json!({"model": "x", "prompt": "abc def", "max_tokens": 50}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json();
+        assert_eq!(v["object"], "text_completion");
+        assert_eq!(v["choices"][0]["text"], "abc def");
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        assert_eq!(v["usage"]["prompt_tokens"], 7);
+        // Default max_tokens of the legacy endpoint is 16.
+        let long = "x".repeat(40);
+        let v = post(s.addr, "/v1/completions", &json!({"prompt": [long]})).json();
+        assert_eq!(v["choices"][0]["text"], "x".repeat(16));
+        assert_eq!(v["choices"][0]["finish_reason"], "length");
+        // Token-id prompts.
+        let v = post(s.addr, "/v1/completions", &json!({"prompt": [104, 105]})).json();
+        assert_eq!(v["choices"][0]["text"], "hi");
+
+        let r = post(s.addr, "/v1/completions", &json!({"prompt": "stream me", "stream": true}));
+        let ev = r.events();
+        assert_eq!(ev.last().unwrap(), "[DONE]");
+        let mut text = String::new();
+        let mut reason = None;
+        for e in &ev[..ev.len() - 1] {
+            let c: Value = serde_json::from_str(e).unwrap();
+            assert_eq!(c["object"], "text_completion");
+            text.push_str(c["choices"][0]["text"].as_str().unwrap());
+            if let Some(f) = c["choices"][0]["finish_reason"].as_str() {
+                reason = Some(f.to_string());
+            }
+        }
+        assert_eq!((text.as_str(), reason.as_deref()), ("stream me", Some("stop")));
+    });
+}
+
+#[test]
+fn max_tokens_gives_length() {
+    within(60, || {
+        let s = start_default();
+        let v =
+            post(s.addr, "/v1/chat/completions", &with(chat_body("abcdef"), json!({"max_tokens": 3}))).json();
+        assert_eq!(v["choices"][0]["message"]["content"], "abc");
+        assert_eq!(v["choices"][0]["finish_reason"], "length");
+        assert_eq!(v["usage"]["completion_tokens"], 3);
+        let v = post(
+            s.addr,
+            "/v1/chat/completions",
+            &with(chat_body("abcdef"), json!({"max_completion_tokens": 2})),
+        )
+        .json();
+        assert_eq!(v["choices"][0]["message"]["content"], "ab");
+    });
+}
+
+#[test]
+fn stop_strings_streaming_and_not() {
+    within(60, || {
+        let s = start_default();
+        // "END" arrives one byte per token; it and everything after are cut.
+        let body = with(chat_body("one two END three"), json!({"stop": ["xyz", "END"]}));
+        let v = post(s.addr, "/v1/chat/completions", &body).json();
+        assert_eq!(v["choices"][0]["message"]["content"], "one two ");
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        assert_eq!(v["usage"]["completion_tokens"], "one two END".len() as u64);
+        let r = post(s.addr, "/v1/chat/completions", &with(body, json!({"stream": true})));
+        let (text, reason, _) = chat_stream_text(&r.events());
+        assert_eq!((text.as_str(), reason.as_deref()), ("one two ", Some("stop")));
+        // A multi-byte stop string, and a prefix of it that does not complete.
+        let v = post(
+            s.addr,
+            "/v1/completions",
+            &json!({"prompt": "a é b éé c", "stop": "éé", "max_tokens": 100}),
+        )
+        .json();
+        assert_eq!(v["choices"][0]["text"], "a é b ");
+        // Held-back text that never becomes a stop string is released at the end.
+        let v = post(s.addr, "/v1/completions", &json!({"prompt": "tail EN", "stop": "END"})).json();
+        assert_eq!(v["choices"][0]["text"], "tail EN");
+    });
+}
+
+#[test]
+fn logprobs_chat_and_completions() {
+    within(60, || {
+        let s = start_default();
+        let body = with(chat_body("ab"), json!({"logprobs": true, "top_logprobs": 3}));
+        let v = post(s.addr, "/v1/chat/completions", &body).json();
+        let content = v["choices"][0]["logprobs"]["content"].as_array().unwrap().clone();
+        assert_eq!(content.len(), 2);
+        for (t, ch) in content.iter().zip(["a", "b"]) {
+            assert_eq!(t["token"], ch);
+            assert_eq!(t["bytes"], json!([ch.as_bytes()[0]]));
+            assert!(t["logprob"].as_f64().unwrap() <= 0.0);
+            let top = t["top_logprobs"].as_array().unwrap();
+            assert_eq!(top.len(), 3);
+            assert!(top.iter().all(|x| x["logprob"].as_f64().unwrap() <= 0.0 && x["token"].is_string()));
+        }
+        // Streaming carries each token's logprobs in its chunk.
+        let r = post(s.addr, "/v1/chat/completions", &with(body, json!({"stream": true})));
+        let (_, _, chunks) = chat_stream_text(&r.events());
+        let n: usize = chunks
+            .iter()
+            .map(|c| c["choices"][0]["logprobs"]["content"].as_array().map_or(0, |a| a.len()))
+            .sum();
+        assert_eq!(n, 2);
+        // Completions: logprobs = N alternatives in the legacy shape.
+        let v = post(s.addr, "/v1/completions", &json!({"prompt": "xy", "logprobs": 2})).json();
+        let lp = &v["choices"][0]["logprobs"];
+        assert_eq!(lp["tokens"], json!(["x", "y"]));
+        assert_eq!(lp["text_offset"], json!([0, 1]));
+        assert_eq!(lp["top_logprobs"][0].as_object().unwrap().len(), 2);
+        assert!(lp["token_logprobs"].as_array().unwrap().iter().all(|x| x.as_f64().unwrap() <= 0.0));
+    });
+}
+
+#[test]
+fn response_format_json() {
+    within(60, || {
+        let s = start_default();
+        let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+        let body = with(
+            chat_body("ignored"),
+            json!({"response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": schema, "strict": true}}}),
+        );
+        let v = post(s.addr, "/v1/chat/completions", &body).json();
+        assert_eq!(v["choices"][0]["message"]["content"], "{}", "the fake answers {{}} under a JSON grammar");
+        let body = with(chat_body("ignored"), json!({"response_format": {"type": "json_object"}}));
+        assert_eq!(
+            post(s.addr, "/v1/chat/completions", &body).json()["choices"][0]["message"]["content"],
+            "{}"
+        );
+        let body = with(chat_body("plain"), json!({"response_format": {"type": "text"}}));
+        assert_eq!(
+            post(s.addr, "/v1/chat/completions", &body).json()["choices"][0]["message"]["content"],
+            "plain"
+        );
+    });
+}
+
+#[test]
+fn models_health_metrics() {
+    within(60, || {
+        let s = start_default();
+        let v = get(s.addr, "/v1/models").json();
+        assert_eq!(v["object"], "list");
+        assert_eq!(v["data"][0]["id"], "ferrite-fake");
+        assert_eq!(get(s.addr, "/v1/models/ferrite-fake").json()["id"], "ferrite-fake");
+        assert_error(&get(s.addr, "/v1/models/gpt-9"), 404);
+        assert_eq!(get(s.addr, "/health").json(), json!({"status": "ok"}));
+        post(s.addr, "/v1/completions", &json!({"prompt": "abcd"}));
+        post(s.addr, "/v1/completions", &json!({"prompt": "abcd", "stream": true}));
+        post(s.addr, "/v1/completions", &json!({"prompt": 1}));
+        get(s.addr, "/nope");
+        let m = metrics(s.addr);
+        assert_eq!(m["ferrite_requests_total{endpoint=\"/v1/completions\",status=\"200\"}"], 2.0);
+        assert_eq!(m["ferrite_requests_total{endpoint=\"/v1/completions\",status=\"400\"}"], 1.0);
+        assert_eq!(m["ferrite_requests_total{endpoint=\"other\",status=\"404\"}"], 1.0);
+        assert_eq!(m["ferrite_prompt_tokens_total"], 8.0);
+        assert_eq!(m["ferrite_generation_tokens_total"], 8.0);
+        assert_eq!(m["ferrite_time_to_first_token_seconds_count"], 2.0);
+        assert_eq!(m["ferrite_inter_token_latency_seconds_count"], 6.0);
+        assert_eq!(m["ferrite_request_duration_seconds_count"], 2.0);
+        assert_eq!(m["ferrite_prefix_cache_hits_total"], 1.0, "the second identical prompt hits");
+        assert_eq!(m["ferrite_prefix_cache_hit_rate"], 0.5);
+        assert_eq!(m["ferrite_running_sequences"], 0.0);
+        assert!(m.contains_key("ferrite_kv_committed_bytes") && m.contains_key("ferrite_queue_depth"));
+    });
+}
+
+#[test]
+fn keep_alive_serves_several_requests_on_one_connection() {
+    within(60, || {
+        let s = start(
+            FakeConfig::default(),
+            Options { timeout: std::time::Duration::from_secs(2), ..Options::default() },
+        );
+        let mut c = connect(s.addr);
+        let mut r = std::io::BufReader::new(c.try_clone().unwrap());
+        for i in 0..3 {
+            let body = json!({"prompt": format!("req {i}"), "stream": i == 1}).to_string();
+            use std::io::Write;
+            c.write_all(&raw_request("POST", "/v1/completions", body.as_bytes(), "")).unwrap();
+            let resp = read_response(&mut r).unwrap();
+            assert_eq!(resp.status, 200, "{}", resp.text());
+            // Between requests the idle deadline runs again, but 0.5 s is well inside it.
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    });
+}

@@ -1,0 +1,62 @@
+//! The ferrite-serve program itself: --help, bad options, and a --fake server on port 0 that
+//! prints the address it bound and answers.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ferrite-serve");
+
+#[test]
+fn help_and_bad_options() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--model",
+        "--host",
+        "--port",
+        "--parallel",
+        "--kv-budget",
+        "--threads",
+        "--ctx",
+        "--max-queued",
+        "--body-limit",
+        "--timeout",
+        "--fake",
+        "--no-prefix-cache",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}");
+    }
+    let out = Command::new(BIN).args(["--fake", "--port", "x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--port"));
+    let out = Command::new(BIN).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "neither --model nor --fake");
+    // Without the real backend built in, --model fails at start with a message, not a panic.
+    let out = Command::new(BIN).args(["--model", "/nonexistent.gguf", "--port", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ferrite-serve:"));
+}
+
+#[test]
+fn fake_server_on_port_zero() {
+    common::within(60, || {
+        let mut child = Command::new(BIN)
+            .args(["--fake", "--port", "0", "--ctx", "512"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.trim().strip_prefix("listening on http://").unwrap_or_else(|| panic!("{line:?}"));
+        let addr: std::net::SocketAddr = addr.parse().unwrap();
+        assert_ne!(addr.port(), 0);
+        let r = common::get(addr, "/v1/models");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.json()["data"][0]["max_model_len"], 512);
+    });
+}

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""The official OpenAI Python client against ferrite-serve: the compatibility check a real client
+gives that raw-HTTP tests cannot (its pydantic models, its SSE parser, its error classes).
+
+    py=$(scripts/serve/setup-openai.sh)
+    target/debug/ferrite-serve --model MODEL.gguf --port 8080 &
+    $py serve/tests/openai_client.py --base-url http://127.0.0.1:8080/v1
+    # against `ferrite-serve --fake` (it echoes the prompt): skips what needs a real model
+    $py serve/tests/openai_client.py --base-url http://127.0.0.1:8080/v1 --fake
+
+Exits 0 when every check passed, 1 with the failed checks listed otherwise.
+"""
+
+import argparse
+import json
+import sys
+
+import openai
+
+failures = []
+
+
+def check(name, cond, detail=""):
+    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f": {detail}"), flush=True)
+    if not cond:
+        failures.append(name)
+
+
+def run(name, fn):
+    """Runs one check group; an unexpected exception fails it (and the run continues)."""
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - report and go on to the next group
+        check(name, False, f"{type(e).__name__}: {e}")
+
+
+def check_usage(name, usage):
+    check(f"{name}: usage present", usage is not None, "no usage")
+    if usage is not None:
+        check(f"{name}: usage counts", usage.prompt_tokens > 0 and usage.completion_tokens > 0
+              and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens, str(usage))
+
+
+PERSON_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+def valid_person(v):
+    """A hand check of PERSON_SCHEMA (no jsonschema dependency)."""
+    return (isinstance(v, dict) and set(v) == {"name", "age"} and isinstance(v["name"], str)
+            and isinstance(v["age"], int) and not isinstance(v["age"], bool))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
+    ap.add_argument("--fake", action="store_true", help="the server runs --fake: skip model-quality checks")
+    ap.add_argument("--timeout", type=float, default=300.0)
+    a = ap.parse_args()
+    client = openai.OpenAI(base_url=a.base_url, api_key="unused", max_retries=0, timeout=a.timeout)
+
+    try:
+        models = client.models.list().data
+    except openai.APIError as e:
+        print(f"FAIL cannot list models at {a.base_url}: {type(e).__name__}: {e}")
+        return 1
+    check("models: one model", len(models) == 1, str(models))
+    model = models[0].id
+    greet = [{"role": "user", "content": "Say hello in one short sentence."}]
+
+    def chat_plain():
+        r = client.chat.completions.create(model=model, messages=greet, max_tokens=24, temperature=0)
+        c = r.choices[0]
+        check("chat: text", isinstance(c.message.content, str) and c.message.content != "", repr(c.message.content))
+        check("chat: role", c.message.role == "assistant", c.message.role)
+        check("chat: finish_reason", c.finish_reason in ("stop", "length"), c.finish_reason)
+        check("chat: object", r.object == "chat.completion", r.object)
+        check_usage("chat", r.usage)
+
+    def chat_stream():
+        s = client.chat.completions.create(model=model, messages=greet, max_tokens=24, temperature=0, stream=True,
+                                           stream_options={"include_usage": True})
+        text, reasons, usage = "", [], None
+        for ch in s:
+            for c in ch.choices:
+                text += c.delta.content or ""
+                if c.finish_reason:
+                    reasons.append(c.finish_reason)
+            if ch.usage is not None:
+                usage = ch.usage
+        check("chat stream: text", text != "", repr(text))
+        check("chat stream: one finish_reason", len(reasons) == 1 and reasons[0] in ("stop", "length"), str(reasons))
+        check_usage("chat stream", usage)
+
+    def completions():
+        r = client.completions.create(model=model, prompt="The capital of France is", max_tokens=12, temperature=0)
+        c = r.choices[0]
+        check("completions: text", isinstance(c.text, str) and c.text != "", repr(c.text))
+        check("completions: finish_reason", c.finish_reason in ("stop", "length"), c.finish_reason)
+        check_usage("completions", r.usage)
+        s = client.completions.create(model=model, prompt="The capital of France is", max_tokens=12, temperature=0,
+                                      stream=True)
+        streamed, reasons = "", []
+        for ch in s:
+            streamed += ch.choices[0].text if ch.choices else ""
+            if ch.choices and ch.choices[0].finish_reason:
+                reasons.append(ch.choices[0].finish_reason)
+        check("completions stream: same text as non-streaming (greedy)", streamed == c.text, f"{streamed!r} vs {c.text!r}")
+        check("completions stream: finish_reason", reasons == [c.finish_reason], str(reasons))
+
+    def json_schema():
+        r = client.chat.completions.create(
+            model=model, max_tokens=64, temperature=0,
+            messages=[{"role": "user", "content": "Give me a JSON object for a person named Alice who is 30."}],
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "person", "schema": PERSON_SCHEMA, "strict": True}})
+        text = r.choices[0].message.content
+        try:
+            v = json.loads(text)
+        except ValueError as e:
+            check("json_schema: output is JSON", False, f"{e}: {text!r}")
+            return
+        check("json_schema: output is JSON", True)
+        if a.fake:
+            print("skip json_schema: schema validity (the fake backend answers {})")
+        else:
+            check("json_schema: output validates", valid_person(v), text)
+
+    def stop_sequences():
+        # Greedy output without a stop, then again with a stop string taken from its middle: the
+        # second output must be the first one cut just before that string.
+        prompt = [{"role": "user", "content": "Count from 1 to 20, separated by commas."}]
+        full = client.chat.completions.create(model=model, messages=prompt, max_tokens=40, temperature=0,
+                                              seed=7).choices[0].message.content
+        mid = len(full) // 2
+        stop = full[mid:mid + 2]
+        if len(full) < 6 or not stop.strip():
+            check("stop: a usable first output", False, repr(full))
+            return
+        expect = full[:full.index(stop)]
+        r = client.chat.completions.create(model=model, messages=prompt, max_tokens=40, temperature=0, seed=7,
+                                           stop=[stop, "\u0000never"])
+        got = r.choices[0].message.content
+        check("stop: stop string absent", stop not in got, f"{stop!r} in {got!r}")
+        check("stop: output cut at the stop string", got == expect, f"{got!r} vs {expect!r}")
+        check("stop: finish_reason stop", r.choices[0].finish_reason == "stop", r.choices[0].finish_reason)
+        s = client.chat.completions.create(model=model, messages=prompt, max_tokens=40, temperature=0, seed=7,
+                                           stop=stop, stream=True)
+        streamed = "".join(c.choices[0].delta.content or "" for c in s if c.choices)
+        check("stop: streaming cut the same way", streamed == expect, f"{streamed!r} vs {expect!r}")
+
+    def logprobs():
+        r = client.chat.completions.create(model=model, messages=greet, max_tokens=8, temperature=0,
+                                           logprobs=True, top_logprobs=3)
+        content = r.choices[0].logprobs.content if r.choices[0].logprobs else None
+        check("logprobs: present", bool(content), str(r.choices[0].logprobs))
+        if content:
+            check("logprobs: three alternatives per token", all(len(t.top_logprobs) == 3 for t in content),
+                  str([len(t.top_logprobs) for t in content]))
+            check("logprobs: all <= 0", all(t.logprob <= 0 and all(x.logprob <= 0 for x in t.top_logprobs)
+                                             for t in content), str(content[:2]))
+            check("logprobs: one entry per completion token", len(content) == r.usage.completion_tokens,
+                  f"{len(content)} vs {r.usage.completion_tokens}")
+        c = client.completions.create(model=model, prompt="Hello", max_tokens=4, temperature=0, logprobs=2)
+        lp = c.choices[0].logprobs
+        check("completions logprobs: shape", lp is not None and len(lp.tokens) == len(lp.token_logprobs)
+              and all(len(t) <= 2 for t in lp.top_logprobs), str(lp))
+
+    def errors():
+        for name, kw in [("n=2", {"n": 2}), ("max_tokens=0", {"max_tokens": 0})]:
+            try:
+                client.chat.completions.create(model=model, messages=greet, **kw)
+                check(f"error {name}: BadRequestError", False, "accepted")
+            except openai.BadRequestError as e:
+                check(f"error {name}: BadRequestError", e.status_code == 400, str(e))
+        try:
+            client.get("/no-such-path", cast_to=object)
+            check("error bad path: NotFoundError", False, "accepted")
+        except openai.NotFoundError:
+            check("error bad path: NotFoundError", True)
+        try:
+            client.models.retrieve("no-such-model")
+            check("error unknown model: NotFoundError", False, "accepted")
+        except openai.NotFoundError:
+            check("error unknown model: NotFoundError", True)
+
+    for name, fn in [("chat", chat_plain), ("chat stream", chat_stream), ("completions", completions),
+                     ("json_schema", json_schema), ("stop", stop_sequences), ("logprobs", logprobs),
+                     ("errors", errors)]:
+        run(name, fn)
+
+    if failures:
+        print(f"\n{len(failures)} check(s) failed against {a.base_url}:\n  " + "\n  ".join(failures))
+        return 1
+    print(f"\nall checks passed against {a.base_url} (openai {openai.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
