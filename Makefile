@@ -1,6 +1,7 @@
 # ferrite: the two commands of README.md, and the jobs behind them.
 #   make run    the main job: set up, build, print `ferrite info` with a quick kernel table, then
-#               `ferrite generate --chat` on the real model (SmolLM2-135M-Instruct)
+#               `ferrite generate --chat` on the real model (SmolLM2-135M-Instruct), then two
+#               questions at once to `ferrite-serve` on it through the OpenAI API
 #   make test   set up, fresh-machine dependency check, Bazel tests, Cargo tests, sanitizer run, claims check, header drift check
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/cuda/bin:$(PATH)
@@ -29,6 +30,8 @@ run: build
 	  echo; echo "ferrite generate --chat on $(MODEL):"; \
 	  ./bazel-bin/c/tools/ferrite generate --model "$(MODEL)" --chat --system "You are a helpful assistant." \
 	    --prompt "What is the capital of France?" --max-tokens 64; \
+	  echo; FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) build --release -q -p ferrite-serve && \
+	  ./scripts/serve/demo.sh ./target/release/ferrite-serve "$(MODEL)"; \
 	else \
 	  echo; echo "make run: no model at $(MODEL) (scripts/fetch-test-data.sh fetches it);"; \
 	  echo "falling back to the seeded tiny model, whose random weights make noise, not text:"; \

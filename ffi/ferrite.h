@@ -1978,8 +1978,9 @@ fer_status fer_engine_get_stats(const fer_engine *engine, fer_engine_stats *out_
  * (later ones wait behind it: none is starved) while cached prefixes are evicted and running
  * requests finish; one that can never fit finishes with an ERROR event naming the numbers.
  *
- * Prefix cache: when a request ends, the KV of its whole blocks (prefix_block_tokens tokens each,
- * over the prompt and the fed generated tokens) is kept, keyed by the chain of block hashes (vLLM's
+ * Prefix cache: when a request's prompt has run, and again when it ends, the KV of its whole blocks
+ * (prefix_block_tokens tokens each: of the prompt, then of the prompt and the fed generated tokens)
+ * is kept, keyed by the chain of block hashes (vLLM's
  * scheme). A new request whose prompt starts with cached blocks forks that KV (fer_kv_seq_fork's
  * read-only sharing: full windows map the same granules) and prefills only the rest; the tokens it
  * produces are the same as without the hit. Cached KV is charged to the governor (FER_MEM_ROLE_CACHE)
@@ -1987,7 +1988,8 @@ fer_status fer_engine_get_stats(const fer_engine *engine, fer_engine_stats *out_
  * memory, or when prefix_cache_bytes would be passed.
  *
  * Scheduler requests run on KV of their own (one granule pool for all of them and the cache, the
- * engine's layout and dtype, the fixed policy) and never use decode plans; they share the engine's
+ * engine's layout and dtype, the fixed policy; a sliding-window model's local layers keep every
+ * position, since a cached prefix must stay whole) and never use decode plans; they share the engine's
  * model, pool and governor with sequences made by fer_engine_seq_create. Thread-safety:
  * fer_scheduler_submit, fer_scheduler_cancel and fer_scheduler_get_stats from any thread at any
  * time; fer_scheduler_step, fer_scheduler_poll_events and fer_scheduler_clear_cache from one thread

@@ -370,6 +370,15 @@ fer_status fer_scheduler_poll_events(fer_scheduler *s, fer_scheduler_event *even
 
 /* ---- finishing ------------------------------------------------------------------------------------ */
 
+/* Keeps the whole blocks of r's first n tokens in the prefix cache: best effort (a failure leaves
+ * the cache as it was and the request untouched). */
+static void cache_prefix(fer_scheduler *s, request *r, uint32_t n) {
+  feri_error_stash keep;
+  feri_error_save(&keep);
+  (void)feri_prefix_cache_insert(s->prefix, feri_llama_seq_kv(r->seq), r->tokens, n);
+  feri_error_restore(&keep, FER_STATUS_OK);
+}
+
 /* Ends r (already out of the lists): its FINISHED event, its KV into the prefix cache when it ran,
  * its admission charge back, then it is freed. The event is the one thing a request must get: when
  * the queue cannot grow, the oldest undrained TOKEN event of any request makes room. */
@@ -392,12 +401,7 @@ static void finish(fer_scheduler *s, request *r, int32_t reason, int32_t stop_to
   }
   /* the request's charge first: its prefix may then take that room in the cache */
   if (r->admitted) fer_governor_release(s->e->gov, FER_MEM_ROLE_KV, r->admitted);
-  if (r->seq != NULL && s->prefix != NULL && r->n_fed > 0 && reason != FER_FINISH_ERROR) {
-    feri_error_stash keep;
-    feri_error_save(&keep);
-    (void)feri_prefix_cache_insert(s->prefix, feri_llama_seq_kv(r->seq), r->tokens, r->n_fed); /* best effort */
-    feri_error_restore(&keep, FER_STATUS_OK);
-  }
+  if (r->seq != NULL && s->prefix != NULL && r->n_fed > 0 && reason != FER_FINISH_ERROR) cache_prefix(s, r, r->n_fed);
   s->stats.finished[reason]++;
   request_free(r);
 }
@@ -639,6 +643,10 @@ fer_status fer_scheduler_step(fer_scheduler *s, fer_scheduler_step_info *out_inf
         request *r = s->seg_req[g];
         r->n_fed += s->segs[g].n;
         if (!s->segs[g].logits) continue;
+        /* a prompt just finished: its whole blocks are cached now, not when the request ends, so a
+         * request with the same prefix admitted meanwhile maps them (the entry shares the request's
+         * full windows; the request never writes below its prompt's end) */
+        if (s->prefix != NULL && r->n_fed == r->n_prompt && r->n_gen == 0) cache_prefix(s, r, r->n_prompt);
         float *lg = s->logits + (size_t)row++ * e->info.n_vocab;
         for (uint32_t i = 0; i < s->n_running; i++)
           if (s->running[i] == r) {

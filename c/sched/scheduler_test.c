@@ -292,6 +292,53 @@ static void test_prefix_cache(void) {
   fer_buffer_free(t.img);
 }
 
+/* C-SCHED-002, continued: a prompt's blocks are cached as soon as it has run. A request sharing
+ * the prefix of one still generating maps its blocks, and both give the reference tokens. */
+static void test_prefix_of_a_running_request(void) {
+  tiny t;
+  CHECK_STATUS(fer_tiny_model_image("llama", 12, &t.img, &t.bytes), FER_STATUS_OK);
+  fer_engine *e = engine_on(&t, 0, 4);
+  fer_scheduler *s = scheduler_on(e, 4, 64, 16);
+  static job jobs[2];
+  memset(jobs, 0, sizeof jobs);
+  make_prompt(&jobs[0], 100, 90, 0, 0);
+  make_prompt(&jobs[1], 97, 90, 0, 1);
+  jobs[0].max_new = 40, jobs[1].max_new = 5, jobs[0].stop_id = jobs[1].stop_id = -1;
+  fer_request_params p;
+  params_of(&jobs[0], &p);
+  p.flags = FER_REQUEST_IGNORE_EOS;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &jobs[0].id), FER_STATUS_OK);
+  for (int k = 0; k < 3; k++) CHECK_STATUS(fer_scheduler_step(s, NULL), FER_STATUS_OK); /* 64 + 36 prompt, 1 decode */
+  fer_scheduler_stats st;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &st), FER_STATUS_OK);
+  CHECK(st.running == 1 && st.cache_entries == 1 && st.cache_blocks == 6);
+  params_of(&jobs[1], &p);
+  p.flags = FER_REQUEST_IGNORE_EOS;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &jobs[1].id), FER_STATUS_OK);
+  drive(s, 2, NULL, 0);
+  CHECK(jobs[1].fin.n_cached_tokens == 80); /* the 5 whole blocks of the 90 shared tokens */
+  CHECK(jobs[0].n_got == 40 && jobs[1].n_got == 5);
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
+  /* the references, with the end tokens ignored as the requests did */
+  for (uint32_t i = 0; i < 2; i++) {
+    fer_model_info info;
+    fer_engine_model_info(e, &info);
+    float *lg = malloc(info.n_vocab * sizeof(float));
+    fer_engine_seq *q = NULL;
+    CHECK_STATUS(fer_engine_seq_create(e, jobs[i].n_prompt + jobs[i].max_new, &q), FER_STATUS_OK);
+    CHECK_STATUS(fer_engine_prefill(q, jobs[i].prompt, jobs[i].n_prompt, lg, info.n_vocab), FER_STATUS_OK);
+    for (uint32_t k = 0; k < jobs[i].n_got; k++) {
+      const int32_t tk = feri_test_argmax(lg, info.n_vocab);
+      CHECK(tk == jobs[i].got[k]);
+      if (k + 1 < jobs[i].n_got) CHECK_STATUS(fer_engine_decode(e, &q, &tk, 1, lg, info.n_vocab), FER_STATUS_OK);
+    }
+    fer_engine_seq_free(q);
+    free(lg);
+  }
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+  fer_buffer_free(t.img);
+}
+
 /* C-SCHED-003: admission by the governor. With room for about two requests, 10 requests all
  * finish with their reference tokens, never more than fit run at once, they start in arrival
  * order, and cached prefixes are evicted to make room. A full queue is refused at submit (and a
@@ -625,6 +672,7 @@ int main(void) {
   test_equivalence("qwen3");
   test_no_stall();
   test_prefix_cache();
+  test_prefix_of_a_running_request();
   test_admission();
   test_cancel();
   test_grammar_and_logprobs();

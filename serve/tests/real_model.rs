@@ -80,7 +80,8 @@ fn python(py: &PathBuf) -> Command {
 }
 
 // C-SERVE-001: the openai client's chat and completions, streaming and not, a JSON schema response
-// that validates, stop sequences, logprobs and error responses, against the real model.
+// that validates, stop sequences, logprobs and error responses, against the real model; a schema
+// the grammar compiler refuses is a 400 naming it.
 fn openai_client(model: &PathBuf, py: &PathBuf) {
     let s = Server::start(model, &["--parallel", "4"]);
     let out = python(py)
@@ -91,6 +92,13 @@ fn openai_client(model: &PathBuf, py: &PathBuf) {
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "openai_client.py failed:\n{text}");
     assert!(text.contains("all checks passed"), "{text}");
+    // a schema the grammar compiler refuses is the client's error, with the compiler's reason
+    let bad = serde_json::json!({"messages": [{"role": "user", "content": "An address?"}], "max_tokens": 8,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "string", "format": "ipv6"}}}});
+    let r = common::post(s.addr, "/v1/chat/completions", &bad);
+    assert_eq!(r.status, 400, "{}", r.text());
+    let msg = r.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(msg.contains("response_format") && msg.contains("ipv6"), "{msg}");
 }
 
 // C-SERVE-002: nothing lost, nothing leaked. 24 streaming requests from 8 clients, a third of them
