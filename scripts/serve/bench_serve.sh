@@ -6,7 +6,9 @@
 #   mixed          32 streaming clients, 64 requests of varied prompt and output lengths
 #   shared-prefix  8 groups x 8 prompts with a ~1,024-token system prefix each, 128 tokens out:
 #                  ferrite with its prefix cache, ferrite without (--no-prefix-cache), and
-#                  llama-server with its own prompt cache (its defaults)
+#                  llama-server with its own prompt cache (its defaults); then ferrite-warm, the
+#                  same requests again on the same server (every prefix cached: what no prefill
+#                  costs, the bound of the cache's gain)
 # Prints one JSON line per run, then the medians per server and workload.
 #
 # usage: scripts/serve/bench_serve.sh [ROUNDS (default 2)] [PARALLEL (default 8)] [THREADS (default 2)]
@@ -59,7 +61,8 @@ echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 |
      "peer: $(grep -m1 -o 'isa:.*' "$peer/build-flags.txt" 2>/dev/null || echo "llama.cpp, see $peer/build-flags.txt")" >&2
 results=$(mktemp)
 for r in $(seq "$rounds"); do
-  start_ferrite;                    run ferrite mixed | tee -a "$results"; run ferrite shared-prefix | tee -a "$results"; stop
+  start_ferrite;                    run ferrite mixed | tee -a "$results"; run ferrite shared-prefix | tee -a "$results"
+  run ferrite-warm shared-prefix | tee -a "$results"; stop # every prefix cached already: the bound
   start_llama;                      run llama-server mixed | tee -a "$results"; run llama-server shared-prefix | tee -a "$results"; stop
   start_ferrite --no-prefix-cache;  run ferrite-no-cache shared-prefix | tee -a "$results"; stop
 done
