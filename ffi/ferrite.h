@@ -1983,7 +1983,9 @@ fer_status fer_engine_get_stats(const fer_engine *engine, fer_engine_stats *out_
  * is kept, keyed by the chain of block hashes (vLLM's
  * scheme). A new request whose prompt starts with cached blocks forks that KV (fer_kv_seq_fork's
  * read-only sharing: full windows map the same granules) and prefills only the rest; the tokens it
- * produces are the same as without the hit. Cached KV is charged to the governor (FER_MEM_ROLE_CACHE)
+ * produces are the same as without the hit. A running request whose prompt shares blocks that an
+ * earlier request is still computing waits for them to be cached instead of computing them again
+ * (cache-aware scheduling). Cached KV is charged to the governor (FER_MEM_ROLE_CACHE)
  * and evicted least recently used when a request or a sequence of fer_engine_seq_create needs the
  * memory, or when prefix_cache_bytes would be passed.
  *

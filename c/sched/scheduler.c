@@ -402,7 +402,9 @@ static void finish(fer_scheduler *s, request *r, int32_t reason, int32_t stop_to
   /* the request's charge first: its prefix may then take that room in the cache */
   if (r->admitted) fer_governor_release(s->e->gov, FER_MEM_ROLE_KV, r->admitted);
   if (r->seq != NULL && s->prefix != NULL && r->n_fed > 0 && reason != FER_FINISH_ERROR) cache_prefix(s, r, r->n_fed);
+  pthread_mutex_lock(&s->lock);
   s->stats.finished[reason]++;
+  pthread_mutex_unlock(&s->lock);
   request_free(r);
 }
 
@@ -438,8 +440,10 @@ static fer_status attach_sequence(fer_scheduler *s, request *r) {
     const fer_kv_seq *hit = NULL;
     cached = feri_prefix_cache_lookup(s->prefix, r->tokens, r->n_prompt, r->n_prompt - 1, &hit);
     if (cached > 0 && fer_kv_seq_fork(hit, cached, &kv) != FER_STATUS_OK) cached = 0, kv = NULL; /* a miss, then */
+    pthread_mutex_lock(&s->lock);
     if (cached > 0) s->stats.cache_hits++, s->stats.cache_hit_tokens += cached;
     else s->stats.cache_misses++;
+    pthread_mutex_unlock(&s->lock);
   }
   fer_status st = FER_STATUS_OK;
   if (kv == NULL) st = fer_kv_seq_create(s->kv_cache, &kv);
@@ -560,13 +564,69 @@ static void sample_one(fer_scheduler *s, uint32_t i, float *row) {
     return;
   }
   r->tokens[r->n_prompt + r->n_gen++] = t;
+  pthread_mutex_lock(&s->lock);
   s->stats.generated_tokens++;
+  pthread_mutex_unlock(&s->lock);
   fer_scheduler_event *ev = event_push(s, r, FER_EVENT_TOKEN);
   if (ev) {
     ev->token = t;
     if (want_lp) report_logprobs(r, s->raw, V, t, ev);
   }
   if (r->n_gen == r->max_new) finish_running(s, i, FER_FINISH_LENGTH, -1, FER_STATUS_OK, NULL);
+}
+
+/* ---- cache-aware scheduling ------------------------------------------------------------------- */
+
+/* Whole blocks of prompt a that prompt b starts with too. */
+static uint32_t shared_prompt_blocks(const request *a, const request *b, uint32_t block) {
+  const uint32_t n = a->n_prompt < b->n_prompt ? a->n_prompt : b->n_prompt;
+  uint32_t t = 0;
+  while (t < n && a->tokens[t] == b->tokens[t]) t++;
+  return t / block;
+}
+
+/* Whether running request i, which has run nothing of its own yet, should wait: an earlier request
+ * is still computing blocks of its prompt beyond what it took from the cache. They are cached when
+ * that prompt has run (then refresh_prefix takes them), so they are computed once, not once per
+ * request (SGLang's cache-aware scheduling, in its simplest form). */
+static bool waits_for_prefix(const fer_scheduler *s, uint32_t i) {
+  const request *r = s->running[i];
+  const uint32_t block = s->o.prefix_block_tokens, takeable = (r->n_prompt - 1) / block;
+  for (uint32_t j = 0; j < i; j++) {
+    const request *q = s->running[j];
+    if (q->n_fed >= q->n_prompt) continue; /* its prompt has run: its blocks are cached (or have no room) */
+    uint32_t k = shared_prompt_blocks(r, q, block);
+    if (k > takeable) k = takeable;
+    if (k * block > r->n_cached) return true;
+  }
+  return false;
+}
+
+/* Gives request r, which has run nothing of its own yet, a longer cached prefix when the cache has
+ * one now (another request's prompt has run meanwhile). Best effort: on any failure r keeps its
+ * sequence. */
+static void refresh_prefix(fer_scheduler *s, request *r) {
+  const fer_kv_seq *hit = NULL;
+  const uint32_t cached = feri_prefix_cache_lookup(s->prefix, r->tokens, r->n_prompt, r->n_prompt - 1, &hit);
+  if (cached <= r->n_cached) return;
+  feri_error_stash keep;
+  feri_error_save(&keep);
+  fer_kv_seq *kv = NULL;
+  feri_llama_seq *seq = NULL;
+  fer_status st = fer_kv_seq_fork(hit, cached, &kv);
+  if (st == FER_STATUS_OK) st = feri_llama_seq_create_on(s->e->model, kv, cached, r->n_prompt + r->max_new, &seq);
+  if (st != FER_STATUS_OK) {
+    (void)fer_kv_seq_free(kv);
+    feri_error_restore(&keep, FER_STATUS_OK);
+    return;
+  }
+  feri_llama_seq_free(r->seq);
+  r->seq = seq;
+  pthread_mutex_lock(&s->lock);
+  if (r->n_cached == 0) s->stats.cache_hits++, s->stats.cache_misses--; /* its miss turned into a hit */
+  s->stats.cache_hit_tokens += cached - r->n_cached;
+  pthread_mutex_unlock(&s->lock);
+  r->n_fed = r->n_cached = cached;
 }
 
 /* Copies what only the step thread may read (the cache, the pool, the sequences) into the counters
@@ -619,6 +679,10 @@ fer_status fer_scheduler_step(fer_scheduler *s, fer_scheduler_step_info *out_inf
   for (uint32_t i = 0; i < s->n_running && rows < s->o.step_tokens; i++) {
     request *r = s->running[i];
     if (r->n_fed >= r->n_prompt) continue;
+    if (s->prefix != NULL && r->n_fed == r->n_cached) {
+      refresh_prefix(s, r);
+      if (waits_for_prefix(s, i)) continue;
+    }
     uint32_t k = r->n_prompt - r->n_fed;
     if (k > s->o.step_tokens - rows) k = s->o.step_tokens - rows;
     s->segs[n_segs] = (feri_llama_segment){r->seq, &r->tokens[r->n_fed], k, r->n_fed + k == r->n_prompt};

@@ -293,7 +293,8 @@ static void test_prefix_cache(void) {
 }
 
 /* C-SCHED-002, continued: a prompt's blocks are cached as soon as it has run. A request sharing
- * the prefix of one still generating maps its blocks, and both give the reference tokens. */
+ * the prefix of one still generating maps its blocks; two submitted together compute the shared
+ * blocks once (the second waits for the first's prompt); all give the reference tokens. */
 static void test_prefix_of_a_running_request(void) {
   tiny t;
   CHECK_STATUS(fer_tiny_model_image("llama", 12, &t.img, &t.bytes), FER_STATUS_OK);
@@ -318,6 +319,26 @@ static void test_prefix_of_a_running_request(void) {
   drive(s, 2, NULL, 0);
   CHECK(jobs[1].fin.n_cached_tokens == 80); /* the 5 whole blocks of the 90 shared tokens */
   CHECK(jobs[0].n_got == 40 && jobs[1].n_got == 5);
+  /* both at once, on an empty cache: the second waits for the first's prompt instead of computing
+   * the shared blocks again, then maps them */
+  CHECK_STATUS(fer_scheduler_clear_cache(s), FER_STATUS_OK);
+  static job again[2];
+  memcpy(again, jobs, sizeof again);
+  fer_scheduler_stats before;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &before), FER_STATUS_OK);
+  for (uint32_t i = 0; i < 2; i++) {
+    params_of(&again[i], &p);
+    p.flags = FER_REQUEST_IGNORE_EOS;
+    CHECK_STATUS(fer_scheduler_submit(s, &p, &again[i].id), FER_STATUS_OK);
+    again[i].n_got = again[i].n_finished = 0;
+  }
+  drive(s, 2, NULL, 0);
+  fer_scheduler_stats after;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &after), FER_STATUS_OK);
+  CHECK(again[1].fin.n_cached_tokens == 80 && again[0].fin.n_cached_tokens == 0);
+  CHECK(after.prefill_tokens - before.prefill_tokens == 100 + 17); /* the shared blocks ran once */
+  for (uint32_t i = 0; i < 2; i++)
+    CHECK(again[i].n_got == jobs[i].n_got && memcmp(again[i].got, jobs[i].got, jobs[i].n_got * sizeof(int32_t)) == 0);
   CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
   /* the references, with the end tokens ignored as the requests did */
   for (uint32_t i = 0; i < 2; i++) {
