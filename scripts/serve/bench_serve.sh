@@ -10,6 +10,7 @@
 #                  same requests again on the same server (every prefix cached: what no prefill
 #                  costs, the bound of the cache's gain)
 # Prints one JSON line per run, then the medians per server and workload.
+# EVIDENCE: C-SERVE-006 C-SERVE-007
 #
 # usage: scripts/serve/bench_serve.sh [ROUNDS (default 2)] [PARALLEL (default 8)] [THREADS (default 2)]
 # env:   MODEL (default ~/.cache/ferrite/smollm2-135m-instruct-q4_1.gguf), REQUESTS (64), CLIENTS (32)

@@ -215,7 +215,7 @@ def main():
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--groups", type=int, default=8)
     ap.add_argument("--per-group", type=int, default=8)
-    ap.add_argument("--prefix-words", type=int, default=900)
+    ap.add_argument("--prefix-words", type=int, default=1020)
     ap.add_argument("--output-tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--model", default=None, help="default: the first model of /v1/models")
