@@ -259,7 +259,7 @@ static fer_status request_make(fer_scheduler *s, const fer_request_params *p, re
   if (!r->tokens || !r->stop_ids) st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: request", fn);
   if (st == FER_STATUS_OK) {
     memcpy(r->tokens, p->prompt, p->n_prompt * sizeof(int32_t));
-    memcpy(r->stop_ids, p->stop_ids, p->n_stop_ids * sizeof(int32_t));
+    if (p->n_stop_ids > 0) memcpy(r->stop_ids, p->stop_ids, p->n_stop_ids * sizeof(int32_t));
     r->n_stop = (uint32_t)p->n_stop_ids;
     if (!(p->flags & FER_REQUEST_IGNORE_EOS)) {
       if (e->info.eos_id >= 0) r->stop_ids[r->n_stop++] = e->info.eos_id;
@@ -361,7 +361,7 @@ fer_status fer_scheduler_poll_events(fer_scheduler *s, fer_scheduler_event *even
   if (st != FER_STATUS_OK) return st;
   size_t n = s->n_ev - s->ev_head;
   if (n > cap) n = cap;
-  memcpy(events, s->ev + s->ev_head, n * sizeof *events);
+  if (n > 0) memcpy(events, s->ev + s->ev_head, n * sizeof *events);
   s->ev_head += n;
   if (s->ev_head == s->n_ev) s->ev_head = s->n_ev = 0;
   *out_n = n;
@@ -467,7 +467,13 @@ static fer_status charge(fer_scheduler *s, request *r) {
       r->admitted = r->projected;
       return FER_STATUS_OK;
     }
-    if (st != FER_STATUS_BUDGET_EXCEEDED || s->prefix == NULL || !feri_prefix_cache_evict_lru(s->prefix)) return st;
+    if (st != FER_STATUS_BUDGET_EXCEEDED || s->prefix == NULL) return st;
+    /* evict only when emptying the cache would make room: a request that waits for running ones
+     * to finish should not take the cache down with it */
+    fer_governor_stats g;
+    fer_governor_get_stats(s->e->gov, &g);
+    const uint64_t others = g.charged_bytes + g.reserved_bytes - g.charged_by_role[FER_MEM_ROLE_CACHE];
+    if (others + r->projected > g.budget_bytes || !feri_prefix_cache_evict_lru(s->prefix)) return st;
   }
 }
 
