@@ -3,7 +3,8 @@
 only: N concurrent streaming clients POST /v1/completions and time every server-sent event.
 
 Workloads (deterministic from --seed, the same text for every server):
-  mixed          --requests prompts of 16..480 words and 16..192 output tokens, varied
+  mixed          --requests prompts of 16..480 words and 16..192 output tokens, varied (the
+                 upper ends are --max-prompt-words and --max-output-tokens)
   shared-prefix  SGLang's generated-shared-prefix workload scaled down: --groups groups x
                  --per-group prompts, a --prefix-words system prefix per group (about 1,024 tokens
                  of SmolLM2's tokenizer at the default), a short question, --output-tokens tokens
@@ -52,7 +53,7 @@ def workload(args):
     reqs = []
     if args.workload == "mixed":
         for _ in range(args.requests):
-            reqs.append((text_of(rng, rng.randint(16, 480)), rng.randint(16, 192)))
+            reqs.append((text_of(rng, rng.randint(16, args.max_prompt_words)), rng.randint(16, args.max_output_tokens)))
     else:
         for g in range(args.groups):
             prefix = "System: " + text_of(rng, args.prefix_words) + "\n"
@@ -213,6 +214,8 @@ def main():
     ap.add_argument("--workload", choices=["mixed", "shared-prefix"], default="mixed")
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--max-prompt-words", type=int, default=480, help="mixed: prompts of 16..this many words")
+    ap.add_argument("--max-output-tokens", type=int, default=192, help="mixed: 16..this many output tokens")
     ap.add_argument("--groups", type=int, default=8)
     ap.add_argument("--per-group", type=int, default=8)
     ap.add_argument("--prefix-words", type=int, default=1020)
