@@ -22,6 +22,13 @@ pub struct GenRequest {
     pub prompt: Vec<i32>,
     /// At least 1; the server has checked `prompt.len() + max_new_tokens <= n_ctx()`.
     pub max_new_tokens: u32,
+    pub params: GenParams,
+}
+
+/// How to sample and when to stop: everything of a request the server decides before the prompt
+/// is tokenized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenParams {
     /// 0 means greedy.
     pub temperature: f32,
     /// 1.0 disables nucleus sampling.
@@ -33,7 +40,11 @@ pub struct GenRequest {
     pub seed: u64,
     /// Extra token ids that end generation (finish Stop; the token's text is not emitted).
     pub stop_ids: Vec<i32>,
-    /// How many alternatives `TokenOut::top` carries (0..=20). `TokenOut::logprob` is always set.
+    /// The client asked for logprobs: `TokenOut::logprob` is set and `TokenOut::top` carries
+    /// `top_logprobs` alternatives. Without it both are empty (0.0 and none), and the engine skips
+    /// the log-softmax over the vocabulary that they cost.
+    pub logprobs: bool,
+    /// How many alternatives `TokenOut::top` carries under `logprobs` (0..=20).
     pub top_logprobs: u32,
     pub grammar: Option<GrammarSpec>,
     /// Keep generating past the end-of-generation token(s) until `max_new_tokens`.
@@ -60,7 +71,8 @@ pub struct TokenOut {
     pub text: Vec<u8>,
     /// The token's own bytes (possibly a partial UTF-8 character), for logprobs.
     pub token_bytes: Vec<u8>,
-    /// Natural log of the probability the sampler's distribution gave this token (<= 0).
+    /// Natural log of the probability the sampler's distribution gave this token (<= 0); 0.0
+    /// when the request did not ask for logprobs.
     pub logprob: f32,
     /// The `top_logprobs` most likely tokens, most likely first: (id, bytes, logprob).
     pub top: Vec<(i32, Vec<u8>, f32)>,

@@ -26,20 +26,6 @@ pub enum Prompt {
     Tokens(Vec<i32>),
 }
 
-/// Everything of a `GenRequest` the server decides before the prompt is tokenized.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GenParams {
-    pub temperature: f32,
-    pub top_p: f32,
-    pub top_k: i32,
-    pub min_p: f32,
-    pub seed: u64,
-    pub stop_ids: Vec<i32>,
-    pub top_logprobs: u32,
-    pub grammar: Option<GrammarSpec>,
-    pub ignore_eos: bool,
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct Job {
     pub prompt: Prompt,
@@ -211,20 +197,7 @@ fn admit(b: &mut dyn Backend, job: Job) -> Result<GenRequest, SubmitError> {
         }
         None => (n_ctx - n) as u32,
     };
-    let p = job.params;
-    Ok(GenRequest {
-        prompt,
-        max_new_tokens: max_new,
-        temperature: p.temperature,
-        top_p: p.top_p,
-        top_k: p.top_k,
-        min_p: p.min_p,
-        seed: p.seed,
-        stop_ids: p.stop_ids,
-        top_logprobs: p.top_logprobs,
-        grammar: p.grammar,
-        ignore_eos: p.ignore_eos,
-    })
+    Ok(GenRequest { prompt, max_new_tokens: max_new, params: job.params })
 }
 
 struct Loop {
@@ -336,6 +309,7 @@ mod tests {
             min_p: 0.0,
             seed: 1,
             stop_ids: vec![],
+            logprobs: false,
             top_logprobs: 0,
             grammar: None,
             ignore_eos: false,

@@ -97,7 +97,7 @@ impl FakeBackend {
     /// What the fake answers for a prompt: the last user message of a chat prompt, else the
     /// prompt itself; `{}` under a JSON grammar.
     fn script_for(req: &GenRequest) -> Vec<u8> {
-        if matches!(req.grammar, Some(GrammarSpec::JsonObject | GrammarSpec::JsonSchema(_))) {
+        if matches!(req.params.grammar, Some(GrammarSpec::JsonObject | GrammarSpec::JsonSchema(_))) {
             return b"{}".to_vec();
         }
         let bytes: Vec<u8> = req.prompt.iter().map(|&t| t as u8).collect();
@@ -131,7 +131,7 @@ impl FakeBackend {
         }
         let tok = if s.pos < s.script.len() {
             s.script[s.pos] as i32
-        } else if s.req.ignore_eos {
+        } else if s.req.params.ignore_eos {
             if s.script.is_empty() {
                 b'.' as i32
             } else {
@@ -141,7 +141,7 @@ impl FakeBackend {
             FAKE_EOS
         };
         s.pos += 1;
-        if tok == FAKE_EOS || s.req.stop_ids.contains(&tok) {
+        if tok == FAKE_EOS || s.req.params.stop_ids.contains(&tok) {
             return (None, Some(Finish::Stop));
         }
         s.generated += 1;
@@ -151,8 +151,10 @@ impl FakeBackend {
             Err(e) if e.error_len().is_none() => Vec::new(), // an incomplete character: wait
             Err(_) => String::from_utf8_lossy(&std::mem::take(&mut s.detok)).into_owned().into_bytes(),
         };
-        let lp = -0.25f32;
-        let top = (0..s.req.top_logprobs as i32)
+        // logprobs only when asked, as the engine does
+        let lp = if s.req.params.logprobs { -0.25f32 } else { 0.0 };
+        let n_top = if s.req.params.logprobs { s.req.params.top_logprobs } else { 0 };
+        let top = (0..n_top as i32)
             .map(|i| {
                 let t = (tok + i) % 256;
                 (t, vec![t as u8], if i == 0 { lp } else { lp - i as f32 })
@@ -310,15 +312,18 @@ mod tests {
         GenRequest {
             prompt: prompt.bytes().map(i32::from).collect(),
             max_new_tokens: max,
-            temperature: 0.0,
-            top_p: 1.0,
-            top_k: 0,
-            min_p: 0.0,
-            seed: 0,
-            stop_ids: vec![],
-            top_logprobs: 0,
-            grammar: None,
-            ignore_eos: false,
+            params: GenParams {
+                temperature: 0.0,
+                top_p: 1.0,
+                top_k: 0,
+                min_p: 0.0,
+                seed: 0,
+                stop_ids: vec![],
+                logprobs: false,
+                top_logprobs: 0,
+                grammar: None,
+                ignore_eos: false,
+            },
         }
     }
 
@@ -363,7 +368,7 @@ mod tests {
         b.submit(req("abcdef", 3)).unwrap();
         assert_eq!(text(&run(&mut b)), ("abc".into(), Some(Finish::Length)));
         let mut r = req("abcdef", 100);
-        r.stop_ids = vec![b'd' as i32];
+        r.params.stop_ids = vec![b'd' as i32];
         b.submit(r).unwrap();
         assert_eq!(text(&run(&mut b)), ("abc".into(), Some(Finish::Stop)));
         let id = b.submit(req("abcdef", 100)).unwrap();

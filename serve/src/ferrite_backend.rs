@@ -145,21 +145,22 @@ impl Backend for FerriteBackend {
     }
 
     fn submit(&mut self, r: GenRequest) -> Result<u64, SubmitError> {
-        let grammar = match &r.grammar {
+        let GenRequest { prompt, max_new_tokens, params: p } = r;
+        let grammar = match &p.grammar {
             Some(g) => Some(self.compile(g).map_err(|m| SubmitError::Invalid(format!("response_format: {m}")))?),
             None => None,
         };
-        let mut req = Request::new(r.prompt);
-        req.max_new_tokens = r.max_new_tokens;
-        req.flags = request_flag::LOGPROBS | if r.ignore_eos { request_flag::IGNORE_EOS } else { 0 };
-        req.top_logprobs = r.top_logprobs;
-        req.stop_ids = r.stop_ids;
+        let mut req = Request::new(prompt);
+        req.max_new_tokens = max_new_tokens;
+        req.flags = if p.logprobs { request_flag::LOGPROBS } else { 0 } | if p.ignore_eos { request_flag::IGNORE_EOS } else { 0 };
+        req.top_logprobs = if p.logprobs { p.top_logprobs } else { 0 };
+        req.stop_ids = p.stop_ids;
         let s = &mut req.sampling;
-        s.temperature = r.temperature;
-        s.top_p = r.top_p;
-        s.top_k = r.top_k.max(0);
-        s.min_p = r.min_p;
-        s.seed = r.seed;
+        s.temperature = p.temperature;
+        s.top_p = p.top_p;
+        s.top_k = p.top_k.max(0);
+        s.min_p = p.min_p;
+        s.seed = p.seed;
         let id = self.sched.submit(&req, grammar).map_err(|e| match e.code {
             status::BUSY => SubmitError::QueueFull { retry_after_s: 1 },
             status::BUDGET_EXCEEDED => SubmitError::TooLarge(e.message),

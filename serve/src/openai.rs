@@ -8,8 +8,8 @@
 //! Extensions vLLM also accepts: top_k, min_p, ignore_eos, stop_token_ids, guided_json,
 //! guided_regex.
 
-use crate::backend::GrammarSpec;
-use crate::engine_thread::{GenParams, Job, Prompt};
+use crate::backend::{GenParams, GrammarSpec};
+use crate::engine_thread::{Job, Prompt};
 use crate::error::ApiError;
 use serde_json::{Map, Value};
 
@@ -271,6 +271,7 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
             None => random_seed(),
         },
         stop_ids,
+        logprobs: logprobs != Logprobs::None,
         top_logprobs,
         grammar: parse_grammar(&f)?,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
@@ -590,6 +591,7 @@ mod tests {
         assert_eq!((p.temperature, p.top_p, p.top_k, p.min_p, p.seed), (0.5, 0.9, 40, 0.05, 42));
         assert_eq!(r.stop, ["x", "y"]);
         assert_eq!(r.logprobs, Logprobs::Chat(3));
+        assert!(p.logprobs);
         assert_eq!(p.top_logprobs, 3);
         assert!(r.stream && r.include_usage);
         assert_eq!(p.grammar, Some(GrammarSpec::JsonSchema("{\"type\":\"object\"}".into())));
@@ -602,6 +604,7 @@ mod tests {
         assert_eq!((r.job.params.temperature, r.job.params.top_p, r.job.params.top_k), (1.0, 1.0, 0));
         assert_eq!((r.logprobs, r.stream, r.include_usage), (Logprobs::None, false, false));
         assert!(r.stop.is_empty() && r.job.params.grammar.is_none());
+        assert!(!r.job.params.logprobs, "no logprobs unless asked: the engine skips their cost");
         let r = completion(json!({})).unwrap();
         assert_eq!(r.job.max_tokens, Some(COMPLETIONS_DEFAULT_MAX_TOKENS));
         assert_eq!(r.job.prompt, Prompt::Text("once".into()));
@@ -620,6 +623,7 @@ mod tests {
         assert_eq!(completion(json!({"prompt": [[4, 5]]})).unwrap().job.prompt, Prompt::Tokens(vec![4, 5]));
         assert_eq!(completion(json!({"logprobs": 2})).unwrap().logprobs, Logprobs::Completions(2));
         assert_eq!(completion(json!({"logprobs": 0})).unwrap().logprobs, Logprobs::Completions(0));
+        assert!(completion(json!({"logprobs": 0})).unwrap().job.params.logprobs, "logprobs: 0 is the sampled token's");
         assert_eq!(completion(json!({"max_tokens": 3.0})).unwrap().job.max_tokens, Some(3));
         bad(completion(json!({"prompt": ["a", "b"]})), "prompt");
         bad(completion(json!({"prompt": []})), "prompt");
