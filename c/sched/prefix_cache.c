@@ -25,7 +25,7 @@ struct feri_prefix_cache {
   uint64_t max_bytes;
   entry *e;
   size_t n, cap;
-  uint64_t tick, bytes, evictions;
+  uint64_t tick, bytes, evictions, inserts;
 };
 
 fer_status feri_prefix_cache_create(fer_governor *gov, uint64_t granule_bytes, uint32_t block_tokens, uint64_t max_bytes,
@@ -170,7 +170,12 @@ fer_status feri_prefix_cache_insert(feri_prefix_cache *c, const fer_kv_seq *kv, 
   }
   c->e[c->n++] = (entry){copy, hash, n_blocks, fork, bytes, ++c->tick};
   c->bytes += bytes;
+  c->inserts++;
   return FER_STATUS_OK;
+}
+
+uint64_t feri_prefix_cache_inserts(const feri_prefix_cache *c) {
+  return c->inserts;
 }
 
 void feri_prefix_cache_clear(feri_prefix_cache *c) {

@@ -40,6 +40,11 @@ uint32_t feri_prefix_cache_lookup(feri_prefix_cache *c, const int32_t *ids, uint
  * or when no room can be made; another failure (the fork's) is returned with nothing changed. */
 fer_status feri_prefix_cache_insert(feri_prefix_cache *c, const fer_kv_seq *kv, const int32_t *ids, uint32_t n);
 
+/* How many entries have been added since the cache was created: a lookup whose answer was taken
+ * at the same count would answer the same or less now (evictions only remove), so a caller that
+ * remembers it can skip asking again. */
+uint64_t feri_prefix_cache_inserts(const feri_prefix_cache *c);
+
 /* Drops the least recently used entry; false when there is none. */
 bool feri_prefix_cache_evict_lru(feri_prefix_cache *c);
 

@@ -32,6 +32,7 @@ typedef struct request {
   uint32_t n_prompt, n_gen, max_new;
   uint32_t n_fed;       /* tokens whose K and V the sequence holds */
   uint32_t n_cached;    /* of them taken from the prefix cache */
+  uint64_t cache_inserts_seen; /* the prefix cache's insert count at its last lookup */
   int32_t *stop_ids;
   uint32_t n_stop;
   int32_t grammar_end;  /* the grammar's end token, or -1 without a grammar */
@@ -438,6 +439,7 @@ static fer_status attach_sequence(fer_scheduler *s, request *r) {
   uint32_t cached = 0;
   if (s->prefix != NULL) {
     const fer_kv_seq *hit = NULL;
+    r->cache_inserts_seen = feri_prefix_cache_inserts(s->prefix);
     cached = feri_prefix_cache_lookup(s->prefix, r->tokens, r->n_prompt, r->n_prompt - 1, &hit);
     if (cached > 0 && fer_kv_seq_fork(hit, cached, &kv) != FER_STATUS_OK) cached = 0, kv = NULL; /* a miss, then */
     pthread_mutex_lock(&s->lock);
@@ -609,9 +611,13 @@ static bool waits_for_prefix(const fer_scheduler *s, uint32_t i) {
 }
 
 /* Gives request r, which has run nothing of its own yet, a longer cached prefix when the cache has
- * one now (another request's prompt has run meanwhile). Best effort: on any failure r keeps its
- * sequence. */
+ * one now (another request's prompt has run meanwhile). Asked only when entries were added since r
+ * last looked, so a request waiting for a long prefix does not rehash its prompt every step. Best
+ * effort: on any failure r keeps its sequence. */
 static void refresh_prefix(fer_scheduler *s, request *r) {
+  const uint64_t inserts = feri_prefix_cache_inserts(s->prefix);
+  if (inserts == r->cache_inserts_seen) return;
+  r->cache_inserts_seen = inserts;
   const fer_kv_seq *hit = NULL;
   const uint32_t cached = feri_prefix_cache_lookup(s->prefix, r->tokens, r->n_prompt, r->n_prompt - 1, &hit);
   if (cached <= r->n_cached) return;
