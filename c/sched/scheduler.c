@@ -9,8 +9,9 @@
  * Every request runs on the scheduler's own KV: one granule pool and one fer_kv_cache (the engine's
  * layout and dtype, the fixed policy, capacity the engine's max_tokens) for all of them and for the
  * cache's entries, which is what lets a new request fork a cached prefix. Its admission charge is
- * its projected commit at prompt + max_new_tokens; cached entries charge their committed bytes;
- * both against the engine's governor, so the pool's physical bytes stay under the budget. */
+ * its projected commit at prompt + max_new_tokens; a cached entry charges every window it maps
+ * (prefix_cache.h); both against the engine's governor, so the pool's physical bytes stay under the
+ * budget. */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>

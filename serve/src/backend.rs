@@ -71,8 +71,8 @@ pub struct TokenOut {
     pub text: Vec<u8>,
     /// The token's own bytes (possibly a partial UTF-8 character), for logprobs.
     pub token_bytes: Vec<u8>,
-    /// Natural log of the probability the sampler's distribution gave this token (<= 0); 0.0
-    /// when the request did not ask for logprobs.
+    /// Natural log of the probability the model gave this token (the raw logits' softmax, before
+    /// temperature and the filters; <= 0); 0.0 when the request did not ask for logprobs.
     pub logprob: f32,
     /// The `top_logprobs` most likely tokens, most likely first: (id, bytes, logprob).
     pub top: Vec<(i32, Vec<u8>, f32)>,

@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ferrite-serve");
@@ -48,10 +47,7 @@ fn fake_server_on_port_zero() {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr = line.trim().strip_prefix("listening on http://").unwrap_or_else(|| panic!("{line:?}"));
-        let addr: std::net::SocketAddr = addr.parse().unwrap();
+        let addr = common::listening_addr(&mut child);
         assert_ne!(addr.port(), 0);
         let r = common::get(addr, "/v1/models");
         let _ = child.kill();

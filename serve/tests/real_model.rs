@@ -8,7 +8,6 @@
 mod common;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -59,10 +58,8 @@ impl Server {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr = line.trim().strip_prefix("listening on http://").unwrap_or_else(|| panic!("{line:?}"));
-        Server { child, addr: addr.parse().unwrap() }
+        let addr = common::listening_addr(&mut child);
+        Server { child, addr }
     }
 
     fn metric(&self, name: &str) -> f64 {

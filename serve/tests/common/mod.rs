@@ -14,6 +14,14 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The address a `ferrite-serve` child prints first on its stdout (piped): `listening on http://..`.
+pub fn listening_addr(child: &mut std::process::Child) -> SocketAddr {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("the child's stdout is piped")).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("listening on http://").unwrap_or_else(|| panic!("{line:?}"));
+    addr.parse().unwrap_or_else(|e| panic!("{addr:?}: {e}"))
+}
+
 /// Runs `f` on its own thread and fails if it takes longer than `secs` (generous: these tests
 /// must pass on a loaded 2-core machine).
 pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
