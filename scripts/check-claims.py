@@ -15,7 +15,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEDGER = os.path.join(ROOT, "docs", "CLAIMS.md")
-STATUSES = {"confirmed", "refuted", "not built"}
+STATUSES = {"confirmed", "refuted", "not built", "awaiting a GPU"}
 CODE_DIRS = ["c", "rust_tests", "benches", "ffi", "scripts", "serve"]
 CODE_EXT = (".c", ".h", ".cu", ".cuh", ".rs", ".sh", ".py", ".bazel")
 ID_RE = re.compile(r"\bC-([A-Z]+)-(\d{3})\b")

@@ -31,4 +31,16 @@ static inline fer_status feri_cuda_status(cudaError_t e, const char *fn, const c
     }                                                                  \
   } while (0)
 
+// A launcher's ending: the launch's own error (bad configuration, no device) as a status; what
+// the kernel hits later is feri_cuda_sync's to report.
+static inline fer_status feri_cuda_launched(const char *fn) {
+  return feri_cuda_status(cudaGetLastError(), fn, "kernel launch");
+}
+
+// Blocks of `threads` covering n items, capped (kernels loop with a grid stride beyond the cap).
+static inline unsigned feri_cuda_blocks(int64_t n, int threads) {
+  int64_t b = (n + threads - 1) / threads;
+  return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
 #endif

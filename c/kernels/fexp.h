@@ -3,13 +3,21 @@
  * polynomial for e^r, and 2^n applied in two halves so that subnormal results round once, as a
  * correctly rounded product would. Within 2 ulp of exp over the f32 range (claim C-ATT-004);
  * below -104 the result is +0, above 88.73 +inf, NaN stays NaN. The AVX2 version in
- * attention_avx2.c performs the same operations in the same order. */
+ * attention_avx2.c performs the same operations in the same order. The CUDA kernels include this
+ * file too (FERI_HD makes each function a device function there; c/cuda compiles with -fmad=false,
+ * so the device performs the same operations, fmaf for fmaf). */
 #ifndef FERI_KERNELS_FEXP_H
 #define FERI_KERNELS_FEXP_H
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#ifdef __CUDACC__
+#define FERI_HD __host__ __device__
+#else
+#define FERI_HD
+#endif
 
 #define FERI_EXP_HI 88.72283935546875f
 #define FERI_EXP_LO -104.0f
@@ -24,14 +32,14 @@
 #define FERI_EXP_C4 1.6666665459e-1f
 #define FERI_EXP_C5 5.0000001201e-1f
 
-static inline float feri_pow2i(int32_t n) { /* 2^n for -126 <= n <= 127 */
+FERI_HD static inline float feri_pow2i(int32_t n) { /* 2^n for -126 <= n <= 127 */
   const uint32_t bits = (uint32_t)(n + 127) << 23;
   float f;
   memcpy(&f, &bits, sizeof f);
   return f;
 }
 
-static inline float feri_fexp(float x) {
+FERI_HD static inline float feri_fexp(float x) {
   if (x != x) return x;
   if (x > FERI_EXP_HI) return INFINITY;
   if (x < FERI_EXP_LO) return 0.0f;
@@ -55,7 +63,7 @@ static inline float feri_fexp(float x) {
 /* SiLU x * sigmoid(x) with the sigmoid from t = feri_fexp(-|x|) (one exponential, never
  * overflowing): 1 / (1 + t) for x >= 0, t / (1 + t) below (NaN too); where the sigmoid is 0 the
  * result is -0. The AVX2 table performs the same operations (fer_silu, fer_swiglu). */
-static inline float feri_silu(float x) {
+FERI_HD static inline float feri_silu(float x) {
   const float t = feri_fexp(-fabsf(x));
   const float s = x >= 0.0f ? 1.0f / (1.0f + t) : t / (1.0f + t);
   return s == 0.0f ? -0.0f : x * s;
