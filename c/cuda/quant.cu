@@ -12,23 +12,27 @@
 #include <cuda_fp16.h>
 #include <float.h>
 
+#include "../kernels/quant.h"
 #include "common.cuh"
 #include "cuda_ops.h"
 
+// Device copies of quant.c's tables (feri_iq4nl_values, feri_mxfp4_code2, feri_e2m1_values):
+// host arrays cannot be read from a kernel.
 __constant__ int8_t k_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 __constant__ int8_t k_mxfp4_code2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 __constant__ float k_e2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
+// The formats these kernels take; their block sizes are quant.h's.
 static int block_bytes(fer_dtype t) {
   switch (t) {
-    case FER_DTYPE_MXFP4: return 17;
-    case FER_DTYPE_Q4_0: return 18;
-    case FER_DTYPE_Q4_1: return 20;
-    case FER_DTYPE_Q5_0: return 22;
-    case FER_DTYPE_Q5_1: return 24;
-    case FER_DTYPE_Q8_0: return 34;
-    case FER_DTYPE_IQ4_NL: return 18;
+    case FER_DTYPE_MXFP4:
+    case FER_DTYPE_Q4_0:
+    case FER_DTYPE_Q4_1:
+    case FER_DTYPE_Q5_0:
+    case FER_DTYPE_Q5_1:
+    case FER_DTYPE_Q8_0:
+    case FER_DTYPE_IQ4_NL: return (int)feri_qblock_bytes(t);
     default: return 0;
   }
 }
@@ -41,10 +45,6 @@ extern "C" size_t feri_cuda_q8_bytes(int64_t m, int64_t k) {
 
 __device__ static float f16_at(const uint8_t *p) {
   return __half2float(__ushort_as_half((unsigned short)(p[0] | p[1] << 8)));
-}
-
-__device__ static float e8m0(uint8_t code) {  // feri_e8m0_to_f32
-  return __uint_as_float(code == 255 ? 0x7fc00000u : code == 0 ? 0x00400000u : (uint32_t)code << 23);
 }
 
 // Element i's nibble: the low nibble of byte i for i < 16, the high nibble of byte i - 16 above.
@@ -85,7 +85,7 @@ __device__ static void block_codes(fer_dtype t, const uint8_t *blk, int packed[8
       break;
     default:  // MXFP4: twice the E2M1 values, with half the scale (exact)
       for (int i = 0; i < 32; i++) c[i] = k_mxfp4_code2[nibble(blk + 1, i)];
-      *dw = __fmul_rn(e8m0(blk[0]), 0.5f);
+      *dw = __fmul_rn(feri_e8m0_to_f32(blk[0]), 0.5f);
       break;
   }
   for (int j = 0; j < 8; j++)
@@ -101,7 +101,7 @@ __device__ static float block_value(fer_dtype t, const uint8_t *blk, int i) {
     case FER_DTYPE_Q5_0: return __fmul_rn((float)(q5(blk + 2, blk + 6, i) - 16), f16_at(blk));
     case FER_DTYPE_Q5_1: return __fadd_rn(__fmul_rn((float)q5(blk + 4, blk + 8, i), f16_at(blk)), f16_at(blk + 2));
     case FER_DTYPE_IQ4_NL: return __fmul_rn(f16_at(blk), (float)k_iq4nl[nibble(blk + 2, i)]);
-    default: return __fmul_rn(k_e2m1[nibble(blk + 1, i)], e8m0(blk[0]));
+    default: return __fmul_rn(k_e2m1[nibble(blk + 1, i)], feri_e8m0_to_f32(blk[0]));
   }
 }
 

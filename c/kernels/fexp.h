@@ -13,10 +13,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifndef FERI_HD /* as in quant.h */
 #ifdef __CUDACC__
 #define FERI_HD __host__ __device__
 #else
 #define FERI_HD
+#endif
 #endif
 
 #define FERI_EXP_HI 88.72283935546875f

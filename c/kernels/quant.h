@@ -19,6 +19,15 @@
 
 #include "ferrite.h"
 
+/* FERI_HD: a host and device function when the CUDA kernels include this file (c/cuda/quant.cu). */
+#ifndef FERI_HD
+#ifdef __CUDACC__
+#define FERI_HD __host__ __device__
+#else
+#define FERI_HD
+#endif
+#endif
+
 /* FERI_QBLOCK: the block of the 32-element formats (the 8-bit route's unit for them);
  * FERI_QBLOCK_MAX: the largest block of any format (a K-quant super-block). */
 enum { FERI_QBLOCK = 32, FERI_QBLOCK_MAX = 256, FERI_QSUB_MAX = 16 };
@@ -135,7 +144,7 @@ fer_status feri_qblock_check(fer_dtype dtype, const uint8_t *block, int64_t row,
 
 /* 2^(code - 127) for E8M0 codes 0 .. 254 (code 0 is the f32 subnormal 2^-127); NaN for 255.
  * Inline: the fused kernels call it once per block and row. */
-static inline float feri_e8m0_to_f32(uint8_t code) {
+FERI_HD static inline float feri_e8m0_to_f32(uint8_t code) {
   const uint32_t bits = code == 255 ? 0x7fc00000u : code == 0 ? 0x00400000u : (uint32_t)code << 23;
   float f;
   memcpy(&f, &bits, sizeof f);
