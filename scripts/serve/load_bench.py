@@ -225,6 +225,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--disconnect", type=float, default=0.0, help="fraction of clients that hang up mid-stream")
     args = ap.parse_args()
+    for name in ("max_prompt_words", "max_output_tokens"):
+        if getattr(args, name) < 16:
+            ap.error(f"--{name.replace('_', '-')} must be at least 16 (the workload's lower end)")
     res = asyncio.run(main_async(args))
     for k, v in res.items():
         if isinstance(v, float):
