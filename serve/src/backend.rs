@@ -51,6 +51,25 @@ pub struct GenParams {
     pub ignore_eos: bool,
 }
 
+#[cfg(test)]
+impl GenParams {
+    /// Greedy, no stop ids, no logprobs, no grammar: the unit tests' request.
+    pub(crate) fn greedy(seed: u64) -> GenParams {
+        GenParams {
+            temperature: 0.0,
+            top_p: 1.0,
+            top_k: 0,
+            min_p: 0.0,
+            seed,
+            stop_ids: vec![],
+            logprobs: false,
+            top_logprobs: 0,
+            grammar: None,
+            ignore_eos: false,
+        }
+    }
+}
+
 /// Structured output, compiled by the backend against its vocabulary.
 #[derive(Clone, Debug, PartialEq)]
 pub enum GrammarSpec {

@@ -302,19 +302,9 @@ mod tests {
     use crate::fake::{FakeBackend, FakeConfig, FakeStats};
 
     fn params() -> GenParams {
-        GenParams {
-            temperature: 0.0,
-            top_p: 1.0,
-            top_k: 0,
-            min_p: 0.0,
-            seed: 1,
-            stop_ids: vec![],
-            logprobs: false,
-            top_logprobs: 0,
-            grammar: None,
-            ignore_eos: false,
-        }
+        GenParams::greedy(1)
     }
+
 
     fn engine(cfg: FakeConfig, stats: Arc<FakeStats>) -> Engine {
         Engine::start(Box::new(move || Ok(Box::new(FakeBackend::new(cfg, stats)) as Box<dyn Backend>)))

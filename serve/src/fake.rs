@@ -312,18 +312,7 @@ mod tests {
         GenRequest {
             prompt: prompt.bytes().map(i32::from).collect(),
             max_new_tokens: max,
-            params: GenParams {
-                temperature: 0.0,
-                top_p: 1.0,
-                top_k: 0,
-                min_p: 0.0,
-                seed: 0,
-                stop_ids: vec![],
-                logprobs: false,
-                top_logprobs: 0,
-                grammar: None,
-                ignore_eos: false,
-            },
+            params: GenParams::greedy(0),
         }
     }
 
