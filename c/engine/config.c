@@ -35,7 +35,8 @@ static const name_value LAYOUT[] = {{"head-major", FER_KV_LAYOUT_HEAD_MAJOR},
                                     {"token-major", FER_KV_LAYOUT_TOKEN_MAJOR},
                                     {NULL, 0}};
 static const name_value POLICY[] = {{"bucketed", FER_KV_POLICY_BUCKETED}, {"fixed", FER_KV_POLICY_FIXED_MAX}, {NULL, 0}};
-static const name_value DTYPE[] = {{"f32", FER_DTYPE_F32}, {"f16", FER_DTYPE_F16}, {"bf16", FER_DTYPE_BF16}, {NULL, 0}};
+static const name_value DTYPE[] = {
+    {"f32", FER_DTYPE_F32}, {"f16", FER_DTYPE_F16}, {"bf16", FER_DTYPE_BF16}, {"q8_0", FER_DTYPE_Q8_0}, {NULL, 0}};
 static const name_value PLAN[] = {{"off", FER_PLAN_OFF},
                                   {"unconditional", FER_PLAN_UNCONDITIONAL},
                                   {"address-stable", FER_PLAN_ADDRESS_STABLE},
@@ -121,7 +122,7 @@ fer_status feri_engine_config_check(const fer_engine_config *c) {
   if (!lookup(POLICY, feri_engine_name_of(2, c->kv_policy), &unused))
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: kv_policy %d is not a fer_kv_policy_code", fn, (int)c->kv_policy);
   if (!lookup(DTYPE, feri_engine_name_of(3, c->kv_dtype), &unused))
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: kv_dtype %d is not F32, F16 or BF16", fn, (int)c->kv_dtype);
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: kv_dtype %d is not F32, F16, BF16 or Q8_0", fn, (int)c->kv_dtype);
   if (!lookup(PLAN, feri_engine_name_of(4, c->plan), &unused))
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: plan %d is not a fer_plan_policy_code", fn, (int)c->plan);
   if (c->kv_min_bucket == 0) return feri_fail(FER_STATUS_INVALID_ARG, "%s: kv_min_bucket is 0", fn);

@@ -140,6 +140,26 @@ fer_status fer_attention_params_init(fer_attention_params *params) {
   return FER_STATUS_OK;
 }
 
+/* A Q8_0 K or V: rank 3, the last axis counting blocks of 32 elements (34 bytes: an f16 scale and
+ * 32 int8 codes) with strides[2] == 34, each row's blocks packed. Validated as the U8 tensor
+ * [heads, positions, blocks, 34] it is in memory (extent, overflow, overlap). */
+static fer_status validate_q8_0(const fer_tensor *t, const char *name, feri_tensor_info *info) {
+  if (t->rank != 3)
+    return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: %s has rank %d, expected [heads, positions, blocks]", FN,
+                     name, (int)t->rank);
+  if (t->strides[2] != 34)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: Q8_0 %s has strides[2] = %lld, expected 34 (packed blocks)", FN,
+                     name, (long long)t->strides[2]);
+  if (t->shape[2] > INT64_MAX / 32)
+    return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: Q8_0 %s has %lld blocks a row", FN, name, (long long)t->shape[2]);
+  fer_tensor bytes = *t;
+  bytes.dtype = FER_DTYPE_U8;
+  bytes.rank = 4;
+  bytes.shape[3] = 34;
+  bytes.strides[3] = 1;
+  return feri_tensor_validate(&bytes, FN, name, info);
+}
+
 static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q, const fer_tensor *k,
                                  const fer_tensor *v, const fer_attention_params *params,
                                  const fer_tensor *out, att_plan *p) {
@@ -154,8 +174,13 @@ static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q
   feri_tensor_info info[4];
   fer_status st;
   for (int i = 0; i < 4; i++) {
-    if ((st = feri_tensor_validate(ts[i], FN, names[i], &info[i])) != FER_STATUS_OK) return st;
-    if ((st = feri_require_float_dtype(ts[i]->dtype, FN)) != FER_STATUS_OK) return st;
+    if (i >= 1 && i <= 2 && ts[i] != NULL && ts[i]->dtype == FER_DTYPE_Q8_0) {
+      st = validate_q8_0(ts[i], names[i], &info[i]);
+    } else {
+      st = feri_tensor_validate(ts[i], FN, names[i], &info[i]);
+      if (st == FER_STATUS_OK) st = feri_require_float_dtype(ts[i]->dtype, FN);
+    }
+    if (st != FER_STATUS_OK) return st;
     if (ts[i]->rank != 3)
       return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: %s has rank %d, expected [heads, positions, dim]",
                        FN, names[i], (int)ts[i]->rank);
@@ -165,10 +190,11 @@ static fer_status plan_attention(const fer_threadpool *pool, const fer_tensor *q
   p->d = q->shape[2];
   p->hkv = k->shape[0];
   p->nk = k->shape[1];
-  p->dv = v->shape[2];
-  if (k->shape[2] != p->d)
+  p->dv = v->dtype == FER_DTYPE_Q8_0 ? v->shape[2] * 32 : v->shape[2]; /* blocks: validate_q8_0 */
+  const int64_t kd = k->dtype == FER_DTYPE_Q8_0 ? k->shape[2] * 32 : k->shape[2];
+  if (kd != p->d)
     return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: k's head_dim %lld differs from q's %lld", FN,
-                     (long long)k->shape[2], (long long)p->d);
+                     (long long)kd, (long long)p->d);
   if (v->shape[0] != p->hkv || v->shape[1] != p->nk)
     return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: v is [%lld, %lld, .], k is [%lld, %lld, .]", FN,
                      (long long)v->shape[0], (long long)v->shape[1], (long long)p->hkv, (long long)p->nk);
@@ -305,7 +331,7 @@ static void state_clear(const att_plan *p, int64_t rows, float *o, float *m, flo
 
 static feri_kv_rows kv_rows(const fer_tensor *t, int64_t h, int64_t k0) {
   const feri_kv_rows r = {(const char *)t->data + h * t->strides[0] + k0 * t->strides[1], t->dtype,
-                          t->strides[1], t->strides[2], (int64_t)feri_dtype_size(t->dtype)};
+                          t->strides[1], t->strides[2], feri_kv_step_bytes(t->dtype)};
   return r;
 }
 
@@ -329,7 +355,7 @@ static void att_prefetch(const att_plan *p, int64_t h0, int64_t nh, int64_t k0, 
   const int64_t dims[2] = {p->d, p->dv};
   for (int w = 0; w < 2; w++) {
     const fer_tensor *x = kv[w];
-    const int64_t es = (int64_t)feri_dtype_size(x->dtype), bytes = dims[w] * es;
+    const int64_t es = feri_kv_step_bytes(x->dtype), bytes = feri_kv_row_bytes(x->dtype, dims[w]);
     if (x->strides[2] != es) continue; /* rows whose elements are not packed: left to the hardware */
     const int64_t s_in = by_pos ? x->strides[0] : x->strides[1], s_out = by_pos ? x->strides[1] : x->strides[0];
     const char *base = (const char *)x->data + h0 * x->strides[0] + k0 * x->strides[1];
@@ -358,7 +384,7 @@ static const feri_att_pf att_pf_none = {NULL, 0, 1, 0, 0};
  * page-aligned seq-major) than the same bytes in address order. */
 static feri_att_pf att_pf_of(const att_plan *p, const fer_tensor *x, int64_t dim, int64_t h0, int64_t nh, int64_t u,
                              int64_t next, int64_t n, int64_t k1) {
-  const int64_t es = (int64_t)feri_dtype_size(x->dtype), row = dim * es;
+  const int64_t es = feri_kv_step_bytes(x->dtype), row = feri_kv_row_bytes(x->dtype, dim);
   if (att_by_pos(p) && x->strides[2] == es && x->strides[0] == row) {
     const int64_t packed = x->strides[1] == nh * row;
     const feri_att_pf f = {kv_rows(x, h0, next).base, u * n + k1, packed ? INT64_MAX : nh, row,
@@ -417,7 +443,7 @@ static void att_call_keys(const att_calls *c, int64_t x, int64_t *u, int64_t *k1
  * 16-bit K and V: a position's K and V of one layer are one 4 KiB run, a page apart from the
  * next position's). */
 static int att_kv_one_run(const att_plan *p) {
-  const int64_t es = (int64_t)feri_dtype_size(p->k->dtype), row = p->d * es;
+  const int64_t es = feri_kv_step_bytes(p->k->dtype), row = feri_kv_row_bytes(p->k->dtype, p->d);
   return att_by_pos(p) && p->d == p->dv && p->k->dtype == p->v->dtype && p->k->strides[2] == es &&
          p->k->strides[0] == row && memcmp(p->k->strides, p->v->strides, 3 * sizeof(int64_t)) == 0 &&
          (uintptr_t)p->v->data - (uintptr_t)p->k->data == (uintptr_t)(p->hkv * row) && 2 * p->hkv * row <= 4096;

@@ -11,12 +11,26 @@
 
 #include "ferrite.h"
 
-/* n rows of one kv head: element d of row j at base + j * row_stride + d * dim_stride (bytes). */
+/* n rows of one kv head: element d of row j at base + j * row_stride + d * dim_stride (bytes); for
+ * Q8_0 (blocks of 32 elements, each an f16 scale and 32 int8 codes: 34 bytes) dim_stride is a
+ * block's bytes and element d is code d % 32 of the block at base + j * row_stride +
+ * (d / 32) * dim_stride, times its scale (exact in f32: an 8-bit code times an 11-bit
+ * significand), so every level reads the same f32 values as from an f32 row holding them. es is
+ * the dtype's size (34 for Q8_0: a block): rows are packed when dim_stride == es. */
 typedef struct feri_kv_rows {
   const char *base;
   fer_dtype dtype;
   int64_t row_stride, dim_stride, es;
 } feri_kv_rows;
+
+/* The step along the head dim of a packed K or V row, and a packed row's bytes (dim elements;
+ * dim a multiple of 32 for Q8_0). */
+static inline int64_t feri_kv_step_bytes(fer_dtype t) {
+  return t == FER_DTYPE_Q8_0 ? 34 : t == FER_DTYPE_F32 ? 4 : 2;
+}
+static inline int64_t feri_kv_row_bytes(fer_dtype t, int64_t dim) {
+  return t == FER_DTYPE_Q8_0 ? dim / 32 * 34 : dim * feri_kv_step_bytes(t);
+}
 
 /* The rows a per-ISA call may prefetch (a later tile's): row t = 0, 1, ... at
  * base + (i / inner) * outer + (i % inner) * stride with i = first + t (bytes). One stride covers

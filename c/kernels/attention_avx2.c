@@ -4,6 +4,7 @@
  * (accumulate_pass), and the prefetch of the next tile's rows spread through both. */
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <string.h>
 #include <math.h>
 
 #include "kernels/avx2_util.h"
@@ -20,6 +21,18 @@ FERI_AVX2 static FERI_INLINE float lanes_sum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(u, _mm_shuffle_ps(u, u, 1)));
 }
 
+/* Elements [e, e + 8) of a K or V row as f32 (e a multiple of 8): feri_load8 at row + e * the
+ * dtype's size, or for Q8_0 eight codes of block e / 32 times its scale (exact, attention.h). */
+FERI_AVX2 static FERI_INLINE __m256 kv_load8(const char *row, int64_t e, fer_dtype t) {
+  if (t != FER_DTYPE_Q8_0) return feri_load8(row + e * feri_kv_step_bytes(t), t);
+  const char *b = row + (e >> 5) * 34;
+  short h;
+  memcpy(&h, b, 2);
+  const __m256 scale = _mm256_cvtph_ps(_mm_set1_epi16(h));
+  const __m128i codes = _mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + (e & 31)));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)), scale);
+}
+
 /* Scores of keys 0..7 of k0 (rows rs bytes apart) for nr query rows. Each (row, key) pair is one
  * fma chain over its lanes (the order of attention.h). An e-loop runs nkb keys (pairs j, j + 4)
  * against the nr rows: nr x nkb independent chains hide the fma latency, each K vector is
@@ -32,7 +45,7 @@ FERI_AVX2 static FERI_INLINE void scores8(const fer_dtype t, const int nr, const
                                           const float *q, int64_t q_stride, int64_t d, const char *k0,
                                           int64_t rs, float scale, float *s, int64_t s_stride,
                                           const char *const *pfr) {
-  const int64_t es = t == FER_DTYPE_F32 ? 4 : 2, lines = (d * es + 63) / 64;
+  const int64_t rb = feri_kv_row_bytes(t, d), lines = (rb + 63) / 64;
   __m256 x[4][4];
   for (int kb = 0; kb < 4; kb += nkb / 2) {
     const char *row[8];
@@ -50,7 +63,7 @@ FERI_AVX2 static FERI_INLINE void scores8(const fer_dtype t, const int nr, const
       if (qreg) {
         __m256 kv[8];
 #pragma GCC unroll 8
-        for (int u = 0; u < nkb; u++) kv[u] = feri_load8(row[u] + e * es, t);
+        for (int u = 0; u < nkb; u++) kv[u] = kv_load8(row[u], e, t);
 #pragma GCC unroll 4
         for (int r = 0; r < nr; r++) {
           __m256 qv = _mm256_loadu_ps(q + r * q_stride + e);
@@ -61,7 +74,7 @@ FERI_AVX2 static FERI_INLINE void scores8(const fer_dtype t, const int nr, const
       } else {
 #pragma GCC unroll 8
         for (int u = 0; u < nkb; u++) {
-          const __m256 kv = feri_load8(row[u] + e * es, t);
+          const __m256 kv = kv_load8(row[u], e, t);
 #pragma GCC unroll 4
           for (int r = 0; r < nr; r++) a[r][u] = _mm256_fmadd_ps(_mm256_loadu_ps(q + r * q_stride + e), kv, a[r][u]);
         }
@@ -72,7 +85,7 @@ FERI_AVX2 static FERI_INLINE void scores8(const fer_dtype t, const int nr, const
 #pragma GCC unroll 4
       for (int u = 0; u < nkb / 2; u++) x[r][kb + u] = halves_sum(a[r][2 * u], a[r][2 * u + 1]);
     if (pfr != NULL)
-      for (int u = 2 * kb; u < 2 * kb + nkb; u++) prefetch_span(pfr[u], 0, lines, (d * es) % 64 != 0, d * es);
+      for (int u = 2 * kb; u < 2 * kb + nkb; u++) prefetch_span(pfr[u], 0, lines, rb % 64 != 0, rb);
   }
   const __m256 sc = _mm256_set1_ps(scale);
 #pragma GCC unroll 4
@@ -96,13 +109,16 @@ FERI_AVX2 static FERI_INLINE void scores_rows(const fer_dtype t, const int nr, c
             s_stride, pf != NULL ? pfr : NULL);
   }
   if (pf != NULL)
-    for (int64_t u = j; u < n; u++) prefetch_span(feri_att_pf_next(pf, &cur), 0, (d * k->es + 63) / 64, 1, d * k->es);
+    for (int64_t u = j; u < n; u++) {
+      const int64_t rb = feri_kv_row_bytes(t, d);
+      prefetch_span(feri_att_pf_next(pf, &cur), 0, (rb + 63) / 64, 1, rb);
+    }
   for (; j < n; j++) {
     const char *row = k->base + j * k->row_stride;
     for (int r = 0; r < nr; r++) {
       __m256 acc = _mm256_setzero_ps();
       for (int64_t e = 0; e < d; e += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + r * q_stride + e), feri_load8(row + e * k->es, t), acc);
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + r * q_stride + e), kv_load8(row, e, t), acc);
       s[r * s_stride + j] = lanes_sum(acc) * scale;
     }
   }
@@ -135,6 +151,7 @@ FERI_AVX2 static void scores_avx2(const float *q, int64_t q_stride, int64_t rows
   switch (k->dtype) {
     case FER_DTYPE_F32: scores_dt(FER_DTYPE_F32, q, q_stride, rows, d, k, n, scale, s, s_stride, pf); break;
     case FER_DTYPE_F16: scores_dt(FER_DTYPE_F16, q, q_stride, rows, d, k, n, scale, s, s_stride, pf); break;
+    case FER_DTYPE_Q8_0: scores_dt(FER_DTYPE_Q8_0, q, q_stride, rows, d, k, n, scale, s, s_stride, pf); break;
     default: scores_dt(FER_DTYPE_BF16, q, q_stride, rows, d, k, n, scale, s, s_stride, pf); break;
   }
 }
@@ -180,7 +197,6 @@ FERI_AVX2 static FERI_INLINE void accumulate_pass(const fer_dtype t, const int n
                                                   int64_t p_stride, const feri_kv_rows *v, int64_t n,
                                                   const float *corr, const char *const *pfr, int64_t l0,
                                                   int64_t l1, int last, int64_t bytes) {
-  const int64_t es = t == FER_DTYPE_F32 ? 4 : 2;
   __m256 c[4][8];
 #pragma GCC unroll 4
   for (int r = 0; r < nr; r++) {
@@ -191,7 +207,7 @@ FERI_AVX2 static FERI_INLINE void accumulate_pass(const fer_dtype t, const int n
       if (corr != NULL) c[r][u] = _mm256_mul_ps(c[r][u], cr);
     }
   }
-  const char *row = v->base + e0 * es;
+  const char *row = v->base;
   for (int64_t j = 0; j < n; j++, row += v->row_stride) {
     if (pfr != NULL) prefetch_span(pfr[j], l0, l1, last, bytes);
     if (vout) {
@@ -200,14 +216,14 @@ FERI_AVX2 static FERI_INLINE void accumulate_pass(const fer_dtype t, const int n
       for (int r = 0; r < nr; r++) pj[r] = _mm256_set1_ps(p[r * p_stride + j]);
 #pragma GCC unroll 8
       for (int u = 0; u < w; u++) {
-        const __m256 vv = feri_load8(row + 8 * u * es, t);
+        const __m256 vv = kv_load8(row, e0 + 8 * u, t);
 #pragma GCC unroll 4
         for (int r = 0; r < nr; r++) c[r][u] = _mm256_fmadd_ps(pj[r], vv, c[r][u]);
       }
     } else {
       __m256 vv[8];
 #pragma GCC unroll 8
-      for (int u = 0; u < w; u++) vv[u] = feri_load8(row + 8 * u * es, t);
+      for (int u = 0; u < w; u++) vv[u] = kv_load8(row, e0 + 8 * u, t);
 #pragma GCC unroll 4
       for (int r = 0; r < nr; r++) {
         const __m256 pj = _mm256_set1_ps(p[r * p_stride + j]);
@@ -241,7 +257,7 @@ FERI_AVX2 static FERI_INLINE void accumulate_rows(const fer_dtype t, const int n
                                                   int64_t p_stride, const feri_kv_rows *v, int64_t n,
                                                   const float *corr, const feri_att_pf *pf) {
   const int w = nr == 1 ? 8 : nr == 4 ? 2 : 4, vout = nr == 3;
-  const int64_t bytes = dv * v->es, lines = (bytes + 63) / 64;
+  const int64_t bytes = feri_kv_row_bytes(t, dv), lines = (bytes + 63) / 64;
   const int64_t wide = dv / (8 * w), two = w > 2 ? dv % (8 * w) / 16 : 0;
   const int64_t passes = wide + two + (dv - wide * 8 * w - two * 16) / 8;
   const int64_t kb0 = v->row_stride % 4096 == 0 ? ATT_ACC_KB : n;
@@ -295,6 +311,7 @@ FERI_AVX2 static void accumulate_avx2(float *o, int64_t o_stride, int64_t rows, 
   switch (v->dtype) {
     case FER_DTYPE_F32: accumulate_dt(FER_DTYPE_F32, o, o_stride, rows, dv, p, p_stride, v, n, corr, pf); break;
     case FER_DTYPE_F16: accumulate_dt(FER_DTYPE_F16, o, o_stride, rows, dv, p, p_stride, v, n, corr, pf); break;
+    case FER_DTYPE_Q8_0: accumulate_dt(FER_DTYPE_Q8_0, o, o_stride, rows, dv, p, p_stride, v, n, corr, pf); break;
     default: accumulate_dt(FER_DTYPE_BF16, o, o_stride, rows, dv, p, p_stride, v, n, corr, pf); break;
   }
 }

@@ -1,5 +1,5 @@
 /* attention_avx512.c: AVX-512F forms of fer_attention's two decode loops (scores and accumulate)
- * for f16 and bf16 K and V, the same operations in the same order as attention_portable.c (see
+ * for f16 and bf16 K and V (f32 and Q8_0 take the AVX2 level's), the same operations in the same order as attention_portable.c (see
  * attention.h), so the same bits as the AVX2 level. feri_attention_ops_for gives this table at
  * the AVX2 level on a CPU with AVX-512F.
  *
@@ -122,7 +122,7 @@ FERI_AVX512 static FERI_INLINE int64_t scores_dt(const fer_dtype t, const int nr
 FERI_AVX512 static void scores_avx512(const float *q, int64_t q_stride, int64_t rows, int64_t d,
                                       const feri_kv_rows *k, int64_t n, float scale, float *s,
                                       int64_t s_stride, const feri_att_pf *pf) {
-  if (k->dtype == FER_DTYPE_F32 || k->dim_stride != k->es || d % 8 != 0) {
+  if (k->dtype == FER_DTYPE_F32 || k->dtype == FER_DTYPE_Q8_0 || k->dim_stride != k->es || d % 8 != 0) {
     feri_attention_ops_avx2.scores(q, q_stride, rows, d, k, n, scale, s, s_stride, pf);
     return;
   }
@@ -240,7 +240,7 @@ FERI_AVX512 static FERI_INLINE void accumulate_dt(const fer_dtype t, float *o, i
 FERI_AVX512 static void accumulate_avx512(float *o, int64_t o_stride, int64_t rows, int64_t dv, const float *p,
                                           int64_t p_stride, const feri_kv_rows *v, int64_t n, const float *corr,
                                           const feri_att_pf *pf) {
-  if (v->dtype == FER_DTYPE_F32 || v->dim_stride != v->es || dv % 16 != 0) {
+  if (v->dtype == FER_DTYPE_F32 || v->dtype == FER_DTYPE_Q8_0 || v->dim_stride != v->es || dv % 16 != 0) {
     feri_attention_ops_avx2.accumulate(o, o_stride, rows, dv, p, p_stride, v, n, corr, pf);
     return;
   }

@@ -1,5 +1,6 @@
 /* attention_portable.c: the reference level of fer_attention's inner loops (see attention.h). */
 #include <math.h>
+#include <string.h>
 
 #include "core/cpu.h"
 #include "core/dtype.h"
@@ -7,6 +8,12 @@
 #include "kernels/fexp.h"
 
 static float kv_at(const feri_kv_rows *r, int64_t j, int64_t e) {
+  if (r->dtype == FER_DTYPE_Q8_0) {
+    const char *b = r->base + j * r->row_stride + e / 32 * r->dim_stride;
+    uint16_t h;
+    memcpy(&h, b, 2);
+    return (float)(int8_t)b[2 + e % 32] * feri_f16_to_f32(h);
+  }
   return feri_elem_load(r->base + j * r->row_stride + e * r->dim_stride, r->dtype);
 }
 

@@ -5,7 +5,10 @@
  * property tests stay under one chunk): an f64 reference within a stated bound (C-ATT-001), the
  * same bits in head-major, seq-major and token-major layouts (C-ATT-002), at both ISA levels, on
  * 1 to 3 threads, and for each query alone, in pairs and in the batch (C-ATT-003), so the split
- * decode path and the prefill path fold the same chunk states in the same order. */
+ * decode path and the prefill path fold the same chunk states in the same order. 8-bit K and V
+ * (Q8_0, C-KV-201): feri_quantize_q8_0's rounding, and fer_attention over Q8_0 K and V equal to
+ * fer_attention over f32 K and V holding the dequantized values, bit for bit, in every layout, at
+ * every ISA level, for decode and prefill; malformed Q8_0 tensors refused. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +18,7 @@
 #include "core/dtype.h"
 #include "kernels/attention.h"
 #include "kernels/fexp.h"
+#include "kernels/quant.h"
 #include "testing/check.h"
 
 static float bits_f32(uint32_t u) {
@@ -287,6 +291,8 @@ done:
   free(q), free(kl), free(vl), free(ref), free(got), free(want), free(tol);
 }
 
+static void test_q8_0_kv(fer_threadpool *const *pools, int n_pools);
+
 static void test_long_contexts(void) {
   /* pools: portable on 1 thread, then AVX2 (where the CPU has it) on 2 and 3 threads */
   fer_threadpool *pools[3] = {NULL, NULL, NULL};
@@ -328,6 +334,7 @@ static void test_long_contexts(void) {
       {1, 2, 17, 100, 8, 0, 1, FER_DTYPE_F32, 512, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_long_context_case(&cases[i], pools, n_pools);
+  test_q8_0_kv(pools, n_pools);
   for (int i = 0; i < n_pools; i++) fer_threadpool_free(pools[i]);
 }
 
@@ -412,6 +419,161 @@ static void test_tables_agree(void) {
   free(kv), free(pfbuf), free(q), free(p), free(corr), free(out[0]), free(out[1]), free(out[2]);
 }
 
+
+/* feri_quantize_q8_0: every value within half a step of x (d = f16(amax / 127), the codes in
+ * [-127, 127]); zeros, a non-finite block and an out-of-range block as documented. */
+static void test_q8_0_rounding(void) {
+  enum { N = 32 * 64 };
+  static float x[N];
+  static uint8_t blk[N / 32 * 34];
+  uint64_t state = 11;
+  for (int i = 0; i < N; i++) x[i] = unit_value(&state) * (float)(1 << (i / 32 % 12)) * 0.01f;
+  for (int i = 0; i < 32; i++) x[i] = 0.0f; /* block 0: all zero */
+  feri_quantize_q8_0(x, N, blk);
+  long bad = 0;
+  for (int b = 0; b < N / 32; b++) {
+    uint16_t h;
+    memcpy(&h, blk + b * 34, 2);
+    const float d = feri_f16_to_f32(h);
+    float amax = 0.0f;
+    for (int i = 0; i < 32; i++) amax = fabsf(x[b * 32 + i]) > amax ? fabsf(x[b * 32 + i]) : amax;
+    if (h != feri_f32_to_f16(amax / 127.0f)) bad++;
+    for (int i = 0; i < 32; i++) {
+      const int8_t c = (int8_t)blk[b * 34 + 2 + i];
+      const double err = fabs((double)c * d - x[b * 32 + i]);
+      if (c == -128 || (d > 0 && err > 0.5 * d * (1 + 1e-6) && abs(c) != 127) || (d == 0 && c != 0)) bad++;
+    }
+  }
+  float odd[64];
+  uint8_t ob[68];
+  for (int i = 0; i < 64; i++) odd[i] = 1.0f;
+  odd[5] = NAN;
+  odd[32] = 1e9f; /* d = 7.9e6 > 65504: saturates */
+  feri_quantize_q8_0(odd, 64, ob);
+  uint16_t h0, h1;
+  memcpy(&h0, ob, 2);
+  memcpy(&h1, ob + 34, 2);
+  printf("q8_0 rounding: %d blocks, %ld values off; NaN block d %g, huge block d %g code %d\n", N / 32, bad,
+         feri_f16_to_f32(h0), feri_f16_to_f32(h1), (int8_t)ob[36]);
+  CHECK(bad == 0);
+  CHECK(isnan(feri_f16_to_f32(h0)) && ob[2] == 0);
+  CHECK(feri_f16_to_f32(h1) == 65504.0f && (int8_t)ob[36] == 127);
+}
+
+/* K and V [hkv, nk, d] rounded to Q8_0 in a layout (as place_kv's), with the f32 tensors of the
+ * values the blocks hold, packed head-major; the caller frees *q8 and *f32. */
+static void place_q8_0(const att_case *c, int layout, uint64_t *state, fer_tensor *k, fer_tensor *v, char **q8,
+                       float **f32, fer_tensor *kf, fer_tensor *vf) {
+  const int64_t h = c->hkv, n = c->nk, d = c->d, row = d / 32 * 34, layers = 3;
+  const int64_t rows = layout == LAYOUT_TOKEN ? n * layers * 2 * h : 2 * h * n;
+  *q8 = malloc((size_t)(rows * row));
+  *f32 = malloc((size_t)(2 * h * n * d) * sizeof(float));
+  float *x = malloc((size_t)d * sizeof(float));
+  if (*q8 == NULL || *f32 == NULL || x == NULL) {
+    free(x);
+    return;
+  }
+  memset(*q8, 0x7f, (size_t)(rows * row));
+  int64_t st0, st1, off_k, off_v;
+  if (layout == LAYOUT_HEAD) {
+    st0 = n * row, st1 = row, off_k = 0, off_v = h * n * row;
+  } else if (layout == LAYOUT_SEQ) {
+    st0 = row, st1 = h * row, off_k = 0, off_v = h * n * row;
+  } else {
+    st0 = row, st1 = layers * 2 * h * row, off_k = 2 * h * row, off_v = 3 * h * row;
+  }
+  fer_tensor *ts[2] = {k, v}, *fs[2] = {kf, vf};
+  const int64_t offs[2] = {off_k, off_v};
+  for (int t = 0; t < 2; t++) {
+    memset(ts[t], 0, sizeof *ts[t]);
+    ts[t]->data = *q8 + offs[t];
+    ts[t]->dtype = FER_DTYPE_Q8_0;
+    ts[t]->rank = 3;
+    ts[t]->shape[0] = h, ts[t]->shape[1] = n, ts[t]->shape[2] = d / 32;
+    ts[t]->strides[0] = st0, ts[t]->strides[1] = st1, ts[t]->strides[2] = 34;
+    float *deq = *f32 + t * h * n * d;
+    *fs[t] = f32_tensor(deq, h, n, d);
+    for (int64_t a = 0; a < h; a++)
+      for (int64_t j = 0; j < n; j++) {
+        /* rows of mixed magnitude: a few large elements, as real K rows have */
+        for (int64_t e = 0; e < d; e++) x[e] = unit_value(state) * (e % 17 == 3 ? 8.0f : 1.0f);
+        uint8_t *blocks = (uint8_t *)*q8 + offs[t] + a * st0 + j * st1;
+        feri_quantize_q8_0(x, d, blocks);
+        for (int64_t b = 0; b < d / 32; b++) {
+          uint16_t hh;
+          memcpy(&hh, blocks + b * 34, 2);
+          for (int i = 0; i < 32; i++)
+            deq[(a * n + j) * d + b * 32 + i] = (float)(int8_t)blocks[b * 34 + 2 + i] * feri_f16_to_f32(hh);
+        }
+      }
+  }
+  free(x);
+}
+
+/* fer_attention over Q8_0 K and V gives the bits of fer_attention over the dequantized f32
+ * values: every layout, pools at each ISA level, decode (one query) and prefill (causal, every
+ * query), GQA groups, head dims 32 to 256. */
+static void test_q8_0_kv(fer_threadpool *const *pools, int n_pools) {
+  static const att_case cases[] = {
+      {2, 3, 1, 300, 64, 299, 1, FER_DTYPE_Q8_0, 0, 0},  {1, 4, 40, 40, 256, 0, 1, FER_DTYPE_Q8_0, 0, 0},
+      {3, 1, 1, 67, 32, 66, 1, FER_DTYPE_Q8_0, 0, 0},    {2, 2, 70, 70, 128, 0, 1, FER_DTYPE_Q8_0, 0, 0},
+      {1, 2, 1, 520, 96, 519, 1, FER_DTYPE_Q8_0, 0, 0},
+  };
+  uint64_t state = 5;
+  long runs = 0, differ = 0;
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const att_case *c = &cases[ci];
+    const int64_t hq = c->hkv * c->group, nout = hq * c->nq * c->d;
+    float *q = malloc((size_t)nout * sizeof(float)), *want = malloc((size_t)nout * sizeof(float)),
+          *got = malloc((size_t)nout * sizeof(float));
+    CHECK(q && want && got);
+    for (int64_t i = 0; q && i < nout; i++) q[i] = unit_value(&state);
+    for (int layout = 0; q && want && got && layout < N_LAYOUTS; layout++) {
+      fer_tensor k, v, kf, vf;
+      char *q8 = NULL;
+      float *f32 = NULL;
+      place_q8_0(c, layout, &state, &k, &v, &q8, &f32, &kf, &vf);
+      CHECK(q8 != NULL && f32 != NULL);
+      for (int pi = 0; q8 && f32 && pi < n_pools; pi++) {
+        CHECK_STATUS(run_queries(c, pools[pi], q, &kf, &vf, 0, c->nq, want), FER_STATUS_OK);
+        CHECK_STATUS(run_queries(c, pools[pi], q, &k, &v, 0, c->nq, got), FER_STATUS_OK);
+        runs++;
+        if (!same_bits(want, got, (size_t)nout) && differ++ < 5)
+          printf("q8_0 KV differs: case %zu layout %d pool %d\n", ci, layout, pi);
+      }
+      free(q8);
+      free(f32);
+    }
+    free(q), free(want), free(got);
+  }
+  printf("q8_0 KV: %ld runs, %ld differ from f32 K and V holding the same values\n", runs, differ);
+  CHECK(runs >= 15);
+  CHECK(differ == 0);
+
+  /* malformed: strides[2] not a block, head dims that disagree, a Q8_0 query */
+  const att_case c = {1, 1, 1, 4, 64, 3, 1, FER_DTYPE_Q8_0, 0, 0};
+  fer_tensor k, v, kf, vf;
+  char *q8 = NULL;
+  float *f32 = NULL, qd[64] = {0}, od[64];
+  place_q8_0(&c, LAYOUT_HEAD, &state, &k, &v, &q8, &f32, &kf, &vf);
+  fer_tensor qt = f32_tensor(qd, 1, 1, 64), ot = f32_tensor(od, 1, 1, 64);
+  fer_attention_params prm;
+  fer_attention_params_init(&prm);
+  prm.q_pos0 = 3;
+  fer_tensor bad = k;
+  bad.strides[2] = 32;
+  CHECK(fer_attention(NULL, &qt, &bad, &v, &prm, &ot, NULL, 0) == FER_STATUS_INVALID_ARG);
+  bad = k;
+  bad.shape[2] = 1; /* 32 elements against q's 64 */
+  CHECK(fer_attention(NULL, &qt, &bad, &v, &prm, &ot, NULL, 0) == FER_STATUS_SHAPE_MISMATCH);
+  fer_tensor qq = k;
+  qq.shape[1] = 1;
+  CHECK(fer_attention(NULL, &qq, &k, &v, &prm, &ot, NULL, 0) == FER_STATUS_UNSUPPORTED);
+  CHECK(fer_attention(NULL, &qt, &k, &v, &prm, &ot, NULL, 0) == FER_STATUS_OK);
+  free(q8);
+  free(f32);
+}
+
 /* A context too long for the decode split's 32-bit chunk runs (2^40 keys and more, here a
  * broadcast K and V of one row) is refused with a status, before any work. */
 static void test_context_too_long(void) {
@@ -447,6 +609,7 @@ int main(void) {
   test_levels_agree();
   test_tables_agree();
   test_context_too_long();
+  test_q8_0_rounding();
   test_long_contexts();
   return feri_test_finish("attention_test");
 }

@@ -365,3 +365,24 @@ fer_status feri_qmatrix_validate(const fer_qmatrix *w, const char *fn) {
   if (w->data == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: the quantized matrix has no data", fn);
   return FER_STATUS_OK;
 }
+
+void feri_quantize_q8_0(const float *x, int64_t n, uint8_t *out) {
+  for (int64_t b = 0; b < n / 32; b++, x += 32, out += 34) {
+    float amax = 0.0f;
+    int finite = 1;
+    for (int i = 0; i < 32; i++) {
+      const float a = fabsf(x[i]);
+      if (!(a <= 3.40282347e38f)) finite = 0;
+      else if (a > amax) amax = a;
+    }
+    uint16_t h = finite ? feri_f32_to_f16(amax / 127.0f) : 0x7e00; /* f16 NaN */
+    if ((h & 0x7fff) == 0x7c00) h = 0x7bff; /* saturate at 65504 */
+    const float d = feri_f16_to_f32(h);
+    memcpy(out, &h, 2);
+    for (int i = 0; i < 32; i++) {
+      float c = finite && d != 0.0f ? nearbyintf(x[i] / d) : 0.0f;
+      c = c > 127.0f ? 127.0f : c < -127.0f ? -127.0f : c;
+      out[2 + i] = (uint8_t)(int8_t)c;
+    }
+  }
+}

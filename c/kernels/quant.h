@@ -115,6 +115,14 @@ float feri_qblock_value(fer_dtype dtype, const uint8_t *block, int i);
 /* The f16 scale d (E8M0 for MXFP4) and Q4_1's minimum of one 32-element Q4_0 / Q4_1 / Q8_0 /
  * MXFP4 block as f32 (the 8-bit route's inputs). */
 float feri_qblock_scale(fer_dtype dtype, const uint8_t *block);
+
+/* Rounds x[0 .. n) (n a multiple of 32) into n / 32 Q8_0 blocks at out (34 bytes each: the f16
+ * scale d, then 32 int8 codes): d = amax / 127 rounded to f16 (to nearest even), codes
+ * round_half_even(x / d) clamped to [-127, 127] (d as stored, so a scale rounded down cannot
+ * overflow a code). A block of zeros, or one whose d rounds to 0, is all zero; a block holding a
+ * non-finite value gets d NaN (every value read from it is NaN); d above f16's range saturates at
+ * 65504 (values then saturate at +-127 x 65504). The KV cache's 8-bit dtype (llama.cpp's q8_0). */
+void feri_quantize_q8_0(const float *x, int64_t n, uint8_t *out);
 float feri_qblock_min(const uint8_t *block);
 
 /* The K-quants' 6-bit scale and minimum j (< 8) of the 12 packed bytes of Q4_K / Q5_K. */

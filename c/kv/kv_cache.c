@@ -82,11 +82,15 @@ fer_status fer_kv_cache_create(fer_vmm *vmm, const fer_kv_cache_options *opts, f
   if (st != FER_STATUS_OK) return st;
   if (opts->policy != FER_KV_POLICY_BUCKETED && opts->policy != FER_KV_POLICY_FIXED_MAX)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown policy %d", fn, (int)opts->policy);
-  if (opts->dtype != FER_DTYPE_F32 && opts->dtype != FER_DTYPE_F16 && opts->dtype != FER_DTYPE_BF16)
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: dtype %s is not f32, f16 or bf16", fn, feri_dtype_name(opts->dtype));
-  if (feri_dtype_size(opts->dtype) != opts->geometry.elem_bytes)
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: dtype %s is %zu bytes, geometry.elem_bytes says %u", fn,
-                     feri_dtype_name(opts->dtype), feri_dtype_size(opts->dtype), opts->geometry.elem_bytes);
+  if (opts->dtype != FER_DTYPE_F32 && opts->dtype != FER_DTYPE_F16 && opts->dtype != FER_DTYPE_BF16 &&
+      opts->dtype != FER_DTYPE_Q8_0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: dtype %s is not f32, f16, bf16 or q8_0", fn, feri_dtype_name(opts->dtype));
+  /* Q8_0's unit is a block of 32 elements (34 bytes): geometry.head_dim counts blocks then */
+  const size_t unit = opts->dtype == FER_DTYPE_Q8_0 ? 34 : feri_dtype_size(opts->dtype);
+  if (unit != opts->geometry.elem_bytes)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: dtype %s is %zu bytes a %s, geometry.elem_bytes says %u", fn,
+                     feri_dtype_name(opts->dtype), unit, opts->dtype == FER_DTYPE_Q8_0 ? "block" : "element",
+                     opts->geometry.elem_bytes);
   if (opts->policy == FER_KV_POLICY_BUCKETED && (opts->min_bucket == 0 || opts->min_bucket > opts->geometry.capacity_tokens))
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: min_bucket %llu outside 1..max_tokens", fn,
                      (unsigned long long)opts->min_bucket);

@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "kernels/gelu.h"
+#include "kernels/quant.h"
 #include "model/llama.h"
 #include "model/model_internal.h"
 
@@ -33,7 +34,8 @@
     if (st_ != FER_STATUS_OK) return st_;  \
   } while (0)
 
-/* Writes rows [n, heads, dim] of f32 into positions p0.. of a cache view [heads, tokens, dim]. */
+/* Writes rows [n, heads, dim] of f32 into positions p0.. of a cache view [heads, tokens, dim]
+ * (for Q8_0 [heads, tokens, dim / 32 blocks]: each row rounded by feri_quantize_q8_0). */
 static void store_rows(const fer_tensor *view, const float *rows, uint32_t p0, uint32_t n, uint32_t heads, uint32_t dim) {
   for (uint32_t t = 0; t < n; t++) {
     for (uint32_t h = 0; h < heads; h++) {
@@ -41,6 +43,10 @@ static void store_rows(const fer_tensor *view, const float *rows, uint32_t p0, u
       char *dst = (char *)view->data + (int64_t)h * view->strides[0] + (int64_t)(p0 + t) * view->strides[1];
       if (view->dtype == FER_DTYPE_F32 && view->strides[2] == 4) {
         memcpy(dst, src, dim * sizeof(float));
+        continue;
+      }
+      if (view->dtype == FER_DTYPE_Q8_0) { /* the row's blocks are packed (fer_kv_seq_view) */
+        feri_quantize_q8_0(src, dim, (uint8_t *)dst);
         continue;
       }
       for (uint32_t d = 0; d < dim; d++) {

@@ -501,20 +501,31 @@ void feri_llama_close(feri_llama *m) {
 }
 
 /* The granule pool and KV cache of one sequence. */
+/* The KV unit of a dtype: bytes per element, or for Q8_0 per block of 32 (then the geometry's
+ * head_dim counts blocks: fer_kv_geometry); *dim the head_dim in those units. */
+static fer_status kv_unit(const feri_llama_config *c, fer_dtype t, uint32_t *bytes, uint32_t *dim) {
+  if (t != FER_DTYPE_F32 && t != FER_DTYPE_F16 && t != FER_DTYPE_BF16 && t != FER_DTYPE_Q8_0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "KV dtype must be F32, F16, BF16 or Q8_0");
+  if (t == FER_DTYPE_Q8_0 && c->head_dim % 32 != 0)
+    return feri_fail(FER_STATUS_UNSUPPORTED, "Q8_0 KV needs head_dim a multiple of 32 (this model's is %u)", c->head_dim);
+  *bytes = t == FER_DTYPE_F32 ? 4 : t == FER_DTYPE_Q8_0 ? 34 : 2;
+  *dim = t == FER_DTYPE_Q8_0 ? c->head_dim / 32 : c->head_dim;
+  return FER_STATUS_OK;
+}
+
 static fer_status make_kv(feri_llama_seq *s, const feri_llama_config *c, const feri_llama_seq_options *o) {
-  uint32_t eb = o->dtype == FER_DTYPE_F32 ? 4 : 2;
-  if (o->dtype != FER_DTYPE_F32 && o->dtype != FER_DTYPE_F16 && o->dtype != FER_DTYPE_BF16) {
-    return feri_fail(FER_STATUS_INVALID_ARG, "KV dtype must be F32, F16 or BF16");
-  }
+  uint32_t eb, dim;
+  fer_status st = kv_unit(c, o->dtype, &eb, &dim);
+  if (st != FER_STATUS_OK) return st;
   fer_vmm_options vo;
   fer_vmm_options_init(&vo);
   vo.granule_bytes = o->granule_bytes ? o->granule_bytes : 64 * 1024;
   /* enough granules for every binding at full length, twice over (a bucketed relocation holds
    * the old and the new reservation at once) */
-  uint64_t row = (uint64_t)c->n_head_kv * c->head_dim * eb;
+  uint64_t row = (uint64_t)c->n_head_kv * dim * eb;
   uint64_t per_binding = ((uint64_t)s->max_tokens * row + vo.granule_bytes - 1) / vo.granule_bytes + 1;
   vo.max_granules = 2 * (2ull * c->n_layer * per_binding + 8);
-  fer_status st = fer_vmm_create(&vo, &s->vmm);
+  st = fer_vmm_create(&vo, &s->vmm);
   if (st != FER_STATUS_OK) return st;
   fer_kv_cache_options ko;
   fer_kv_cache_options_init(&ko);
@@ -524,7 +535,7 @@ static fer_status make_kv(feri_llama_seq *s, const feri_llama_config *c, const f
   ko.geometry.layout = o->layout;
   ko.geometry.n_layers = c->n_layer;
   ko.geometry.n_kv_heads = c->n_head_kv;
-  ko.geometry.head_dim = c->head_dim;
+  ko.geometry.head_dim = dim;
   ko.geometry.elem_bytes = eb;
   ko.geometry.capacity_tokens = s->max_tokens;
   st = fer_kv_cache_create(s->vmm, &ko, &s->cache);
@@ -571,16 +582,16 @@ fer_status feri_llama_kv_geometry(const feri_llama *m, uint32_t max_tokens, cons
                                   fer_kv_geometry *out, uint64_t *out_granule_bytes) {
   const feri_llama_seq_options defaults = feri_llama_seq_defaults();
   if (!o) o = &defaults;
-  if (o->dtype != FER_DTYPE_F32 && o->dtype != FER_DTYPE_F16 && o->dtype != FER_DTYPE_BF16) {
-    return feri_fail(FER_STATUS_INVALID_ARG, "KV dtype must be F32, F16 or BF16");
-  }
+  uint32_t eb, dim;
+  fer_status st = kv_unit(&m->cfg, o->dtype, &eb, &dim);
+  if (st != FER_STATUS_OK) return st;
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   out->layout = o->layout;
   out->n_layers = m->cfg.n_layer;
   out->n_kv_heads = m->cfg.n_head_kv;
-  out->head_dim = m->cfg.head_dim;
-  out->elem_bytes = o->dtype == FER_DTYPE_F32 ? 4 : 2;
+  out->head_dim = dim;
+  out->elem_bytes = eb;
   out->capacity_tokens = max_tokens;
   *out_granule_bytes = o->granule_bytes ? o->granule_bytes : 64 * 1024;
   return FER_STATUS_OK;

@@ -132,7 +132,7 @@ typedef struct feri_plan_stats {
 typedef struct feri_llama_seq_options {
   fer_kv_layout layout;   /* FER_KV_LAYOUT_* */
   int32_t policy;         /* FER_KV_POLICY_* */
-  fer_dtype dtype;        /* F32, F16 or BF16 */
+  fer_dtype dtype;        /* F32, F16, BF16 or Q8_0 (head_dim a multiple of 32) */
   uint64_t min_bucket;    /* bucketed policy's smallest capacity */
   uint64_t granule_bytes; /* 0 = 64 KiB */
   int32_t plan;           /* FERI_PLAN_* */
