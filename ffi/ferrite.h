@@ -495,12 +495,16 @@ fer_status fer_attention_workspace_bytes(const fer_threadpool *pool, const fer_t
  * can split a long context across threads and still give the bits prefill gives). q is [q_heads, n_q, D],
  * k [kv_heads, n_kv, D], v [kv_heads, n_kv, Dv], out [q_heads, n_q, Dv]; q_heads a multiple of
  * kv_heads (grouped-query: q head h reads kv head h / (q_heads / kv_heads)); each tensor F32, F16
- * or BF16 independently, any strides. Each output row is computed in a fixed order that depends
+ * or BF16 independently, any strides; k and v may also be Q8_0 (8-bit KV: blocks of 32 elements,
+ * an f16 scale and 32 int8 codes, 34 bytes), whose last axis then counts blocks (D / 32, strides[2]
+ * = 34: a row's blocks packed), read as the exact f32 values the blocks hold (the bits an F32 k or
+ * v holding those values gives). Each output row is computed in a fixed order that depends
  * only on its query, the keys and values and the tile and chunk sizes: bit-identical across layouts, thread
  * counts and ISA levels, and a query gives the same row whether it comes alone (decode) or with
  * others (prefill). Scores are dot products in eight lanes (element d in lane d mod 8, a fixed
  * tree), exponentials a fixed polynomial (within 2 ulp of exp). A query that sees no key gets
- * zeros. workspace as for fer_matmul (NULL: allocated by the call). Claims: C-ATT-001..C-ATT-004.
+ * zeros. workspace as for fer_matmul (NULL: allocated by the call). Claims: C-ATT-001..C-ATT-004,
+ * C-KV-201.
  */
 fer_status fer_attention(fer_threadpool *pool, const fer_tensor *q, const fer_tensor *k,
                          const fer_tensor *v, const fer_attention_params *params,
@@ -809,8 +813,9 @@ typedef struct fer_kv_geometry {
   fer_kv_layout layout;
   uint32_t n_layers;
   uint32_t n_kv_heads;
+  /** Elements per head row; for a block-quantized KV (Q8_0), blocks of 32 elements per row. */
   uint32_t head_dim;
-  /** Bytes per element (2 for f16/bf16, 4 for f32). */
+  /** Bytes per element (2 for f16/bf16, 4 for f32), or per block of 32 for Q8_0 (34). */
   uint32_t elem_bytes;
   /** Tokens the reservation holds (the fixed stride of a head-major stripe). */
   uint64_t capacity_tokens;
@@ -1239,7 +1244,8 @@ typedef struct fer_kv_cache_options {
   int32_t policy;
   /** Layout and shape; capacity_tokens is the hard maximum of a sequence. */
   fer_kv_geometry geometry;
-  /** Element type of K and V (its size must equal geometry.elem_bytes): F32, F16 or BF16. */
+  /** Element type of K and V: F32, F16 or BF16 (its size equal to geometry.elem_bytes), or Q8_0
+   *  (geometry.elem_bytes 34 and head_dim counting blocks of 32: fer_kv_geometry). */
   fer_dtype dtype;
   /** Bytes of attention-mask state kept per token beside K and V (0: none). */
   uint32_t mask_bytes_per_token;
@@ -1788,7 +1794,9 @@ typedef struct fer_engine_config {
   fer_kv_layout kv_layout;
   /** fer_kv_policy_code. */
   int32_t kv_policy;
-  /** F32, F16 or BF16. */
+  /** F32, F16, BF16 or Q8_0 (8-bit blocks of 32 with an f16 scale, llama.cpp's q8_0: 34 bytes
+   *  per 32 elements, 0.53x of F16's; the model's head_dim must be a multiple of 32, else
+   *  fer_engine_create is UNSUPPORTED). FERRITE_KV_DTYPE: f32, f16, bf16, q8_0. */
   fer_dtype kv_dtype;
   /** Smallest capacity of the bucketed policy (>= 1). */
   uint32_t kv_min_bucket;

@@ -87,6 +87,11 @@ static fer_status open_parts(fer_engine *e) {
   if (!e->scratch_logits) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_engine_create: logits");
   e->seq_opts = (feri_llama_seq_options){.layout = c->kv_layout, .policy = c->kv_policy, .dtype = c->kv_dtype,
                                          .min_bucket = c->kv_min_bucket, .granule_bytes = 64 * 1024, .plan = c->plan};
+  { /* the KV dtype must suit the model (Q8_0: head_dim a multiple of 32): refused here, not at the first sequence */
+    fer_kv_geometry g;
+    uint64_t granule;
+    if ((st = feri_llama_kv_geometry(e->model, 1, &e->seq_opts, &g, &granule)) != FER_STATUS_OK) return st;
+  }
   /* the chat format is optional: a model without a ChatML template still runs */
   const char *tmpl = NULL;
   size_t tlen = 0;

@@ -2,8 +2,9 @@
  * equal what the same request gives alone through fer_engine_seq (prefill, then one-token steps,
  * the same sampler), whatever the step budget, the mix of prompts and decodes, and prefix-cache
  * hits; admission waits in arrival order and never loses a request; cancel from another thread;
- * stops; grammars; logprobs; the cache's memory returns; bad input.
- * EVIDENCE: C-SCHED-001 C-SCHED-002 C-SCHED-003 C-SCHED-004 C-SCHED-005 C-SCHED-006 C-SCHED-007 */
+ * stops; grammars; logprobs; the cache's memory returns; bad input; 8-bit (Q8_0) KV through
+ * batching, forks and the prefix cache.
+ * EVIDENCE: C-KV-202 C-SCHED-001 C-SCHED-002 C-SCHED-003 C-SCHED-004 C-SCHED-005 C-SCHED-006 C-SCHED-007 */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "ferrite.h"
+#include "model/tiny.h"
 #include "testing/check.h"
 
 enum { MAX_REQ = 64, MAX_GEN = 64 };
@@ -688,6 +690,58 @@ static void test_real_model(const char *file) {
   CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
 }
 
+
+/* C-KV-202: Q8_0 K and V through the scheduler: continuous batching, prompts cached and mapped
+ * again (forks of Q8_0 blocks) give each request's tokens alone on the same engine, and the
+ * cache's KV holds 34 bytes per 32 elements; a model whose head_dim is not a multiple of 32 is
+ * refused at engine creation. */
+static void test_q8_0_kv(void) {
+  tiny t;
+  /* gemma3's shape with head_dim 64 (tiny llama's 8 cannot hold blocks of 32) */
+  CHECK_STATUS(feri_tiny_gemma3_image(21, 2, 64, 0, &t.img, &t.bytes), FER_STATUS_OK);
+  fer_engine_config c;
+  fer_engine_config_init(&c);
+  c.model_image = t.img;
+  c.model_image_bytes = t.bytes;
+  c.n_threads = 2;
+  c.max_tokens = 512;
+  c.max_seqs = 8;
+  c.kv_dtype = FER_DTYPE_Q8_0;
+  fer_engine *e = NULL;
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_OK);
+  if (e == NULL) return;
+  fer_scheduler *s = scheduler_on(e, 4, 64, 16);
+  static job jobs[6];
+  memset(jobs, 0, sizeof jobs);
+  for (uint32_t i = 0; i < 6; i++) {
+    make_prompt(&jobs[i], 90 + i * 5, 70, i % 2, i);
+    jobs[i].max_new = 8 + i, jobs[i].temperature = i % 2 ? 0.8f : 0.0f, jobs[i].seed = 3 + i, jobs[i].stop_id = -1;
+  }
+  for (int round = 0; round < 2; round++) { /* the second from the prefix cache */
+    submit_all(s, jobs, 6);
+    drive(s, 6, NULL, 0);
+    check_against_reference(e, jobs, 6);
+  }
+  fer_scheduler_stats st;
+  CHECK_STATUS(fer_scheduler_get_stats(s, &st), FER_STATUS_OK);
+  CHECK(st.cache_hits >= 6 && st.cache_hit_tokens > 0);
+  fer_model_info mi;
+  CHECK_STATUS(fer_engine_model_info(e, &mi), FER_STATUS_OK);
+  printf("q8_0 KV under the scheduler: %llu cache hits (%llu tokens), cache %llu bytes\n",
+         (unsigned long long)st.cache_hits, (unsigned long long)st.cache_hit_tokens, (unsigned long long)st.cache_bytes);
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+  fer_buffer_free(t.img);
+
+  CHECK_STATUS(fer_tiny_model_image("llama", 3, &t.img, &t.bytes), FER_STATUS_OK);
+  c.model_image = t.img;
+  c.model_image_bytes = t.bytes;
+  e = NULL;
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_UNSUPPORTED);
+  CHECK(e == NULL && last_error_has("multiple of 32"));
+  fer_buffer_free(t.img);
+}
+
 int main(void) {
   test_equivalence("llama");
   test_equivalence("qwen3");
@@ -698,6 +752,7 @@ int main(void) {
   test_cancel();
   test_grammar_and_logprobs();
   test_bad_input();
+  test_q8_0_kv();
   test_real_model("smollm2-135m-instruct-q4_1.gguf");
   test_real_model("gemma3-270m-q4_k_m.gguf");
   return feri_test_finish("scheduler_test");

@@ -36,7 +36,7 @@ const char feri_generate_usage[] =
     "                 [--chat [--system TEXT]] [--max-tokens N] [--ignore-eos]\n"
     "                 [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
     "                 [--threads N] [--budget BYTES[K|M|G]] [--matmul i8|exact]\n"
-    "                 [--kv-layout head-major|seq-major|token-major] [--kv-dtype f32|f16|bf16]\n"
+    "                 [--kv-layout head-major|seq-major|token-major] [--kv-dtype f32|f16|bf16|q8_0]\n"
     "                 [--plan off|unconditional|address-stable]\n"
     "                 [--json-schema FILE [--json-compact] | --regex RE | --grammar FILE.gbnf]\n"
     "  (FERRITE_* variables configure the engine too, flags win: see fer_engine_config)\n";
@@ -74,7 +74,8 @@ static void print_error(const char *what) {
 
 static const feri_arg_choice LAYOUTS[] = {{"head-major", FER_KV_LAYOUT_HEAD_MAJOR}, {"seq-major", FER_KV_LAYOUT_SEQ_MAJOR},
                                           {"token-major", FER_KV_LAYOUT_TOKEN_MAJOR}, {NULL, 0}};
-static const feri_arg_choice DTYPES[] = {{"f32", FER_DTYPE_F32}, {"f16", FER_DTYPE_F16}, {"bf16", FER_DTYPE_BF16}, {NULL, 0}};
+static const feri_arg_choice DTYPES[] = {
+    {"f32", FER_DTYPE_F32}, {"f16", FER_DTYPE_F16}, {"bf16", FER_DTYPE_BF16}, {"q8_0", FER_DTYPE_Q8_0}, {NULL, 0}};
 static const feri_arg_choice PLANS[] = {{"off", FER_PLAN_OFF}, {"unconditional", FER_PLAN_UNCONDITIONAL},
                                         {"address-stable", FER_PLAN_ADDRESS_STABLE}, {NULL, 0}};
 static const feri_arg_choice MATMULS[] = {{"i8", FER_MATMUL_I8}, {"exact", FER_MATMUL_EXACT}, {NULL, 0}};

@@ -19,6 +19,8 @@ GET /v1/models, GET /health, GET /metrics.
   --port N            port (default 8080; 0 = any free port). Prints `listening on http://HOST:PORT`
   --parallel N        sequences decoded together (default 4, 1..=1024)
   --kv-budget BYTES   KV cache memory budget, with K/M/G suffix (default: the engine's)
+  --kv-dtype T        K and V element type: f32, f16, bf16 or q8_0 (8-bit blocks of 32, about
+                      half of f16's bytes; default: the engine's)
   --threads N         engine CPU threads (default: the engine's)
   --ctx N             most tokens per request, prompt + completion (default: the model's)
   --max-queued N      requests waiting for a slot before 503 (default 64)
@@ -37,6 +39,8 @@ pub struct Options {
     pub port: u16,
     pub parallel: u32,
     pub kv_budget: Option<u64>,
+    /// `ferrite::dtype` code of K and V (None: the engine's default)
+    pub kv_dtype: Option<i32>,
     pub threads: Option<u32>,
     pub ctx: Option<u32>,
     pub max_queued: u32,
@@ -55,6 +59,7 @@ impl Default for Options {
             port: 8080,
             parallel: 4,
             kv_budget: None,
+            kv_dtype: None,
             threads: None,
             ctx: None,
             max_queued: 64,
@@ -94,6 +99,18 @@ where
     Ok(n)
 }
 
+/// A KV dtype by its name (the engine's FERRITE_KV_DTYPE names).
+fn parse_kv_dtype(v: &str) -> Result<i32, String> {
+    use ferrite::dtype;
+    match v {
+        "f32" => Ok(dtype::F32),
+        "f16" => Ok(dtype::F16),
+        "bf16" => Ok(dtype::BF16),
+        "q8_0" => Ok(dtype::Q8_0),
+        _ => Err(format!("--kv-dtype: `{v}` is not f32, f16, bf16 or q8_0")),
+    }
+}
+
 /// Parses the arguments after the program name. Accepts `--flag value` and `--flag=value`.
 pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, String> {
     let mut o = Options::default();
@@ -120,6 +137,7 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, Str
             "--port" => o.port = parse_num(&flag, &value(&mut it)?, 0, 65535)?,
             "--parallel" => o.parallel = parse_num(&flag, &value(&mut it)?, 1, 1024)?,
             "--kv-budget" => o.kv_budget = Some(parse_size(&value(&mut it)?)?),
+            "--kv-dtype" => o.kv_dtype = Some(parse_kv_dtype(&value(&mut it)?)?),
             "--threads" => o.threads = Some(parse_num(&flag, &value(&mut it)?, 1, 1024)?),
             "--ctx" => o.ctx = Some(parse_num(&flag, &value(&mut it)?, 1, 1 << 24)?),
             "--max-queued" => o.max_queued = parse_num(&flag, &value(&mut it)?, 0, 1 << 20)?,
@@ -172,6 +190,10 @@ mod tests {
         assert!(parse("").is_err(), "no model and no --fake");
         assert!(parse("--fake --port 70000").is_err());
         assert!(parse("--fake --parallel 0").is_err());
+        let Parsed::Run(o) = parse("--fake --kv-dtype q8_0").unwrap() else { panic!() };
+        assert_eq!(o.kv_dtype, Some(ferrite::dtype::Q8_0));
+        assert!(parse("--fake --kv-dtype q4_0").is_err());
+        assert!(parse("--fake --kv-dtype F16").is_err());
         assert!(parse("--fake --kv-budget 12X").is_err());
         assert!(parse("--fake --bogus").is_err());
         assert!(parse("--fake --port").is_err(), "missing value");

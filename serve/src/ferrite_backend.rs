@@ -45,6 +45,9 @@ impl FerriteBackend {
         if let Some(b) = opts.kv_budget {
             cfg = cfg.kv_budget(b);
         }
+        if let Some(d) = opts.kv_dtype {
+            cfg = cfg.kv_dtype(d);
+        }
         if let Some(c) = opts.ctx {
             cfg = cfg.max_tokens(c);
         }

@@ -491,12 +491,16 @@ extern "C" {
     #[doc = " can split a long context across threads and still give the bits prefill gives). q is [q_heads, n_q, D],"]
     #[doc = " k [kv_heads, n_kv, D], v [kv_heads, n_kv, Dv], out [q_heads, n_q, Dv]; q_heads a multiple of"]
     #[doc = " kv_heads (grouped-query: q head h reads kv head h / (q_heads / kv_heads)); each tensor F32, F16"]
-    #[doc = " or BF16 independently, any strides. Each output row is computed in a fixed order that depends"]
+    #[doc = " or BF16 independently, any strides; k and v may also be Q8_0 (8-bit KV: blocks of 32 elements,"]
+    #[doc = " an f16 scale and 32 int8 codes, 34 bytes), whose last axis then counts blocks (D / 32, strides[2]"]
+    #[doc = " = 34: a row's blocks packed), read as the exact f32 values the blocks hold (the bits an F32 k or"]
+    #[doc = " v holding those values gives). Each output row is computed in a fixed order that depends"]
     #[doc = " only on its query, the keys and values and the tile and chunk sizes: bit-identical across layouts, thread"]
     #[doc = " counts and ISA levels, and a query gives the same row whether it comes alone (decode) or with"]
     #[doc = " others (prefill). Scores are dot products in eight lanes (element d in lane d mod 8, a fixed"]
     #[doc = " tree), exponentials a fixed polynomial (within 2 ulp of exp). A query that sees no key gets"]
-    #[doc = " zeros. workspace as for fer_matmul (NULL: allocated by the call). Claims: C-ATT-001..C-ATT-004."]
+    #[doc = " zeros. workspace as for fer_matmul (NULL: allocated by the call). Claims: C-ATT-001..C-ATT-004,"]
+    #[doc = " C-KV-201."]
     pub fn fer_attention(
         pool: *mut fer_threadpool,
         q: *const fer_tensor,
@@ -834,8 +838,9 @@ pub struct fer_kv_geometry {
     pub layout: fer_kv_layout,
     pub n_layers: u32,
     pub n_kv_heads: u32,
+    #[doc = " Elements per head row; for a block-quantized KV (Q8_0), blocks of 32 elements per row."]
     pub head_dim: u32,
-    #[doc = " Bytes per element (2 for f16/bf16, 4 for f32)."]
+    #[doc = " Bytes per element (2 for f16/bf16, 4 for f32), or per block of 32 for Q8_0 (34)."]
     pub elem_bytes: u32,
     #[doc = " Tokens the reservation holds (the fixed stride of a head-major stripe)."]
     pub capacity_tokens: u64,
@@ -1329,7 +1334,8 @@ pub struct fer_kv_cache_options {
     pub policy: i32,
     #[doc = " Layout and shape; capacity_tokens is the hard maximum of a sequence."]
     pub geometry: fer_kv_geometry,
-    #[doc = " Element type of K and V (its size must equal geometry.elem_bytes): F32, F16 or BF16."]
+    #[doc = " Element type of K and V: F32, F16 or BF16 (its size equal to geometry.elem_bytes), or Q8_0"]
+    #[doc = "  (geometry.elem_bytes 34 and head_dim counting blocks of 32: fer_kv_geometry)."]
     pub dtype: fer_dtype,
     #[doc = " Bytes of attention-mask state kept per token beside K and V (0: none)."]
     pub mask_bytes_per_token: u32,
@@ -1967,7 +1973,9 @@ pub struct fer_engine_config {
     pub kv_layout: fer_kv_layout,
     #[doc = " fer_kv_policy_code."]
     pub kv_policy: i32,
-    #[doc = " F32, F16 or BF16."]
+    #[doc = " F32, F16, BF16 or Q8_0 (8-bit blocks of 32 with an f16 scale, llama.cpp's q8_0: 34 bytes"]
+    #[doc = "  per 32 elements, 0.53x of F16's; the model's head_dim must be a multiple of 32, else"]
+    #[doc = "  fer_engine_create is UNSUPPORTED). FERRITE_KV_DTYPE: f32, f16, bf16, q8_0."]
     pub kv_dtype: fer_dtype,
     #[doc = " Smallest capacity of the bucketed policy (>= 1)."]
     pub kv_min_bucket: u32,
