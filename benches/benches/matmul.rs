@@ -29,7 +29,7 @@
 //!   (throughput = bytes).
 //! EVIDENCE: C-MM-006, C-MM-007, C-MM-008, C-MM-009, C-Q-005, C-POOL-002
 
-use criterion::{black_box, criterion_group, criterion_main, Bencher, BenchmarkId, Criterion, Throughput};
+use criterion::{black_box, criterion_group, Bencher, BenchmarkId, Criterion, Throughput};
 use ferrite_benches::{fma_chains, float_values, mxfp4_weight, read_sum, BenchDtype, Buffer, Pool};
 use ferrite_sys as sys;
 use std::cell::RefCell;
@@ -482,4 +482,11 @@ fn bench_moe(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_ceilings, bench_matmul, bench_openblas, bench_gemv, bench_mxfp4, bench_gguf_gemv, bench_moe);
-criterion_main!(benches);
+
+// criterion_main!, with OpenBLAS first given the kernel its users would pick for this CPU
+// (ferrite_benches::openblas) and its core printed beside the numbers.
+fn main() {
+    ferrite_benches::openblas::best_core();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

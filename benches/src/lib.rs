@@ -4,6 +4,7 @@
 use ferrite_sys as sys;
 
 pub mod compare;
+pub mod openblas;
 
 /// The original `float_values(len)`: element i is `((i % 251) - 125) / 64`, in [-1.95, 1.95].
 pub fn float_values(len: usize) -> Vec<f32> {

@@ -6,8 +6,8 @@
 //!
 //! Usage: matmul-ab M K N LAYOUT THREADS [ROUNDS] [CALLS]
 //!   LAYOUT kn (B [K, N]) or nk (B [N, K], a weight as stored); ROUNDS 21, CALLS 10 by default.
-//!   OPENBLAS_CORETYPE=SkylakeX (or Cooperlake) picks OpenBLAS's AVX-512 kernels on a CPU that
-//!   its DYNAMIC_ARCH build does not know (0.3.21 takes Zen 5 for Haswell, an AVX2 kernel).
+//!   OpenBLAS runs with the best kernel it has for the CPU (ferrite_benches::openblas: where
+//!   its DYNAMIC_ARCH build does not know the CPU, OPENBLAS_CORETYPE is set as a user would).
 //! A level the CPU lacks is reported and its side skipped.
 //! EVIDENCE: C-MM-103
 
@@ -56,6 +56,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
+    ferrite_benches::openblas::best_core();
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 6 || !(args[4] == "kn" || args[4] == "nk") {
         eprintln!("usage: matmul-ab M K N kn|nk THREADS [ROUNDS] [CALLS]");
