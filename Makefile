@@ -50,7 +50,7 @@ serve: setup
 	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) build --release -p ferrite-serve
 	./target/release/ferrite-serve --model "$(RUN_MODEL)" $(SERVE_ARGS)
 
-test: setup check-fresh-deps bazel-test cargo-test cargo-test-fallback bench-smoke test-sanitize check-claims check-header
+test: setup check-fresh-deps bazel-test cargo-test bench-smoke cargo-test-fallback test-sanitize check-claims check-header
 	@echo "make test: all passed"
 
 bazel-test:
@@ -75,27 +75,30 @@ cargo-test:
 
 # Plain `cargo test` must work without Bazel: ferrite-sys then compiles the C sources itself, with
 # the CUDA stub (a different code path from the Bazel archive's real CUDA entries).
+# In the same target directory: only ferrite-sys (its C compiled by cc) and what depends on it are
+# built again, not every crate (a separate directory cost a fresh machine 10 minutes).
 cargo-test-fallback:
-	env -u FERRITE_LIB_DIR CARGO_TARGET_DIR=target/fallback $(CARGO) test -p ferrite -p ferrite-spec
+	env -u FERRITE_LIB_DIR $(CARGO) test -p ferrite -p ferrite-spec
 
-# Every benchmark runs once (criterion --test): ids and inputs are valid; no timing.
+# Every benchmark runs once (criterion's test mode, as under --test): ids and inputs are valid; no
+# timing. Through `cargo test`, so the benches build in the test profile on cargo-test's compiled
+# crates (`cargo bench` built every dependency again in release: 8 of a fresh machine's minutes).
 bench-smoke:
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine --bench grammar -- --test
+	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) test -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine --bench grammar
 
 # C tests and Rust tests against a library built with -fsanitize=address,undefined (gcc's runtimes).
-# rustc links with -nodefaultlibs, so the runtimes are named explicitly and preloaded into the test
-# binaries only (the runner), which keeps them out of build scripts and puts them first in the
-# library order as ASan requires. --target keeps RUSTFLAGS off the build scripts.
+# ferrite-sys links the runtimes (FERRITE_SANITIZER_LIBS) into the test binaries, which the runner
+# starts with them preloaded (ASan must come first in the library order); build scripts are not
+# run through the runner. In cargo's own target directory: only ferrite-sys and its dependents are
+# built again (RUSTFLAGS in a directory of its own rebuilt every crate: minutes on a fresh machine).
 ASAN_RT := $(shell gcc -print-file-name=libasan.so):$(shell gcc -print-file-name=libubsan.so)
 test-sanitize:
 	$(BAZEL) test --config=asan //...
 	$(BAZEL) build --config=asan //:libferrite_static
-	FERRITE_LIB_DIR=$$($(BAZEL) info --config=asan bazel-bin 2>/dev/null) \
-	  CARGO_TARGET_DIR=target/asan \
-	  RUSTFLAGS="-C link-arg=-Wl,--no-as-needed -C link-arg=-lasan -C link-arg=-lubsan" \
+	FERRITE_LIB_DIR=$$($(BAZEL) info --config=asan bazel-bin 2>/dev/null) FERRITE_SANITIZER_LIBS="asan ubsan" \
 	  CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$(ASAN_RT)" \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  $(CARGO) test --target x86_64-unknown-linux-gnu --workspace --exclude ferrite-benches
+	  $(CARGO) test --workspace --exclude ferrite-benches --lib --bins --tests
 
 check-claims:
 	python3 scripts/check-claims.py

@@ -1814,7 +1814,7 @@ typedef struct fer_engine_config {
   const char *const *environment;
 } fer_engine_config;
 
-/** Defaults: threads 0, I8, seq-major, fixed, f32 KV, min bucket 8, address-stable plans, mapped
+/** Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped
  *  weights, KV budget 1 GiB, 16 sequences, max_tokens 0, no environment. */
 fer_status fer_engine_config_init(fer_engine_config *config);
 

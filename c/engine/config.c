@@ -16,7 +16,7 @@ fer_status fer_engine_config_init(fer_engine_config *c) {
   c->matmul = FER_MATMUL_I8;
   c->kv_layout = FER_KV_LAYOUT_SEQ_MAJOR;
   c->kv_policy = FER_KV_POLICY_FIXED_MAX;
-  c->kv_dtype = FER_DTYPE_F32;
+  c->kv_dtype = FER_DTYPE_F16; /* KL 7e-7 nats against f32, 5,000x under the 8-bit route's: docs/BENCHMARKS.md, faithfulness */
   c->kv_min_bucket = 8;
   c->plan = FER_PLAN_ADDRESS_STABLE;
   c->kv_budget_bytes = 1ull << 30;

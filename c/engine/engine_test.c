@@ -119,6 +119,7 @@ static void test_admission(const tiny *t) {
   fer_engine_config_init(&c);
   c.kv_budget_bytes = 1 << 20; /* 1 MiB: 16 granules of 64 KiB */
   c.max_seqs = 3;
+  c.kv_dtype = FER_DTYPE_F32; /* the byte arithmetic below */
   fer_engine *e = engine_on(t, &c);
   if (!e) return;
   fer_engine_seq *s1 = NULL, *s2 = NULL, *s3 = NULL, *s4 = NULL;

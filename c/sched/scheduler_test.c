@@ -693,7 +693,8 @@ static void test_real_model(const char *file) {
 
 /* C-KV-202: Q8_0 K and V through the scheduler: continuous batching, prompts cached and mapped
  * again (forks of Q8_0 blocks) give each request's tokens alone on the same engine, and the
- * cache's KV holds 34 bytes per 32 elements; a model whose head_dim is not a multiple of 32 is
+ * cache's KV holds 34 bytes per 32 elements (a long sequence is charged 34/64 of its f16 bytes);
+ * a model whose head_dim is not a multiple of 32 is
  * refused at engine creation. */
 static void test_q8_0_kv(void) {
   tiny t;
@@ -731,6 +732,27 @@ static void test_q8_0_kv(void) {
          (unsigned long long)st.cache_hits, (unsigned long long)st.cache_hit_tokens, (unsigned long long)st.cache_bytes);
   CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
   CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+
+  /* bytes: a sequence of 65,536 tokens is charged 34/64 of its f16 bytes (granules aside) */
+  uint64_t charged[2] = {0, 0};
+  const fer_dtype kinds[2] = {FER_DTYPE_F16, FER_DTYPE_Q8_0};
+  for (int k = 0; k < 2; k++) {
+    fer_engine_config ck = c;
+    ck.kv_dtype = kinds[k];
+    ck.max_tokens = 65536;
+    fer_engine *ek = NULL;
+    fer_engine_seq *q = NULL;
+    CHECK_STATUS(fer_engine_create(&ck, &ek), FER_STATUS_OK);
+    if (ek) CHECK_STATUS(fer_engine_seq_create(ek, 65536, &q), FER_STATUS_OK);
+    fer_engine_stats es;
+    if (ek && fer_engine_get_stats(ek, &es) == FER_STATUS_OK) charged[k] = es.kv_charged_bytes;
+    fer_engine_seq_free(q);
+    fer_engine_free(ek);
+  }
+  const double ratio = charged[0] ? (double)charged[1] / (double)charged[0] : 0.0;
+  printf("a 65,536-token sequence is charged %llu bytes in f16, %llu in q8_0 (%.3f; 34/64 = 0.531)\n",
+         (unsigned long long)charged[0], (unsigned long long)charged[1], ratio);
+  CHECK(ratio > 0.52 && ratio < 0.55);
   fer_buffer_free(t.img);
 
   CHECK_STATUS(fer_tiny_model_image("llama", 3, &t.img, &t.bytes), FER_STATUS_OK);

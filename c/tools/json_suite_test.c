@@ -1,5 +1,6 @@
 /* json_suite_test.c: `ferrite generate --chat --json-schema` on the real model (SmolLM2-135M-Instruct
- * Q4_1, seeded sampling: --temperature 0.7 --top-p 0.9 and the recorded seed, as the script runs it) over
+ * Q4_1, seeded sampling: --temperature 0.7 --top-p 0.9 and the recorded seed, f32 K and V (the recording's:
+ * the engine's default became f16 after it), as the script runs it) over
  * the JSON schema suite, against the outputs scripts/grammar/smollm2_json_suite.py
  * recorded and validated with the `jsonschema` package (testdata/grammar/smollm2-json.txt). Each run
  * must end where the grammar ends (no "incomplete"), print JSON that parses, and print the recorded
@@ -65,7 +66,8 @@ int main(int argc, char **argv) {
       CHECK(s != NULL);
       if (s) fputs(schema, s), fclose(s);
       const char *args[] = {"generate", "--model", model, "--chat", "--prompt", prompt, "--json-schema", schema_path,
-                            "--max-tokens", "256", "--temperature", "0.7", "--top-p", "0.9", "--seed", seed, NULL};
+                            "--max-tokens", "256", "--temperature", "0.7", "--top-p", "0.9", "--seed", seed,
+                            "--kv-dtype", "f32", NULL};
       const int rc = feri_run_binary(argv[1], args, dir, 600, OUT, sizeof OUT, ERR, sizeof ERR);
       CHECK(rc == 0);
       CHECK(strstr(ERR, "incomplete") == NULL);

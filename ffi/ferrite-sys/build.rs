@@ -8,6 +8,10 @@
 //!   `c/testing/` (helpers of the C unit tests) and `*_test.c` files, with `-std=c11 -O2 -pthread
 //!   -D_GNU_SOURCE` plus `-ffp-contract=off` as in c/defs.bzl.
 //!
+//! - `FERRITE_SANITIZER_LIBS` (with `FERRITE_LIB_DIR`, e.g. `asan ubsan`): the runtimes a
+//!   sanitized archive needs, linked into everything that links this crate. A build-script
+//!   directive, not RUSTFLAGS, so no other crate is built again for the sanitizer run.
+//!
 //! Bazel is never run from here (two servers would fight over the output base lock): the top-level
 //! script builds with Bazel first and exports the directory.
 
@@ -18,6 +22,7 @@ use std::path::{Path, PathBuf};
 fn main() {
     println!("cargo:rerun-if-env-changed=FERRITE_LIB_DIR");
     println!("cargo:rerun-if-env-changed=CUDA_LIB_DIR");
+    println!("cargo:rerun-if-env-changed=FERRITE_SANITIZER_LIBS");
     println!("cargo:rerun-if-changed=build.rs");
 
     match env::var_os("FERRITE_LIB_DIR") {
@@ -27,6 +32,14 @@ fn main() {
 }
 
 fn link_prebuilt(dir: PathBuf) {
+    // the sanitizer runtimes first: ASan wants its runtime early in the library order
+    for lib in env::var("FERRITE_SANITIZER_LIBS").unwrap_or_default().split_whitespace() {
+        assert!(
+            lib.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "FERRITE_SANITIZER_LIBS: `{lib}` is not a library name"
+        );
+        println!("cargo:rustc-link-lib=dylib={}", lib);
+    }
     let archive = dir.join("libferrite.a");
     if !archive.is_file() {
         panic!(

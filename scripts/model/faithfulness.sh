@@ -9,13 +9,15 @@
 # The output (stdout) is the format of testdata/model/faithfulness.txt, the golden that
 # c/engine/faithfulness_test.c keeps ferrite to.
 #
-# usage: scripts/model/faithfulness.sh [ROUTES (i8/f32,i8/f16,i8/bf16,exact/f16,exact/bf16)] [FILE...]
+# usage: scripts/model/faithfulness.sh [ROUTES (i8/f16,i8/f32,i8/bf16,i8/q8_0,exact/f16,exact/bf16,exact/q8_0)] [FILE...]
 #   FILE: a name under the data directory (default: every real file the tests use)
-# env: FERRITE_DATA_DIR, FERRITE_PEERS_DIR, FERRITE_PEER_THREADS (2), N_PROSE (512)
+# env: FERRITE_DATA_DIR, FERRITE_PEERS_DIR, FERRITE_PEER_THREADS (2), N_PROSE (512), MAX_CHATS (0: all)
+# The golden of the test is this with N_PROSE=128 MAX_CHATS=8 ROUTES=i8/f16 (the engine's default
+# route: 8-bit activations, f16 K and V); docs/BENCHMARKS.md's table the defaults.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 data="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}"
-routes=${1:-i8/f32,i8/f16,i8/bf16,exact/f16,exact/bf16}
+routes=${1:-i8/f16,i8/f32,i8/bf16,i8/q8_0,exact/f16,exact/bf16,exact/q8_0}
 shift || true
 files=("$@")
 [ ${#files[@]} -gt 0 ] || files=(smollm2-135m-instruct-q4_1.gguf smollm2-135m-instruct-q4_k_m.gguf
@@ -23,7 +25,9 @@ files=("$@")
   smollm2-135m-instruct-q2_k.gguf smollm2-135m-instruct-iq4_xs.gguf gemma3-270m-q4_k_m.gguf)
 threads=${FERRITE_PEER_THREADS:-2}
 n_prose=${N_PROSE:-512}
-[[ "$threads" =~ ^[1-9][0-9]?$ && "$n_prose" =~ ^[0-9]+$ ]] || { echo "FERRITE_PEER_THREADS 1..99, N_PROSE a count" >&2; exit 2; }
+max_chats=${MAX_CHATS:-0}
+[[ "$threads" =~ ^[1-9][0-9]?$ && "$n_prose" =~ ^[0-9]+$ && "$max_chats" =~ ^[0-9]+$ ]] \
+  || { echo "FERRITE_PEER_THREADS 1..99, N_PROSE and MAX_CHATS counts" >&2; exit 2; }
 
 peer=$("$root/scripts/peers/build-llamacpp.sh")
 helper="$peer/llamacpp-kl-logits"
@@ -36,18 +40,19 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "# faithfulness: KL(exact route, f32 KV || route) per position, in nats, and top-1 agreement"
 echo "# made by scripts/model/faithfulness.sh on $(date -u +%Y-%m-%d), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-echo "# corpus: the first $n_prose tokens of testdata/model/perplexity-text.txt and testdata/model/faithfulness-chats.txt"
+echo "# corpus: the first n_prose tokens of testdata/model/perplexity-text.txt and the first max_chats (0: all) conversations of testdata/model/faithfulness-chats.txt"
+echo "corpus n_prose $n_prose max_chats $max_chats"
 echo "# peer: $(grep -m1 '^llama.cpp' "$peer/build-flags.txt" 2>/dev/null || echo llama.cpp) ; $(grep -m1 'system_info\|isa' "$peer/build-flags.txt" 2>/dev/null | cut -c1-200)"
 for f in "${files[@]}"; do
   model="$data/$f"
   [ -f "$model" ] || { echo "faithfulness.sh: no $model (scripts/setup.sh makes it)" >&2; exit 1; }
   "$tool" --model "$model" --prose "$root/testdata/model/perplexity-text.txt" --n-prose "$n_prose" \
-    --chats "$root/testdata/model/faithfulness-chats.txt" --write-corpus "$tmp/ids.txt" 2>/dev/null
+    --chats "$root/testdata/model/faithfulness-chats.txt" --max-chats "$max_chats" --write-corpus "$tmp/ids.txt" 2>/dev/null
   "$helper" "$model" "$threads" "$tmp/ids.txt" "$tmp/peer.bin" 2> "$tmp/peer.log" \
     || { tail -20 "$tmp/peer.log" >&2; exit 1; }
-  fa=$(grep -o 'flash_attn *= *[a-z]*\( *-> *[a-z]*\)\?' "$tmp/peer.log" | head -1 | tr -d ' ' || true)
-  kv=$(grep -o "type_k = '[a-z0-9_]*', type_v = '[a-z0-9_]*'" "$tmp/peer.log" | head -1 | tr -d "' " || true)
-  echo "# $f: llama.cpp ran with ${fa:-flash_attn=?} ${kv:-type_k=?}"
+  fa=$(grep -q "Flash Attention enabled" "$tmp/peer.log" && echo "flash attention on" || echo "flash attention off")
+  kv=$(grep -o "K ([a-z0-9_]*):.*V ([a-z0-9_]*)" "$tmp/peer.log" | head -1 | sed 's/:[^V]*/ /' || true)
+  echo "# $f: llama.cpp ran with $fa, ${kv:-K/V type not reported}"
   "$tool" --model "$model" --corpus "$tmp/ids.txt" --threads "$threads" --routes "$routes" \
     --peer "llama.cpp=$tmp/peer.bin" | sed "s|^route |file $f route |"
   rm -f "$tmp/peer.bin"
