@@ -1993,7 +1993,7 @@ pub struct fer_engine_config {
     pub environment: *const *const ::std::os::raw::c_char,
 }
 extern "C" {
-    #[doc = " Defaults: threads 0, I8, seq-major, fixed, f32 KV, min bucket 8, address-stable plans, mapped"]
+    #[doc = " Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped"]
     #[doc = "  weights, KV budget 1 GiB, 16 sequences, max_tokens 0, no environment."]
     pub fn fer_engine_config_init(config: *mut fer_engine_config) -> fer_status;
 }
