@@ -700,7 +700,8 @@ static void test_real_model(const char *file) {
 
 
 /* C-KV-202: Q8_0 K and V through the scheduler: continuous batching, prompts cached and mapped
- * again (forks of Q8_0 blocks) give each request's tokens alone on the same engine, and the
+ * again (forks of Q8_0 blocks) give each request's tokens alone on the same engine, seq-, head- and
+ * token-major layouts give the same logits, and the
  * cache's KV holds 34 bytes per 32 elements (a long sequence is charged 34/64 of its f16 bytes);
  * a model whose head_dim is not a multiple of 32 is
  * refused at engine creation. */
@@ -740,6 +741,37 @@ static void test_q8_0_kv(void) {
          (unsigned long long)st.cache_hits, (unsigned long long)st.cache_hit_tokens, (unsigned long long)st.cache_bytes);
   CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
   CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+
+  /* every layout holds the same blocks: a prompt and decode steps give the same logits bits */
+  float *first = NULL;
+  const fer_kv_layout layouts[3] = {FER_KV_LAYOUT_SEQ_MAJOR, FER_KV_LAYOUT_HEAD_MAJOR, FER_KV_LAYOUT_TOKEN_MAJOR};
+  int layouts_same = 1;
+  for (int l = 0; l < 3; l++) {
+    fer_engine_config cl = c;
+    cl.kv_layout = layouts[l];
+    fer_engine *el = NULL;
+    fer_engine_seq *q = NULL;
+    CHECK_STATUS(fer_engine_create(&cl, &el), FER_STATUS_OK);
+    if (el == NULL) continue;
+    fer_model_info li;
+    fer_engine_model_info(el, &li);
+    float *lg = malloc(5 * (size_t)li.n_vocab * sizeof(float));
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++) ids[i] = (int32_t)((i * 37 + 5) % li.n_vocab);
+    CHECK_STATUS(fer_engine_seq_create(el, 64, &q), FER_STATUS_OK);
+    if (q && lg) {
+      CHECK_STATUS(fer_engine_prefill(q, ids, 40, lg, li.n_vocab), FER_STATUS_OK);
+      for (int step = 1; step < 5; step++)
+        CHECK_STATUS(fer_engine_decode(el, &q, &ids[step], 1, lg + step * li.n_vocab, li.n_vocab), FER_STATUS_OK);
+      if (first == NULL) first = lg, lg = NULL;
+      else layouts_same &= memcmp(first, lg, 5 * (size_t)li.n_vocab * sizeof(float)) == 0;
+    }
+    free(lg);
+    fer_engine_seq_free(q);
+    fer_engine_free(el);
+  }
+  CHECK(first != NULL && layouts_same);
+  free(first);
 
   /* bytes: a sequence of 65,536 tokens is charged 34/64 of its f16 bytes (granules aside) */
   uint64_t charged[2] = {0, 0};
