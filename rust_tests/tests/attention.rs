@@ -259,10 +259,15 @@ fn c_att_005_bad_input_is_refused_and_nothing_is_written() {
     bad.struct_size = 4;
     assert_eq!(call(&qt, &kt, &kt, &bad, &[hq, n, d]), Some(status::INVALID_ARG), "struct_size");
     let mut ki = ferrite::sys::fer_tensor { ..*kt.raw() };
-    ki.dtype = ferrite::sys::FER_DTYPE_Q8_0 as i32;
+    ki.dtype = ferrite::sys::FER_DTYPE_Q4_0 as i32;
     // SAFETY: the descriptor is refused on its dtype before any read.
     let kq = unsafe { TensorRef::from_raw(ki) };
-    assert_eq!(call(&qt, &kq, &kt, &p, &[hq, n, d]), Some(status::UNSUPPORTED), "quantized k");
+    assert_eq!(call(&qt, &kq, &kt, &p, &[hq, n, d]), Some(status::UNSUPPORTED), "Q4_0 k");
+    // Q8_0 K is read (8-bit KV), but only as packed 34-byte blocks: f32 strides are refused
+    ki.dtype = ferrite::sys::FER_DTYPE_Q8_0 as i32;
+    // SAFETY: as above, refused on its strides before any read.
+    let kq = unsafe { TensorRef::from_raw(ki) };
+    assert_eq!(call(&qt, &kq, &kt, &p, &[hq, n, d]), Some(status::INVALID_ARG), "Q8_0 k with element strides");
     drop(call);
     assert!(out.iter().all(|v| v.to_bits() == sentinel::<f32>().to_bits()), "a refused call wrote");
     // workspace: exactly the reported bytes work, one less is refused
