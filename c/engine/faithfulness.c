@@ -4,7 +4,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/file.h"
 #include "core/status.h"
 #include "model/llama.h"
 
@@ -30,6 +32,22 @@ static fer_status corpus_add(feri_faith_corpus *c, const int32_t *ids, uint32_t 
   return FER_STATUS_OK;
 }
 
+/* Cleanup calls (fer_engine_free, feri_llama_close) clear the thread's last error: st's message is
+ * kept across them and set again. */
+typedef struct kept_error {
+  char msg[512];
+} kept_error;
+
+static void keep_error(fer_status st, kept_error *k) {
+  size_t len = 0;
+  k->msg[0] = '\0';
+  if (st != FER_STATUS_OK) fer_last_error_message(k->msg, sizeof k->msg, &len);
+}
+
+static fer_status restore_error(fer_status st, const kept_error *k) {
+  return st == FER_STATUS_OK ? st : feri_fail(st, "%s", k->msg);
+}
+
 /* Tokenizes text with the model's special tokens (BOS where the model adds one). */
 static fer_status encode(const fer_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n) {
   *ids = NULL;
@@ -40,30 +58,21 @@ static fer_status encode(const fer_tokenizer *tok, const char *text, size_t len,
   return fer_tokenizer_encode(tok, text, len, FER_ENCODE_ADD_SPECIAL, *ids, *n, n);
 }
 
-static char *read_text(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
+/* The whole regular file at path (feri_file_read_all: a FIFO or directory is refused, not
+ * waited on) into *out, NUL-terminated (*out NULL on failure). */
+static fer_status read_text(const char *path, char **out, size_t *len) {
   char *buf = NULL;
-  size_t cap = 0, n = 0;
-  for (;;) {
-    if (n + 4096 + 1 > cap) {
-      char *b = realloc(buf, cap = (cap + 4096) * 2);
-      if (b == NULL) break;
-      buf = b;
-    }
-    const size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (got == 0) break;
-  }
-  const int bad = ferror(f) || buf == NULL;
-  fclose(f);
-  if (bad) {
+  *out = NULL;
+  fer_status st = feri_file_read_all(path, "faithfulness", &buf, len);
+  if (st != FER_STATUS_OK) return st;
+  char *t = realloc(buf, *len + 1);
+  if (t == NULL) {
     free(buf);
-    return NULL;
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "faithfulness: no memory for %s", path);
   }
-  buf[n] = '\0';
-  *len = n;
-  return buf;
+  t[*len] = '\0';
+  *out = t;
+  return FER_STATUS_OK;
 }
 
 /* "\n" in a message becomes a line break, in place. */
@@ -100,8 +109,15 @@ static fer_status add_conversation(fer_engine *e, const fer_tokenizer *tok, cons
 
 static fer_status read_conversations(fer_engine *e, const fer_tokenizer *tok, const char *path, uint32_t max_conv,
                                      feri_faith_corpus *c) {
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return feri_fail(FER_STATUS_INVALID_ARG, "faithfulness: cannot open %s", path);
+  size_t text_len = 0;
+  char *text = NULL;
+  fer_status rs = read_text(path, &text, &text_len);
+  if (rs != FER_STATUS_OK) return rs;
+  FILE *f = fmemopen(text, text_len + 1, "r");
+  if (f == NULL) {
+    free(text);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "faithfulness: cannot read %s", path);
+  }
   static const char *const roles[] = {"system", "user", "assistant"};
   char *lines[MAX_MESSAGES] = {0};
   fer_chat_message msgs[MAX_MESSAGES];
@@ -150,6 +166,7 @@ static fer_status read_conversations(fer_engine *e, const fer_tokenizer *tok, co
   }
   for (size_t i = 0; i < n; i++) free(lines[i]);
   fclose(f);
+  free(text);
   return st;
 }
 
@@ -169,9 +186,10 @@ fer_status feri_faith_corpus_build(const char *model_path, const char *prose_pat
   feri_faith_corpus c = {0};
   if (st == FER_STATUS_OK && prose_path != NULL && n_prose > 0) {
     size_t len = 0, n = 0;
-    char *text = read_text(prose_path, &len);
+    char *text = NULL;
     int32_t *ids = NULL;
-    st = text ? encode(tok, text, len, &ids, &n) : feri_fail(FER_STATUS_INVALID_ARG, "faithfulness: cannot read %s", prose_path);
+    st = read_text(prose_path, &text, &len);
+    if (st == FER_STATUS_OK) st = encode(tok, text, len, &ids, &n);
     if (st == FER_STATUS_OK && n < n_prose)
       st = feri_fail(FER_STATUS_INVALID_ARG, "faithfulness: %s has %zu tokens, fewer than %u", prose_path, n, n_prose);
     if (st == FER_STATUS_OK) st = corpus_add(&c, ids, n_prose, 0);
@@ -179,10 +197,12 @@ fer_status feri_faith_corpus_build(const char *model_path, const char *prose_pat
     free(text);
   }
   if (st == FER_STATUS_OK && chats_path != NULL) st = read_conversations(e, tok, chats_path, max_conversations, &c);
+  kept_error k;
+  keep_error(st, &k);
   fer_engine_free(e);
   if (st != FER_STATUS_OK) {
     feri_faith_corpus_free(&c);
-    return st;
+    return restore_error(st, &k);
   }
   *out = c;
   return FER_STATUS_OK;
@@ -200,8 +220,9 @@ fer_status feri_faith_corpus_write(const feri_faith_corpus *c, FILE *f) {
 fer_status feri_faith_corpus_read(const char *path, feri_faith_corpus *out) {
   memset(out, 0, sizeof *out);
   size_t len = 0;
-  char *text = read_text(path, &len);
-  if (text == NULL) return feri_fail(FER_STATUS_INVALID_ARG, "faithfulness: cannot read %s", path);
+  char *text = NULL;
+  fer_status rs = read_text(path, &text, &len);
+  if (rs != FER_STATUS_OK) return rs;
   feri_faith_corpus c = {0};
   fer_status st = FER_STATUS_OK;
   int32_t *ids = NULL;
@@ -331,8 +352,15 @@ typedef struct peer_file {
 } peer_file;
 
 static fer_status peer_open(const char *path, uint64_t rows, uint32_t n_vocab, peer_file *p) {
-  p->f = fopen(path, "rb");
-  if (p->f == NULL) return feri_fail(FER_STATUS_INVALID_ARG, "faithfulness: cannot open the peer's logits %s", path);
+  int fd = -1;
+  uint64_t size = 0;
+  fer_status st = feri_file_open_regular(path, "faithfulness", &fd, &size);
+  if (st != FER_STATUS_OK) return st;
+  p->f = fdopen(fd, "rb");
+  if (p->f == NULL) {
+    close(fd);
+    return feri_fail(FER_STATUS_INVALID_ARG, "faithfulness: cannot read the peer's logits %s", path);
+  }
   char magic[8];
   uint32_t hdr[2];
   if (fread(magic, 1, 8, p->f) != 8 || memcmp(magic, "FERLOGIT", 8) != 0 || fread(hdr, 4, 2, p->f) != 2 ||
@@ -439,6 +467,8 @@ fer_status feri_faith_measure(const char *model_path, const feri_faith_corpus *c
     }
     if (peers && peers[r].f) fclose(peers[r].f);
   }
+  kept_error k;
+  keep_error(st, &k);
   free(seqs);
   free(peers);
   free(logs);
@@ -447,5 +477,5 @@ fer_status feri_faith_measure(const char *model_path, const feri_faith_corpus *c
   free(ref);
   feri_llama_close(i8);
   feri_llama_close(exact);
-  return st;
+  return restore_error(st, &k);
 }

@@ -147,15 +147,16 @@ static fer_status validate_q8_0(const fer_tensor *t, const char *name, feri_tens
   if (t->rank != 3)
     return feri_fail(FER_STATUS_SHAPE_MISMATCH, "%s: %s has rank %d, expected [heads, positions, blocks]", FN,
                      name, (int)t->rank);
-  if (t->strides[2] != 34)
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: Q8_0 %s has strides[2] = %lld, expected 34 (packed blocks)", FN,
-                     name, (long long)t->strides[2]);
+  const int64_t block = feri_kv_step_bytes(FER_DTYPE_Q8_0);
+  if (t->strides[2] != block)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: Q8_0 %s has strides[2] = %lld, expected %lld (packed blocks)", FN,
+                     name, (long long)t->strides[2], (long long)block);
   if (t->shape[2] > INT64_MAX / 32)
     return feri_fail(FER_STATUS_SIZE_OVERFLOW, "%s: Q8_0 %s has %lld blocks a row", FN, name, (long long)t->shape[2]);
   fer_tensor bytes = *t;
   bytes.dtype = FER_DTYPE_U8;
   bytes.rank = 4;
-  bytes.shape[3] = 34;
+  bytes.shape[3] = block;
   bytes.strides[3] = 1;
   return feri_tensor_validate(&bytes, FN, name, info);
 }

@@ -10,6 +10,8 @@
 #include <stdint.h>
 
 #include "ferrite.h"
+#include "core/dtype.h"
+#include "kernels/quant.h"
 
 /* n rows of one kv head: element d of row j at base + j * row_stride + d * dim_stride (bytes); for
  * Q8_0 (blocks of 32 elements, each an f16 scale and 32 int8 codes: 34 bytes) dim_stride is a
@@ -26,10 +28,10 @@ typedef struct feri_kv_rows {
 /* The step along the head dim of a packed K or V row, and a packed row's bytes (dim elements;
  * dim a multiple of 32 for Q8_0). */
 static inline int64_t feri_kv_step_bytes(fer_dtype t) {
-  return t == FER_DTYPE_Q8_0 ? 34 : t == FER_DTYPE_F32 ? 4 : 2;
+  return (int64_t)(t == FER_DTYPE_Q8_0 ? feri_qblock_bytes(t) : feri_dtype_size(t));
 }
 static inline int64_t feri_kv_row_bytes(fer_dtype t, int64_t dim) {
-  return t == FER_DTYPE_Q8_0 ? dim / 32 * 34 : dim * feri_kv_step_bytes(t);
+  return t == FER_DTYPE_Q8_0 ? dim / 32 * feri_kv_step_bytes(t) : dim * feri_kv_step_bytes(t);
 }
 
 /* The rows a per-ISA call may prefetch (a later tile's): row t = 0, 1, ... at

@@ -25,7 +25,7 @@ FERI_AVX2 static FERI_INLINE float lanes_sum(__m256 v) {
  * dtype's size, or for Q8_0 eight codes of block e / 32 times its scale (exact, attention.h). */
 FERI_AVX2 static FERI_INLINE __m256 kv_load8(const char *row, int64_t e, fer_dtype t) {
   if (t != FER_DTYPE_Q8_0) return feri_load8(row + e * feri_kv_step_bytes(t), t);
-  const char *b = row + (e >> 5) * 34;
+  const char *b = row + (e >> 5) * feri_kv_step_bytes(t);
   short h;
   memcpy(&h, b, 2);
   const __m256 scale = _mm256_cvtph_ps(_mm_set1_epi16(h));

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "kernels/quant.h"
 #include "core/status.h"
 #include "mem/commit.h"
 #include "mem/vmm.h"
@@ -86,7 +87,7 @@ fer_status fer_kv_cache_create(fer_vmm *vmm, const fer_kv_cache_options *opts, f
       opts->dtype != FER_DTYPE_Q8_0)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: dtype %s is not f32, f16, bf16 or q8_0", fn, feri_dtype_name(opts->dtype));
   /* Q8_0's unit is a block of 32 elements (34 bytes): geometry.head_dim counts blocks then */
-  const size_t unit = opts->dtype == FER_DTYPE_Q8_0 ? 34 : feri_dtype_size(opts->dtype);
+  const size_t unit = opts->dtype == FER_DTYPE_Q8_0 ? feri_qblock_bytes(opts->dtype) : feri_dtype_size(opts->dtype);
   if (unit != opts->geometry.elem_bytes)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: dtype %s is %zu bytes a %s, geometry.elem_bytes says %u", fn,
                      feri_dtype_name(opts->dtype), unit, opts->dtype == FER_DTYPE_Q8_0 ? "block" : "element",

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/dtype.h"
+#include "kernels/quant.h"
 #include "core/file.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -500,7 +501,6 @@ void feri_llama_close(feri_llama *m) {
   free(m);
 }
 
-/* The granule pool and KV cache of one sequence. */
 /* The KV unit of a dtype: bytes per element, or for Q8_0 per block of 32 (then the geometry's
  * head_dim counts blocks: fer_kv_geometry); *dim the head_dim in those units. */
 static fer_status kv_unit(const feri_llama_config *c, fer_dtype t, uint32_t *bytes, uint32_t *dim) {
@@ -508,11 +508,12 @@ static fer_status kv_unit(const feri_llama_config *c, fer_dtype t, uint32_t *byt
     return feri_fail(FER_STATUS_INVALID_ARG, "KV dtype must be F32, F16, BF16 or Q8_0");
   if (t == FER_DTYPE_Q8_0 && c->head_dim % 32 != 0)
     return feri_fail(FER_STATUS_UNSUPPORTED, "Q8_0 KV needs head_dim a multiple of 32 (this model's is %u)", c->head_dim);
-  *bytes = t == FER_DTYPE_F32 ? 4 : t == FER_DTYPE_Q8_0 ? 34 : 2;
+  *bytes = (uint32_t)(t == FER_DTYPE_Q8_0 ? feri_qblock_bytes(t) : feri_dtype_size(t));
   *dim = t == FER_DTYPE_Q8_0 ? c->head_dim / 32 : c->head_dim;
   return FER_STATUS_OK;
 }
 
+/* The granule pool and KV cache of one sequence. */
 static fer_status make_kv(feri_llama_seq *s, const feri_llama_config *c, const feri_llama_seq_options *o) {
   uint32_t eb, dim;
   fer_status st = kv_unit(c, o->dtype, &eb, &dim);
