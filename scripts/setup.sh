@@ -51,9 +51,9 @@ command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || {
 "$(dirname "$0")/fetch-test-data.sh"
 "$(dirname "$0")/fetch-llamacpp-vocab.sh"
 
-# The real file requantized by llama.cpp's llama-quantize into Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q2_K and
+# The real file requantized by llama.cpp's quantizer into Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q2_K and
 # IQ4_XS (sha256-checked; the quantizer is built once, with fixed flags, under ~/.cache/ferrite-peers:
-# on a fresh 2-core machine about 10 minutes for the build and a minute for the six files; then
+# on a fresh 2-core machine about 2 minutes for the build and half a minute for the six files; then
 # only the six files' sha256 are checked, about a second).
 "$(dirname "$0")/model/make-quant-files.sh"
 

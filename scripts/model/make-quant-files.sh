@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Requantizes the real SmolLM2-135M-Instruct file (Q4_1, scripts/fetch-test-data.sh) with
-# llama.cpp's own llama-quantize (--allow-requantize) into the types people download:
+# llama.cpp's own quantizer (llama_model_quantize() with allow_requantize, as llama-quantize
+# --allow-requantize calls it: scripts/model/requantize.cpp) into the types people download:
 #   ${FERRITE_DATA_DIR:-~/.cache/ferrite}/smollm2-135m-instruct-<type>.gguf
 #   type: q4_k_m q5_k_m q6_k q8_0 q2_k iq4_xs
 # and checks each output's sha256 against the value recorded below. A file already there with the
@@ -9,8 +10,9 @@
 # The quantizer is built by scripts/peers/build-llamacpp.sh --quantize from the pinned
 # llama-cpp-python 0.3.36 sdist with fixed flags (baseline x86-64, -ffp-contract=off, static), so
 # the outputs are the same bytes on every x86-64 machine of this project, whatever its ISA; the
-# sha256s below were recorded on AMD EPYC Zen 5 and checked with a -march=native build of the
-# same quantizer (testdata/quant/files.md says how). It runs on 2 threads (the result does not
+# sha256s below were recorded on AMD EPYC Zen 5 with llama-quantize itself (Release build), checked
+# with a -march=native build of the same quantizer (testdata/quant/files.md says how), and again
+# with requantize over libllama at C -O2 / C++ -O0 on AMD EPYC Zen 3 (2026-12-07): the same bytes. It runs on 2 threads (the result does not
 # depend on the count: ggml quantizes whole rows per chunk).
 #
 # usage: scripts/model/make-quant-files.sh [--record]
@@ -65,7 +67,7 @@ src="$data/$SRC"
 [ -f "$src" ] || "$root/scripts/fetch-test-data.sh" >&2
 [ "$(sha_of "$src")" = "$SRC_SHA" ] || die "$src does not have sha256 $SRC_SHA (run scripts/fetch-test-data.sh)"
 qroot=$("$root/scripts/peers/build-llamacpp.sh" --quantize)
-quantize="$qroot/build/bin/llama-quantize"
+quantize="$qroot/build/bin/requantize"
 [ -x "$quantize" ] || die "no $quantize"
 
 failed=0
@@ -74,7 +76,7 @@ for t in "${todo[@]}"; do
   tmp="$f.tmp.$$"
   trap 'rm -f "$tmp"' EXIT
   start=$(date +%s)
-  "$quantize" --allow-requantize "$src" "$tmp" "$t" 2 > "$tmp.log" 2>&1 \
+  "$quantize" "$src" "$tmp" "$t" 2 > "$tmp.log" 2>&1 \
     || { tail -20 "$tmp.log" >&2; rm -f "$tmp" "$tmp.log"; die "llama-quantize $t failed"; }
   rm -f "$tmp.log"
   got=$(sha_of "$tmp")

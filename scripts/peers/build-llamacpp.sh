@@ -20,14 +20,19 @@
 # its `isa:` line beside each number. The build is redone when the sdist, the options (another CPU)
 # or this script's recipe change; otherwise this returns at once.
 #
-# --quantize builds, instead of the peer, llama.cpp's llama-quantize from the same sdist into
+# --quantize builds, instead of the peer, llama.cpp's quantizer from the same sdist into
 #   ${FERRITE_PEERS_DIR:-~/.cache/ferrite-peers}/llama.cpp-quantize/{src,build}
-# and prints that directory (the tool is build/bin/llama-quantize). Its outputs are sha256-checked
-# files (scripts/model/make-quant-files.sh), which must come out the same on every x86-64 machine
-# of this project (AMD Zen, Intel Xeon): so its flags are fixed, never the CPU's: GGML_NATIVE=OFF,
-# every ggml ISA option OFF (baseline x86-64, SSE2), -ffp-contract=off (no fused multiply-add even
-# where a compiler could use one), static libraries (no other libllama can be picked up). The
-# quantizers run in ggml-base (scalar C); the peer build is not touched by this.
+# and prints that directory (the tool is build/bin/requantize: scripts/model/requantize.cpp, which
+# calls libllama's llama_model_quantize() as llama-quantize does without an importance matrix;
+# llama-quantize itself links llama.cpp's `common` library, two thirds of the compile time, which
+# plays no part in quantization). Its outputs are sha256-checked files
+# (scripts/model/make-quant-files.sh), which must come out the same on every x86-64 machine of this
+# project (AMD Zen, Intel Xeon): so its flags are fixed, never the CPU's: GGML_NATIVE=OFF, every
+# ggml ISA option OFF (baseline x86-64, SSE2), -ffp-contract=off (no fused multiply-add even where a
+# compiler could use one), static libraries (no other libllama can be picked up). The quantizers run
+# in ggml-base (scalar C, built at -O2); the C++ around them (reading and writing the file, the
+# threads) is built at -O0, the IEEE arithmetic being the same at any level without -ffast-math and
+# the build three times faster. The peer build is not touched by this.
 #
 # usage: scripts/peers/build-llamacpp.sh [--flags | --quantize]
 #        (--flags: print the peer's cmake options and exit)
@@ -93,23 +98,25 @@ cmake_args=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCMAKE_EXPORT_COM
 want=$(printf '%s\n' "$SDIST_SHA" "recipe $RECIPE" "${cmake_args[@]}" | sha256sum | cut -d' ' -f1)
 
 # the quantizer: fixed flags, whatever this CPU has (see the header)
-QUANT_RECIPE=1
+QUANT_RECIPE=2  # 2: libllama alone at C -O2 / C++ -O0 and scripts/model/requantize.cpp (1: llama-quantize, Release)
 qroot="$peers/llama.cpp-quantize"
-quant_args=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
-  -DCMAKE_C_FLAGS=-ffp-contract=off -DCMAKE_CXX_FLAGS=-ffp-contract=off
+quant_driver="$(cd "$(dirname "$0")/../model" && pwd)/requantize.cpp"
+quant_args=(-DCMAKE_BUILD_TYPE=None -DBUILD_SHARED_LIBS=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+  "-DCMAKE_C_FLAGS=-O2 -ffp-contract=off" "-DCMAKE_CXX_FLAGS=-O0 -ffp-contract=off"
   -DGGML_NATIVE=OFF -DGGML_SSE42=OFF -DGGML_AVX=OFF -DGGML_AVX_VNNI=OFF -DGGML_AVX2=OFF -DGGML_BMI2=OFF
   -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
   -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF
-  -DGGML_LLAMAFILE=OFF -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF
+  -DGGML_LLAMAFILE=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_TESTS=OFF
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF
   -DLLAMA_SUBPROCESS=OFF)
-qwant=$(printf '%s\n' "$SDIST_SHA" "quantize recipe $QUANT_RECIPE" "${quant_args[@]}" | sha256sum | cut -d' ' -f1)
+qwant=$( { printf '%s\n' "$SDIST_SHA" "quantize recipe $QUANT_RECIPE" "${quant_args[@]}"; cat "$quant_driver"; } \
+  | sha256sum | cut -d' ' -f1)
 
 mkdir -p "$peers"
 exec 9>"$peers/llama.cpp.lock" # one build at a time per peers directory
 flock 9
 if [ "$what" = quantize ] && [ -f "$qroot/stamp" ] && [ "$(cat "$qroot/stamp")" = "$qwant" ] \
-  && [ -x "$qroot/build/bin/llama-quantize" ]; then
+  && [ -x "$qroot/build/bin/requantize" ]; then
   echo "$qroot"
   exit 0
 fi
@@ -147,11 +154,16 @@ if [ "$what" = quantize ]; then
   mkdir -p "$qroot/src"
   log "extracting llama.cpp into $qroot/src"
   tar -xzf "$sdist" -C "$qroot/src" --strip-components=3 "$PREFIX"
-  log "building llama-quantize (static, baseline x86-64, -ffp-contract=off) in $qroot/build, -j$jobs"
+  log "building libllama and requantize (static, baseline x86-64, -ffp-contract=off) in $qroot/build, -j$jobs"
   cmake -S "$qroot/src" -B "$qroot/build" "${gen[@]}" "${quant_args[@]}" > "$qroot/cmake.log" 2>&1 \
     || { tail -40 "$qroot/cmake.log" >&2; die "cmake configure failed (log: $qroot/cmake.log)"; }
-  cmake --build "$qroot/build" --target llama-quantize -j "$jobs" >> "$qroot/cmake.log" 2>&1 \
+  cmake --build "$qroot/build" --target llama -j "$jobs" >> "$qroot/cmake.log" 2>&1 \
     || { tail -40 "$qroot/cmake.log" >&2; die "build failed (log: $qroot/cmake.log)"; }
+  mkdir -p "$qroot/build/bin"
+  c++ -std=c++17 -O1 -ffp-contract=off -I "$qroot/src/include" -I "$qroot/src/ggml/include" "$quant_driver" \
+    "$qroot/build/src/libllama.a" "$qroot/build/ggml/src/libggml.a" "$qroot/build/ggml/src/libggml-cpu.a" \
+    "$qroot/build/ggml/src/libggml-base.a" -pthread -o "$qroot/build/bin/requantize" >> "$qroot/cmake.log" 2>&1 \
+    || { tail -40 "$qroot/cmake.log" >&2; die "linking requantize failed (log: $qroot/cmake.log)"; }
   # no -m flag may reach the quantizers (ggml-quants.c) or the tool: the build must not depend on this CPU
   python3 - "$qroot/build/compile_commands.json" <<'PY' || die "the quantizer build has ISA flags"
 import json, shlex, sys
@@ -170,7 +182,7 @@ PY
     echo "built: $(date -u +%Y-%m-%dT%H:%MZ) with $(c++ --version | head -1) on $(nproc) CPUs"
   } > "$qroot/build-flags.txt"
   echo "$qwant" > "$qroot/stamp"
-  log "built $qroot/build/bin/llama-quantize"
+  log "built $qroot/build/bin/requantize"
   echo "$qroot"
   exit 0
 fi
