@@ -11,6 +11,7 @@ packages=(
   valgrind
   libopenblas-dev            # a peer for later GEMM benchmarks
   librust-criterion-dev librust-cc-dev
+  librust-jobserver-dev      # cc's "parallel" feature: the cargo fallback compiles the C sources on every core
   librust-proptest-dev librust-proptest+default-dev  # +default: bit-set, rusty-fork, wait-timeout (not a Depends of the base)
   librust-libc-dev
   librust-half-dev librust-rand-dev librust-rand-chacha-dev librust-serde-json-dev

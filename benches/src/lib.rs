@@ -320,3 +320,10 @@ pub fn data_dir() -> std::path::PathBuf {
         _ => std::path::Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/ferrite"),
     }
 }
+
+/// Whether this is a timed run (`cargo bench`, which passes `--bench`) rather than `cargo test`'s
+/// smoke run, where criterion calls each benchmark once. Checks that are measurements themselves
+/// (the attention layouts' rounds against the read probe) mean nothing untimed and are skipped.
+pub fn timed_run() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}

@@ -6,6 +6,8 @@
  * must end where the grammar ends (no "incomplete"), print JSON that parses, and print the recorded
  * output; a near-tie decided differently on another CPU may change an output, so up to a tenth may
  * differ (each difference is printed), never the JSON's validity under the grammar's end.
+ * One thread per run (the outputs are the same bits at any thread count): Bazel runs two tests at
+ * once on two cores, and a second spinning pool thread made this test 157 s against 83 s.
  * usage: json_suite_test PATH-OF-FERRITE GOLDEN (the model from the data directory; SKIPPED without)
  * EVIDENCE: C-GRM-011 */
 #include <cjson/cJSON.h>
@@ -67,7 +69,7 @@ int main(int argc, char **argv) {
       if (s) fputs(schema, s), fclose(s);
       const char *args[] = {"generate", "--model", model, "--chat", "--prompt", prompt, "--json-schema", schema_path,
                             "--max-tokens", "256", "--temperature", "0.7", "--top-p", "0.9", "--seed", seed,
-                            "--kv-dtype", "f32", NULL};
+                            "--kv-dtype", "f32", "--threads", "1", NULL};
       const int rc = feri_run_binary(argv[1], args, dir, 600, OUT, sizeof OUT, ERR, sizeof ERR);
       CHECK(rc == 0);
       CHECK(strstr(ERR, "incomplete") == NULL);
