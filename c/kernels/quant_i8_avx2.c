@@ -1,6 +1,7 @@
-/* quant_i8_avx2.c: the AVX2 and AVX512-VNNI tables of quant_i8.h, one body (quant_i8_body.inc)
- * (with quant_i8_super_body.inc) compiled twice: the forms differ only in the instructions for the
- * exact integer block sums. */
+/* quant_i8_avx2.c: the AVX2 table of quant_i8.h, from one body (quant_i8_body.inc with
+ * quant_i8_super_body.inc) that quant_i8_vnni.c compiles again for AVX512-VNNI: the forms differ
+ * only in the instructions for the exact integer block sums. Two files, not one, so that the two
+ * instantiations (each a minute of compile at -O2) build in parallel. */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
@@ -15,26 +16,8 @@
 #define QI8_VNNI 0
 #include "kernels/quant_i8_body.inc"
 #include "kernels/quant_i8_super_body.inc"
-#undef QI8_TARGET
-#undef QI8_NAME
-#undef QI8_VNNI
-#undef QI8_GR
 
 const feri_qi8_ops feri_qi8_ops_avx2 = {
     .quantize = quantize_avx2, .quantize_k = quantize_k_avx2, .dot = dot_avx2};
-
-#define QI8_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
-#define QI8_NAME(x) x##_vnni
-#define QI8_VNNI 1
-#include "kernels/quant_i8_body.inc"
-#include "kernels/quant_i8_super_body.inc"
-#undef QI8_TARGET
-#undef QI8_NAME
-#undef QI8_VNNI
-#undef QI8_GR
-
-const feri_qi8_ops feri_qi8_ops_avx512vnni = {
-    .quantize = quantize_vnni, .quantize_k = quantize_k_vnni, .dot = dot_vnni, .pdot = pdot_vnni,
-    .ppack = ppack_vnni};
 
 #endif
