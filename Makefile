@@ -67,9 +67,7 @@ skipped:
 # The Rust tests as a Rust user runs them: plain `cargo test`, without Bazel. ferrite-sys then
 # compiles the C sources itself with cc (every core, cc's "parallel"), with the CUDA stub. Each
 # Rust test runs once here; the sanitizer stage runs them again against Bazel's archive
-# (FERRITE_LIB_DIR: the link of the merged archive, its real CUDA entries and cudart_static). Until
-# 2026-12-07 this stage linked the Bazel release archive and a third stage ran ferrite and
-# ferrite-spec again through cc: the same sources and flags twice (docs/BENCHMARKS.md, make test).
+# (FERRITE_LIB_DIR: the link of the merged archive, its real CUDA entries and cudart_static).
 cargo-test:
 	env -u FERRITE_LIB_DIR $(CARGO) test --workspace
 	@# Rust has no skip status: show what the GPU test printed, so a skip is visible.
