@@ -5,18 +5,6 @@
 
 #include "core/status.h"
 
-size_t feri_dtype_size(fer_dtype dtype) {
-  switch (dtype) {
-    case FER_DTYPE_F32: return 4;
-    case FER_DTYPE_F16: return 2;
-    case FER_DTYPE_BF16: return 2;
-    case FER_DTYPE_I32: return 4;
-    case FER_DTYPE_I64: return 8;
-    case FER_DTYPE_U8: return 1;
-    default: return 0;
-  }
-}
-
 const char *feri_dtype_name(fer_dtype dtype) {
   switch (dtype) {
     case FER_DTYPE_F32: return "f32";

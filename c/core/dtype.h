@@ -7,8 +7,21 @@
 
 #include "ferrite.h"
 
-/* Element size in bytes, 0 for unknown or block-quantized dtypes. */
-size_t feri_dtype_size(fer_dtype dtype);
+/* Element size in bytes, 0 for unknown or block-quantized dtypes. Inline: the attention kernels
+ * compute row addresses with it inside their register-blocked loops, where a call (through the
+ * PLT in a shared build) spills every vector register: that made prefill attention several
+ * times slower (docs/BENCHMARKS.md, issue 30). */
+static inline size_t feri_dtype_size(fer_dtype dtype) {
+  switch (dtype) {
+    case FER_DTYPE_F32: return 4;
+    case FER_DTYPE_F16: return 2;
+    case FER_DTYPE_BF16: return 2;
+    case FER_DTYPE_I32: return 4;
+    case FER_DTYPE_I64: return 8;
+    case FER_DTYPE_U8: return 1;
+    default: return 0;
+  }
+}
 
 /* Name for messages ("f32", "q4_0", "dtype 99"); static storage. */
 const char *feri_dtype_name(fer_dtype dtype);
