@@ -88,6 +88,8 @@ bench-smoke:
 # starts with them preloaded (ASan must come first in the library order); build scripts are not
 # run through the runner. In cargo's own target directory: only ferrite-sys and its dependents are
 # built again (RUSTFLAGS in a directory of its own rebuilt every crate: minutes on a fresh machine).
+# Property tests draw 64 cases each here (PROPTEST_CASES; 256 in cargo-test): the sanitizers look
+# for memory errors along the same paths, the normal run covers the properties.
 ASAN_RT := $(shell gcc -print-file-name=libasan.so):$(shell gcc -print-file-name=libubsan.so)
 test-sanitize:
 	$(BAZEL) test --config=asan //...
@@ -95,7 +97,7 @@ test-sanitize:
 	FERRITE_LIB_DIR=$$($(BAZEL) info --config=asan bazel-bin 2>/dev/null) FERRITE_SANITIZER_LIBS="asan ubsan" \
 	  CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$(ASAN_RT)" \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  $(CARGO) test --workspace --exclude ferrite-benches --lib --bins --tests
+	  PROPTEST_CASES=64 $(CARGO) test --workspace --exclude ferrite-benches --lib --bins --tests
 
 check-claims:
 	python3 scripts/check-claims.py

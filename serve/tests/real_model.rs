@@ -178,7 +178,14 @@ fn real_clients_on_the_real_model() {
         return;
     };
     common::within(600, move || {
-        openai_client(&model, &py);
+        // Under the sanitizer only the load: the client's checks are the protocol's (Rust and
+        // Python), run in the normal build; the disconnects and leaks are where ASan finds what the
+        // normal build cannot (about 40 of the 106 s this test took under ASan)
+        if under_asan() {
+            println!("SKIPPED real_model: the openai client's checks under the sanitizer (the normal run makes them)");
+        } else {
+            openai_client(&model, &py);
+        }
         nothing_lost_nothing_leaked(&model);
     });
 }
