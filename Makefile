@@ -2,16 +2,17 @@
 #   make run    the main job: set up, build, print `ferrite info` with a quick kernel table, then
 #               `ferrite generate --chat` on the real model (SmolLM2-135M-Instruct), then two
 #               questions at once to `ferrite-serve` on it through the OpenAI API
-#   make test   set up, fresh-machine dependency check, Bazel tests, Cargo tests (plain cargo: C compiled
-#               by cc, the CUDA stub), benchmark smoke, sanitizer run (Bazel's ASan archive linked
-#               into the Rust tests too), claims check, header drift check
+#   make test   set up, fresh-machine dependency check, Bazel tests, Cargo tests (over Bazel's release
+#               archive), benchmark smoke, plain cargo's own build (the C compiled by cc, the CUDA
+#               stub), sanitizer run (Bazel's ASan archive linked into the Rust tests too), claims
+#               check, header drift check
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/cuda/bin:$(PATH)
 
 BAZEL ?= bazel
 CARGO ?= cargo
 
-.PHONY: run serve test setup check-fresh-deps build bazel-test cargo-test bench-smoke bench-compare test-sanitize check-claims check-header bench bench-quick skipped
+.PHONY: run serve test setup check-fresh-deps build bazel-test cargo-test cargo-fallback bench-smoke bench-compare test-sanitize check-claims check-header bench bench-quick skipped
 
 setup:
 	./scripts/setup.sh
@@ -52,7 +53,7 @@ serve: setup
 	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) build --release -p ferrite-serve
 	./target/release/ferrite-serve --model "$(RUN_MODEL)" $(SERVE_ARGS)
 
-test: setup check-fresh-deps bazel-test cargo-test bench-smoke test-sanitize check-claims check-header
+test: setup check-fresh-deps bazel-test cargo-test bench-smoke cargo-fallback test-sanitize check-claims check-header
 	@echo "make test: all passed"
 
 bazel-test:
@@ -64,24 +65,31 @@ bazel-test:
 skipped:
 	@grep -rh "^SKIPPED" bazel-testlogs/ --include=test.log 2>/dev/null | sed 's/^/bazel: /' || true
 
-# The Rust tests as a Rust user runs them: plain `cargo test`, without Bazel. ferrite-sys then
-# compiles the C sources itself with cc (every core, cc's "parallel"), with the CUDA stub. Each
-# Rust test runs once here; the sanitizer stage runs them again against Bazel's archive
-# (FERRITE_LIB_DIR: the link of the merged archive, its real CUDA entries and cudart_static).
+# The Rust tests over Bazel's release archive (FERRITE_LIB_DIR: the library make run links, its real
+# CUDA entries and cudart_static), which `bazel test //...` has just built: the C is compiled once
+# for the release tests, not again by cc. cargo-fallback checks the cc build a plain `cargo test`
+# uses; the sanitizer stage runs the Rust tests again over Bazel's ASan archive.
+LIB_DIR = $$($(BAZEL) info bazel-bin 2>/dev/null)
 cargo-test:
-	env -u FERRITE_LIB_DIR $(CARGO) test --workspace
+	$(BAZEL) build //:libferrite_static
+	FERRITE_LIB_DIR=$(LIB_DIR) $(CARGO) test --workspace
 	@# Rust has no skip status: show what the GPU test printed, so a skip is visible.
-	@env -u FERRITE_LIB_DIR $(CARGO) test -q -p ferrite-spec --test cuda --test mem -- --nocapture 2>&1 | grep -ho "SKIPPED.*" | sed 's/^/cargo: /' || true
+	@FERRITE_LIB_DIR=$(LIB_DIR) $(CARGO) test -q -p ferrite-spec --test cuda --test mem -- --nocapture 2>&1 | grep -ho "SKIPPED.*" | sed 's/^/cargo: /' || true
 	@# serve/tests/real_model.rs skips without the model or the openai venv (setup makes both)
 	@[ -f "$(MODEL)" ] && [ -x "$${FERRITE_OPENAI_VENV:-$$HOME/.cache/ferrite-peers/openai-venv}/bin/python" ] \
 	  || echo "cargo: SKIPPED serve real_model (no model at $(MODEL) or no openai venv)"
 
-# Every benchmark runs once (criterion's test mode, as under --test): ids and inputs are valid; no
-# timing. Through `cargo test`, so the benches build in the test profile on cargo-test's compiled
-# crates (`cargo bench` built every dependency again in release: 8 of a fresh machine's minutes);
-# the benches' own crate is optimised there (Cargo.toml).
+# Plain `cargo test` as a Rust user runs it without Bazel: ferrite-sys compiles every C source with
+# cc (every core, cc's "parallel"; the CUDA stub), here at -O0 (FERRITE_CC_OPT_LEVEL: -O2 is the
+# default, minutes of compile on two cores for the same code cargo-test ran); on that build the ABI
+# table test calls every entry point (refusals included), and the ferrite-serve binary links it all
+# and answers (binary.rs).
+cargo-fallback:
+	env -u FERRITE_LIB_DIR FERRITE_CC_OPT_LEVEL=0 $(CARGO) test -p ferrite-spec --test abi_table
+	env -u FERRITE_LIB_DIR FERRITE_CC_OPT_LEVEL=0 $(CARGO) test -p ferrite-serve --test binary
+
 bench-smoke:
-	env -u FERRITE_LIB_DIR $(CARGO) test -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine --bench grammar
+	FERRITE_LIB_DIR=$(LIB_DIR) $(CARGO) test -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine --bench grammar
 
 # C tests and Rust tests against a library built with -fsanitize=address,undefined (gcc's runtimes).
 # ferrite-sys links the runtimes (FERRITE_SANITIZER_LIBS) into the test binaries, which the runner

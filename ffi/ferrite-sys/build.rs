@@ -8,6 +8,9 @@
 //!   `c/testing/` (helpers of the C unit tests) and `*_test.c` files, with `-std=c11 -O2 -g1 -pthread
 //!   -D_GNU_SOURCE` plus `-ffp-contract=off` as in c/defs.bzl.
 //!
+//! - `FERRITE_CC_OPT_LEVEL` (without `FERRITE_LIB_DIR`; 0-3, default 2): the cc build's `-O`
+//!   level. `make test` compiles the fallback at 0 to check that it builds, links and runs (the C
+//!   at `-O2` takes minutes on two cores; the Rust tests run over Bazel's archive there).
 //! - `FERRITE_SANITIZER_LIBS` (with `FERRITE_LIB_DIR`, e.g. `asan ubsan`): the runtimes a
 //!   sanitized archive needs, linked into everything that links this crate. A build-script
 //!   directive, not RUSTFLAGS, so no other crate is built again for the sanitizer run.
@@ -23,6 +26,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=FERRITE_LIB_DIR");
     println!("cargo:rerun-if-env-changed=CUDA_LIB_DIR");
     println!("cargo:rerun-if-env-changed=FERRITE_SANITIZER_LIBS");
+    println!("cargo:rerun-if-env-changed=FERRITE_CC_OPT_LEVEL");
     println!("cargo:rerun-if-changed=build.rs");
 
     match env::var_os("FERRITE_LIB_DIR") {
@@ -136,12 +140,13 @@ fn build_fallback() {
         return;
     }
 
+    let units = unique_units(&c_dir, &sources);
     let mut build = cc::Build::new();
     build
-        .files(&sources)
+        .files(&units)
         .include(&ffi_dir)
         .include(&c_dir)
-        .opt_level(2)
+        .opt_level(cc_opt_level())
         // line tables (-g1) instead of cargo's full debug info in the test profile: backtraces
         // keep their files and lines, and the C compiles in two thirds of the time (the 8-bit
         // kernels: 22 -> 18 s a file)
@@ -157,6 +162,40 @@ fn build_fallback() {
     link_system_libraries();
     println!("cargo:rustc-link-lib=dylib=m");
     println!("cargo:rustc-link-lib=dylib=pthread");
+}
+
+/// One file per source in OUT_DIR, named after its path under `c/` (`grammar__lexer.c`), that
+/// includes the source: cc names each object after its source's file name alone, so two sources of
+/// the same name in different folders (`c/grammar/lexer.c`, `c/template/lexer.c`) overwrote one
+/// object with the other and the link missed the first's symbols. Diagnostics and debug lines still
+/// name the real file.
+fn unique_units(c_dir: &Path, sources: &[PathBuf]) -> Vec<PathBuf> {
+    let dir = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR")).join("units");
+    fs::create_dir_all(&dir).expect("OUT_DIR/units");
+    sources
+        .iter()
+        .map(|src| {
+            let rel = src.strip_prefix(c_dir).unwrap_or(src);
+            let name = rel.to_string_lossy().replace('/', "__");
+            let unit = dir.join(name);
+            let text = format!("#include \"{}\"\n", src.display());
+            if fs::read_to_string(&unit).ok().as_deref() != Some(text.as_str()) {
+                fs::write(&unit, text).expect("write a unit file");
+            }
+            unit
+        })
+        .collect()
+}
+
+/// `FERRITE_CC_OPT_LEVEL` when set (a level from 0 to 3), else 2.
+fn cc_opt_level() -> u32 {
+    match env::var("FERRITE_CC_OPT_LEVEL") {
+        Err(_) => 2,
+        Ok(v) => match v.trim().parse::<u32>() {
+            Ok(level) if level <= 3 => level,
+            _ => panic!("FERRITE_CC_OPT_LEVEL={v}: give an optimisation level from 0 to 3"),
+        },
+    }
 }
 
 /// The Debian libraries the tokenizer uses (c/tokenizer/BUILD.bazel's linkopts).
