@@ -372,30 +372,36 @@ static feri_tmpl_node *binary(parser *p, feri_tmpl_node *left, const feri_tmpl_t
   return b;
 }
 
-static feri_tmpl_node *pow_expr(parser *p) {
-  feri_tmpl_node *left = unary(p, true);
+static bool is_any_op(const feri_tmpl_tok *t, const char *const *ops) {
+  for (; *ops; ops++)
+    if (is_op(t, *ops)) return true;
+  return false;
+}
+
+/* operand (op operand)*, left-associative, op one of ops (NULL-terminated): one precedence level. */
+static feri_tmpl_node *operator_chain(parser *p, feri_tmpl_node *(*operand)(parser *), const char *const *ops) {
+  feri_tmpl_node *left = operand(p);
   int links = 0;
-  for (; is_op(cur(p), "**"); links++) {
+  for (; is_any_op(cur(p), ops); links++) {
     const feri_tmpl_tok *at = cur(p);
     enter(p);
     advance(p);
-    left = binary(p, left, at, unary(p, true));
+    left = binary(p, left, at, operand(p));
   }
   leave(p, links);
   return left;
 }
 
+static feri_tmpl_node *power_operand(parser *p) { return unary(p, true); }
+
+static feri_tmpl_node *pow_expr(parser *p) {
+  static const char *const OPS[] = {"**", NULL};
+  return operator_chain(p, power_operand, OPS);
+}
+
 static feri_tmpl_node *math2(parser *p) {
-  feri_tmpl_node *left = pow_expr(p);
-  int links = 0;
-  for (; is_op(cur(p), "*") || is_op(cur(p), "/") || is_op(cur(p), "//") || is_op(cur(p), "%"); links++) {
-    const feri_tmpl_tok *at = cur(p);
-    enter(p);
-    advance(p);
-    left = binary(p, left, at, pow_expr(p));
-  }
-  leave(p, links);
-  return left;
+  static const char *const OPS[] = {"*", "/", "//", "%", NULL};
+  return operator_chain(p, pow_expr, OPS);
 }
 
 static feri_tmpl_node *concat(parser *p) {
@@ -408,16 +414,8 @@ static feri_tmpl_node *concat(parser *p) {
 }
 
 static feri_tmpl_node *math1(parser *p) {
-  feri_tmpl_node *left = concat(p);
-  int links = 0;
-  for (; is_op(cur(p), "+") || is_op(cur(p), "-"); links++) {
-    const feri_tmpl_tok *at = cur(p);
-    enter(p);
-    advance(p);
-    left = binary(p, left, at, concat(p));
-  }
-  leave(p, links);
-  return left;
+  static const char *const OPS[] = {"+", "-", NULL};
+  return operator_chain(p, concat, OPS);
 }
 
 static feri_tmpl_node *compare(parser *p) {
