@@ -11,6 +11,8 @@ export PATH := $(HOME)/.cargo/bin:/usr/local/cuda/bin:$(PATH)
 
 BAZEL ?= bazel
 CARGO ?= cargo
+# Bazel's output directory, where //:libferrite_static puts the archive cargo links (FERRITE_LIB_DIR)
+LIB_DIR = $$($(BAZEL) info bazel-bin 2>/dev/null)
 
 .PHONY: run serve test setup check-fresh-deps build bazel-test cargo-test cargo-fallback bench-smoke bench-compare test-sanitize check-claims check-header bench bench-quick skipped
 
@@ -38,7 +40,7 @@ run: build
 	  echo; echo "ferrite generate --chat on $(RUN_MODEL):"; \
 	  ./bazel-bin/c/tools/ferrite generate --model "$(RUN_MODEL)" --chat --system "You are a helpful assistant." \
 	    --prompt "What is the capital of France?" --max-tokens 64 && \
-	  echo && FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) build --release -q -p ferrite-serve && \
+	  echo && FERRITE_LIB_DIR=$(LIB_DIR) $(CARGO) build --release -q -p ferrite-serve && \
 	  ./scripts/serve/demo.sh ./target/release/ferrite-serve "$(RUN_MODEL)"; \
 	else \
 	  echo; echo "make run: no model at $(RUN_MODEL) (scripts/setup.sh makes it);"; \
@@ -50,7 +52,7 @@ run: build
 SERVE_ARGS ?= --parallel 8
 serve: setup
 	$(BAZEL) build //:libferrite_static
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) build --release -p ferrite-serve
+	FERRITE_LIB_DIR=$(LIB_DIR) $(CARGO) build --release -p ferrite-serve
 	./target/release/ferrite-serve --model "$(RUN_MODEL)" $(SERVE_ARGS)
 
 test: setup check-fresh-deps bazel-test cargo-test bench-smoke cargo-fallback test-sanitize check-claims check-header
@@ -69,7 +71,6 @@ skipped:
 # CUDA entries and cudart_static), which `bazel test //...` has just built: the C is compiled once
 # for the release tests, not again by cc. cargo-fallback checks the cc build a plain `cargo test`
 # uses; the sanitizer stage runs the Rust tests again over Bazel's ASan archive.
-LIB_DIR = $$($(BAZEL) info bazel-bin 2>/dev/null)
 cargo-test:
 	$(BAZEL) build //:libferrite_static
 	FERRITE_LIB_DIR=$(LIB_DIR) $(CARGO) test --workspace
@@ -116,12 +117,12 @@ check-header:
 # Full criterion run (several minutes), then the table recorded in docs/BENCHMARKS.md.
 bench: build
 	$(BAZEL) build //:libferrite_static
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine -- --noplot
+	FERRITE_LIB_DIR=$(LIB_DIR) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine -- --noplot
 	$(CARGO) run -q -p ferrite-benches --bin bench-table -- target/criterion
 
 bench-quick: build
 	$(BAZEL) build //:libferrite_static
-	FERRITE_LIB_DIR=$$($(BAZEL) info bazel-bin 2>/dev/null) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine -- --noplot --warm-up-time 1 --measurement-time 1 --sample-size 10
+	FERRITE_LIB_DIR=$(LIB_DIR) $(CARGO) bench -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine -- --noplot --warm-up-time 1 --measurement-time 1 --sample-size 10
 	$(CARGO) run -q -p ferrite-benches --bin bench-table -- target/criterion
 
 # The base (merge-base with main) against the working tree, interleaved, with measured noise and
