@@ -20,18 +20,34 @@ closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflic
   --no-replaces --no-enhances $pkgs 2>/dev/null | grep -vE '^ ' | sed 's/:amd64$//' | sort -u)
 [ -n "$closure" ] || { echo "check-fresh-deps: apt-cache gave no Depends closure for setup's list"; exit 1; }
 
+# One dpkg -S for every crate directory (each call reads the whole package database: one per
+# crate took half a minute): "package: path" lines, mapped back to each crate below
+locked=$(awk '/^\[\[package\]\]/{n="";v=""} /^name = /{gsub(/"/,"",$3);n=$3}
+              /^version = /{gsub(/"/,"",$3);v=$3} /^source = "registry/{print n, v}' Cargo.lock)
+declare -A owner_of=()
+dirs=()
+while read -r name ver; do
+  [ -n "$name" ] && [ -d "$registry/$name-$ver" ] && dirs+=("$registry/$name-$ver")
+done <<<"$locked"
+if [ ${#dirs[@]} -gt 0 ]; then
+  while IFS= read -r line; do
+    pkg=${line%%: *}; path=${line#*: }
+    [ -n "${owner_of[$path]:-}" ] || owner_of[$path]=${pkg%%:*}
+  done < <(dpkg -S "${dirs[@]}" 2>/dev/null)
+fi
+
 miss=0; n=0
 while read -r name ver; do
+  [ -n "$name" ] || continue
   d=$registry/$name-$ver
   n=$((n+1))
   [ -d "$d" ] || { echo "crate $name $ver: not in the local registry ($d)"; miss=$((miss+1)); continue; }
-  owner=$(dpkg -S "$d" 2>/dev/null | head -1 | cut -d: -f1)
+  owner=${owner_of[$d]:-}
   if [ -z "$owner" ] || ! grep -qxF "$owner" <<<"$closure"; then
     echo "crate $name $ver comes from ${owner:-no package} (not pulled in by scripts/setup.sh's list)"
     miss=$((miss+1))
   fi
-done < <(awk '/^\[\[package\]\]/{n="";v=""} /^name = /{gsub(/"/,"",$3);n=$3}
-              /^version = /{gsub(/"/,"",$3);v=$3} /^source = "registry/{print n, v}' Cargo.lock)
+done <<<"$locked"
 [ "$n" -gt 0 ] || { echo "check-fresh-deps: no registry crates found in Cargo.lock"; exit 1; }
 echo "check-fresh-deps: $((n-miss))/$n locked registry crates pulled in by setup.sh's packages"
 
