@@ -82,6 +82,9 @@ enum fer_status_code {
   FER_STATUS_INVALID_UTF8 = 302,
   /** Every logit is masked (-inf) after processing: there is nothing to sample. */
   FER_STATUS_NO_CANDIDATES = 303,
+  /** A chat template raised an error (raise_exception) or failed while rendering this conversation;
+   *  the message is the template's own. The request's error, not the engine's. */
+  FER_STATUS_TEMPLATE_ERROR = 304,
 };
 typedef int32_t fer_status;
 
@@ -1776,7 +1779,8 @@ typedef int32_t fer_plan_policy;
  * (head-major|seq-major|token-major), FERRITE_KV_POLICY (bucketed|fixed), FERRITE_KV_DTYPE
  * (f32|f16|bf16), FERRITE_KV_MIN_BUCKET, FERRITE_PLAN (off|unconditional|address-stable),
  * FERRITE_WEIGHT_BUDGET, FERRITE_KV_BUDGET (bytes, with an optional K, M or G suffix),
- * FERRITE_MAX_SEQS, FERRITE_MAX_TOKENS. A recognised variable with a bad value is INVALID_ARG naming
+ * FERRITE_MAX_SEQS, FERRITE_MAX_TOKENS, FERRITE_CHAT_TEMPLATE (a path), FERRITE_TEMPLATE_NOW
+ * (YYYY-MM-DD). A recognised variable with a bad value is INVALID_ARG naming
  * it; other FERRITE_ names are left alone (tools use them). fer_engine_get_config reads back what
  * the engine runs with.
  */
@@ -1812,6 +1816,13 @@ typedef struct fer_engine_config {
   uint32_t max_tokens;
   /** NULL-terminated "NAME=value" strings to read FERRITE_* from (e.g. `environ`); NULL: none. */
   const char *const *environment;
+  /** A Jinja file whose template replaces the model's tokenizer.chat_template (llama.cpp's
+   *  --chat-template-file); NULL: the model's. Not a regular file, over 1 MiB, or a syntax error
+   *  is INVALID_ARG at creation. FERRITE_CHAT_TEMPLATE: the path. */
+  const char *chat_template_path;
+  /** The time the chat template's strftime_now formats, in seconds since 1970 UTC (reproducible
+   *  prompts); 0: the clock at each render. FERRITE_TEMPLATE_NOW: a date, YYYY-MM-DD (midnight UTC). */
+  int64_t chat_template_now_unix;
 } fer_engine_config;
 
 /** Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped
@@ -1848,7 +1859,8 @@ typedef struct fer_model_info {
   /** -1 when the model names none. */
   int32_t bos_id;
   int32_t eos_id;
-  /** The chat's end-of-turn id (<|im_end|>) when the model has one, else -1. */
+  /** The chat's end-of-turn id when the vocabulary has one of <|im_end|> (ChatML), <end_of_turn>
+   *  (Gemma), <|eot_id|> (Llama 3), <|end|> (Phi), in that order; else -1. */
   int32_t eot_id;
 } fer_model_info;
 
@@ -1864,18 +1876,98 @@ typedef struct fer_chat_message {
   const char *content;
 } fer_chat_message;
 
-/** Flags of fer_engine_chat_render. */
+/** Flags of chat rendering. */
 enum fer_chat_flag {
-  /** End with the opening of the assistant's turn. */
+  /** End with the opening of the assistant's turn (the template's add_generation_prompt). */
   FER_CHAT_ADD_GENERATION_PROMPT = 1,
+  /** Exactly what transformers renders: content part lists and system messages passed as they
+   *  are (without it, text parts are joined and a template without a system role gets the
+   *  system text in the next user turn, below). */
+  FER_CHAT_VERBATIM = 2,
 };
 
 /**
- * Renders a conversation with the model's chat template (tokenizer.chat_template). ChatML templates
- * (SmolLM2's, Qwen's) are recognised by their markers, including a default system message the
- * template writes literally when the conversation has none; any other template is UNSUPPORTED
- * (there is no template interpreter), as is a model without one. Writes NUL-terminated text into
- * out[0..cap) and its length to *out_len; BUFFER_TOO_SMALL with *out_len = the length needed.
+ * A chat template: Jinja source (a GGUF's tokenizer.chat_template, or a .jinja file) compiled by
+ * ferrite's own engine, rendered as Hugging Face transformers renders it (Jinja2 with trim_blocks
+ * and lstrip_blocks, loop controls, transformers' tojson, raise_exception and strftime_now).
+ * Immutable once made: one template may render from several threads at once.
+ */
+typedef struct fer_chat_template fer_chat_template;
+
+/** How a chat template is made. */
+typedef struct fer_chat_template_options {
+  /** sizeof(fer_chat_template_options) as the caller was compiled. */
+  uint32_t struct_size;
+  /** The texts the template sees as bos_token and eos_token (NULL: ""). */
+  const char *bos_token;
+  const char *eos_token;
+  /** The tool_use variant (tokenizer.chat_template.tool_use), rendered instead when a request has
+   *  a non-empty tools list; NULL: none. */
+  const char *tool_use_source;
+  uint64_t tool_use_source_bytes;
+  /** The time strftime_now formats, in seconds since 1970 UTC; 0: the clock at each render. */
+  int64_t now_unix;
+} fer_chat_template_options;
+
+/** Defaults: no special tokens, no tool_use variant, the clock. */
+fer_status fer_chat_template_options_init(fer_chat_template_options *options);
+
+/**
+ * Compiles source (source_bytes of UTF-8; need not be NUL-terminated). A syntax error is
+ * INVALID_ARG with "chat template: line L, column C: ..." (Jinja2's message); options may be NULL
+ * (the defaults). On failure *out_template is NULL.
+ */
+fer_status fer_chat_template_create(const char *source, uint64_t source_bytes, const fer_chat_template_options *options,
+                                    fer_chat_template **out_template);
+
+/** NULL is OK. */
+fer_status fer_chat_template_free(fer_chat_template *chat_template);
+
+/**
+ * Renders a conversation. request_json (request_bytes) is a JSON object as an OpenAI chat request
+ * carries it: {"messages": [...], "tools": [...], "documents": [...], "chat_template_kwargs":
+ * {...}}, all but messages optional, anything else ignored. The template sees the messages
+ * prepared as transformers prepares them (null members dropped; reasoning_content, thinking or
+ * reasoning given as both thinking and reasoning_content), tools and documents (or none),
+ * add_generation_prompt from flags, bos_token, eos_token, then chat_template_kwargs' members (an
+ * enable_thinking flag, say). Unless FER_CHAT_VERBATIM: content given as a list of text parts is
+ * their texts joined with newlines (another part type is INVALID_ARG: text only), and when the
+ * template has no system role (found by rendering a probe when it was made: it drops or refuses a
+ * system message) each run of system messages goes before the next user turn's content,
+ * newline-separated, as llama.cpp does. *out_text is NUL-terminated, allocated by the library:
+ * release it with fer_buffer_free; *out_len is its length. Failures (both outputs NULL and 0):
+ * INVALID_ARG for a request that is not as described (the message names the member) or unknown
+ * flags; TEMPLATE_ERROR when the template raises (Gemma's "Conversation roles must alternate
+ * user/assistant/user/assistant/...") or fails on this conversation, with its message;
+ * UNSUPPORTED for a construct the engine lacks; BUDGET_EXCEEDED past the render's limits (64 MiB
+ * of text, 16M steps).
+ */
+fer_status fer_chat_template_apply(const fer_chat_template *chat_template, const char *request_json, uint64_t request_bytes,
+                                   uint32_t flags, char **out_text, uint64_t *out_len);
+
+/**
+ * The engine's chat template: fer_engine_config.chat_template_path's when given, else the file's
+ * tokenizer.chat_template (with its tool_use variant), with the vocabulary's BOS and EOS texts;
+ * owned by the engine. A model file without one is UNSUPPORTED with a message that names the
+ * override (a base model: --chat-template FILE in the CLI and ferrite-serve); *out_template NULL.
+ */
+fer_status fer_engine_chat_template(const fer_engine *engine, const fer_chat_template **out_template);
+
+/**
+ * The engine's chat template applied to a request: fer_chat_template_apply on the template of
+ * fer_engine_chat_template, whose failures it returns; strftime_now reads the clock unless
+ * FERRITE_TEMPLATE_NOW=YYYY-MM-DD is in the engine's environment. The text is the prompt to encode
+ * with FER_ENCODE_ADD_SPECIAL: where that encoding adds BOS (or EOS) itself, a BOS text the
+ * template wrote at the start (or an EOS text at the end) is dropped, so the prompt does not get
+ * two (llama.cpp's rule).
+ */
+fer_status fer_engine_chat_apply(const fer_engine *engine, const char *request_json, uint64_t request_bytes, uint32_t flags,
+                                 char **out_text, uint64_t *out_len);
+
+/**
+ * fer_engine_chat_apply for a list of plain messages (role and content strings), into the caller's
+ * buffer: NUL-terminated text into out[0..cap) and its length to *out_len; BUFFER_TOO_SMALL with
+ * *out_len = the length needed (nothing written).
  */
 fer_status fer_engine_chat_render(const fer_engine *engine, const fer_chat_message *messages, size_t n_messages,
                                   uint32_t flags, char *out, size_t cap, size_t *out_len);

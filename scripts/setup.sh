@@ -15,6 +15,7 @@ packages=(
   librust-proptest-dev librust-proptest+default-dev  # +default: bit-set, rusty-fork, wait-timeout (not a Depends of the base)
   librust-libc-dev
   librust-half-dev librust-rand-dev librust-rand-chacha-dev librust-serde-json-dev
+  librust-indexmap-dev      # serde_json's preserve_order (ferrite-serve keeps a request's key order for the chat template)
   librust-tempfile-dev librust-flate2-dev  # flate2: the tokenizer's gzipped golden ids
   librust-tokio-dev librust-hyper-dev      # ferrite-serve (serve/): hyper 0.14's server on tokio
   libpcre2-dev libcjson-dev libutf8proc-dev  # tokenizer: split regexes (JIT), tokenizer.json, Unicode forms

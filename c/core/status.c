@@ -59,6 +59,7 @@ const char *fer_status_str(fer_status status) {
     case FER_STATUS_CORRUPT: return "corrupt input";
     case FER_STATUS_INVALID_UTF8: return "invalid UTF-8";
     case FER_STATUS_NO_CANDIDATES: return "every logit is masked: nothing to sample";
+    case FER_STATUS_TEMPLATE_ERROR: return "the chat template raised an error";
     default: return "unknown status";
   }
 }

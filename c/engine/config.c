@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat_template.h"
 #include "core/status.h"
 
 fer_status fer_engine_config_init(fer_engine_config *c) {
@@ -99,6 +100,8 @@ fer_status feri_engine_config_apply_env(fer_engine_config *c, const char *const 
     else if (IS("FERRITE_KV_BUDGET")) ok = parse_bytes(v, &c->kv_budget_bytes);
     else if (IS("FERRITE_MAX_SEQS")) ok = parse_u32(v, &c->max_seqs);
     else if (IS("FERRITE_MAX_TOKENS")) ok = parse_u32(v, &c->max_tokens);
+    else if (IS("FERRITE_CHAT_TEMPLATE")) ok = *v != '\0', c->chat_template_path = v;
+    else if (IS("FERRITE_TEMPLATE_NOW")) ok = feri_chat_parse_date(v, &c->chat_template_now_unix);
     else known = 0; /* FERRITE_DATA_DIR and the like belong to tools */
 #undef IS
     if (known && !ok)
@@ -130,5 +133,7 @@ fer_status feri_engine_config_check(const fer_engine_config *c) {
   if (c->max_seqs == 0 || c->max_seqs > 4096)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: max_seqs %u (1 .. 4096)", fn, c->max_seqs);
   if (c->max_tokens > (1u << 20)) return feri_fail(FER_STATUS_INVALID_ARG, "%s: max_tokens %u > 2^20", fn, c->max_tokens);
+  if (c->chat_template_path && !*c->chat_template_path)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: chat_template_path is empty", fn);
   return FER_STATUS_OK;
 }

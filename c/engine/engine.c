@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "core/status.h"
-#include "engine/chat.h"
+#include "chat/chat_gguf.h"
+#include "core/file.h"
 #include "engine/config.h"
 #include "engine/engine_internal.h"
 #include "gguf/gguf.h"
@@ -41,6 +42,8 @@ static void engine_release(fer_engine *e) {
   fer_governor_free(e->gov);
   free(e->scratch_logits);
   free(e->path_copy);
+  fer_chat_template_free(e->chat);
+  free(e->chat_path_copy);
   free(e);
 }
 
@@ -53,10 +56,64 @@ static void fill_info(fer_engine *e) {
   fer_tokenizer_info ti;
   fer_tokenizer_get_info(e->tok, &ti);
   i->bos_id = ti.bos_id, i->eos_id = ti.eos_id, i->eot_id = -1;
+  /* the end of a chat turn, by the texts the common templates close a turn with: ChatML's,
+   * Gemma's, Llama 3's, Phi's */
+  static const char *const eot[] = {"<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>"};
   int32_t id;
-  /* the end of a chat turn: ChatML's, or Gemma's */
-  if (fer_tokenizer_token_to_id(e->tok, "<|im_end|>", 10, &id) == FER_STATUS_OK) i->eot_id = id;
-  else if (fer_tokenizer_token_to_id(e->tok, "<end_of_turn>", 13, &id) == FER_STATUS_OK) i->eot_id = id;
+  for (size_t k = 0; k < sizeof eot / sizeof eot[0] && i->eot_id < 0; k++)
+    if (fer_tokenizer_token_to_id(e->tok, eot[k], strlen(eot[k]), &id) == FER_STATUS_OK) i->eot_id = id;
+}
+
+/* The chat template: the override file's (its failures fail the creation: the caller asked for
+ * it), else the model's. A model without one, or with one that does not compile, still runs
+ * plain prompts; chat calls then fail with chat_error. */
+/* The special texts the tokenizer adds around an encoding (chat_added_bos/eos): found by encoding
+ * nothing with FER_ENCODE_ADD_SPECIAL. */
+static void find_added_specials(fer_engine *e, const feri_gguf *g) {
+  int32_t ids[4];
+  size_t n = 0;
+  fer_tokenizer_info ti;
+  fer_tokenizer_get_info(e->tok, &ti);
+  if (fer_tokenizer_encode(e->tok, "", 0, FER_ENCODE_ADD_SPECIAL, ids, 4, &n) != FER_STATUS_OK) n = 0;
+  if (n > 0 && ti.bos_id >= 0 && ids[0] == ti.bos_id)
+    feri_chat_special_text(g, "tokenizer.ggml.bos_token_id", e->chat_added_bos, sizeof e->chat_added_bos);
+  if (n > 0 && ti.eos_id >= 0 && ids[n - 1] == ti.eos_id && (n > 1 || ti.bos_id != ti.eos_id))
+    feri_chat_special_text(g, "tokenizer.ggml.eos_token_id", e->chat_added_eos, sizeof e->chat_added_eos);
+}
+
+static fer_status open_chat_template(fer_engine *e, const feri_gguf *g) {
+  static const char *const fn = "fer_engine_create";
+  fer_status st;
+  char why[400];
+  size_t wl;
+  find_added_specials(e, g);
+  if (e->cfg.chat_template_path) {
+    if (!(e->chat_path_copy = strdup(e->cfg.chat_template_path))) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: path", fn);
+    e->cfg.chat_template_path = e->chat_path_copy;
+    char *src = NULL;
+    size_t n = 0;
+    if ((st = feri_file_read_all(e->chat_path_copy, "fer_engine_create: chat_template_path", &src, &n)) != FER_STATUS_OK) return st;
+    if (n > (1u << 20)) {
+      free(src);
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: chat_template_path '%s' is %zu bytes (a template is at most 1 MiB)", fn,
+                       e->chat_path_copy, n);
+    }
+    st = feri_chat_template_from_gguf(g, src, n, e->cfg.chat_template_now_unix, &e->chat);
+    free(src);
+    if (st != FER_STATUS_OK) {
+      fer_last_error_message(why, sizeof why, &wl);
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: chat_template_path '%s': %s", fn, e->chat_path_copy, why);
+    }
+    return FER_STATUS_OK;
+  }
+  if ((e->chat_status = feri_chat_template_from_gguf(g, NULL, 0, e->cfg.chat_template_now_unix, &e->chat)) != FER_STATUS_OK) {
+    fer_last_error_message(why, sizeof why, &wl);
+    why[sizeof why - 1] = '\0';
+    if (e->chat_status == FER_STATUS_UNSUPPORTED) snprintf(e->chat_error, sizeof e->chat_error, "%s", why);
+    else snprintf(e->chat_error, sizeof e->chat_error, "the model file's tokenizer.chat_template does not compile (%s); give "
+                  "one with --chat-template FILE.jinja (fer_engine_config.chat_template_path)", why);
+  }
+  return FER_STATUS_OK;
 }
 
 static fer_status open_parts(fer_engine *e) {
@@ -92,18 +149,8 @@ static fer_status open_parts(fer_engine *e) {
     uint64_t granule;
     if ((st = feri_llama_kv_geometry(e->model, 1, &e->seq_opts, &g, &granule)) != FER_STATUS_OK) return st;
   }
-  /* the chat format is optional: a model without a ChatML template still runs */
-  const char *tmpl = NULL;
-  size_t tlen = 0;
-  if (feri_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &tlen) != FER_STATUS_OK) tmpl = NULL;
-  const char *arch = feri_llama_arch_name(mc->arch);
-  e->chat_status = feri_chat_format_for(tmpl, tlen, arch, strlen(arch), &e->chat);
-  if (e->chat_status != FER_STATUS_OK) {
-    size_t len;
-    fer_last_error_message(e->chat_error, sizeof e->chat_error, &len);
-  }
   fill_info(e);
-  return FER_STATUS_OK;
+  return open_chat_template(e, g);
 }
 
 fer_status fer_engine_create(const fer_engine_config *config, fer_engine **out) {
@@ -136,7 +183,7 @@ fer_status fer_engine_create(const fer_engine_config *config, fer_engine **out) 
     engine_release(e);
     return feri_error_restore(&keep, st);
   }
-  feri_error_clear(); /* a model without a ChatML template is not an error of creation */
+  feri_error_clear(); /* a model without a chat template is not an error of creation */
   *out = e;
   return FER_STATUS_OK;
 }
@@ -179,6 +226,72 @@ fer_status fer_engine_tokenizer(const fer_engine *e, const fer_tokenizer **out) 
   return FER_STATUS_OK;
 }
 
+fer_status fer_engine_chat_template(const fer_engine *e, const fer_chat_template **out) {
+  static const char *const fn = "fer_engine_chat_template";
+  feri_error_clear();
+  if (out) *out = NULL;
+  if (!e || !out) return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
+  if (!e->chat) return feri_fail(e->chat_status, "%s", e->chat_error);
+  *out = e->chat;
+  return FER_STATUS_OK;
+}
+
+fer_status fer_engine_chat_apply(const fer_engine *e, const char *request, uint64_t request_bytes, uint32_t flags, char **out_text,
+                                 uint64_t *out_len) {
+  static const char *const fn = "fer_engine_chat_apply";
+  feri_error_clear();
+  if (out_text) *out_text = NULL;
+  if (out_len) *out_len = 0;
+  if (!e || !out_text || !out_len || (!request && request_bytes)) return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
+  if (!e->chat) return feri_fail(e->chat_status, "%s", e->chat_error);
+  const fer_status st = fer_chat_template_apply(e->chat, request, request_bytes, flags, out_text, out_len);
+  if (st != FER_STATUS_OK) return st;
+  /* llama.cpp's rule against a doubled BOS (or EOS): the template may write it, the encoding adds it */
+  char *t = *out_text;
+  size_t n = (size_t)*out_len;
+  const size_t b = strlen(e->chat_added_bos), x = strlen(e->chat_added_eos);
+  if (b && n >= b && memcmp(t, e->chat_added_bos, b) == 0) memmove(t, t + b, (n -= b) + 1);
+  if (x && n >= x && memcmp(t + n - x, e->chat_added_eos, x) == 0) t[n -= x] = '\0';
+  *out_len = n;
+  return FER_STATUS_OK;
+}
+
+/* JSON string body of s (quotes and backslashes escaped, control characters as \u00XX) */
+static size_t json_escape(char *out, const char *s) {
+  size_t w = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') {
+      if (out) out[w] = '\\', out[w + 1] = (char)*p;
+      w += 2;
+    } else if (*p < 0x20) {
+      if (out) snprintf(out + w, 7, "\\u%04x", *p);
+      w += 6;
+    } else {
+      if (out) out[w] = (char)*p;
+      w += 1;
+    }
+  }
+  return w;
+}
+
+/* {"messages":[{"role":"..","content":".."},...]} into out (NULL: measure); its length */
+static size_t messages_json(char *out, const fer_chat_message *m, size_t n) {
+  size_t w = 0;
+#define PUT(lit) (out ? memcpy(out + w, lit, sizeof lit - 1) : NULL, w += sizeof lit - 1)
+  PUT("{\"messages\":[");
+  for (size_t i = 0; i < n; i++) {
+    if (i) PUT(",");
+    PUT("{\"role\":\"");
+    w += json_escape(out ? out + w : NULL, m[i].role);
+    PUT("\",\"content\":\"");
+    w += json_escape(out ? out + w : NULL, m[i].content);
+    PUT("\"}");
+  }
+  PUT("]}");
+#undef PUT
+  return w;
+}
+
 fer_status fer_engine_chat_render(const fer_engine *e, const fer_chat_message *messages, size_t n, uint32_t flags,
                                   char *out, size_t cap, size_t *out_len) {
   static const char *const fn = "fer_engine_chat_render";
@@ -186,8 +299,24 @@ fer_status fer_engine_chat_render(const fer_engine *e, const fer_chat_message *m
   if (out_len != NULL) *out_len = 0;
   if (e == NULL || out_len == NULL || (n > 0 && messages == NULL) || (cap > 0 && out == NULL))
     return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
-  if (e->chat_status != FER_STATUS_OK) return feri_fail(e->chat_status, "%s: %s", fn, e->chat_error);
-  return feri_chat_render(&e->chat, messages, n, flags, out, cap, out_len);
+  for (size_t i = 0; i < n; i++)
+    if (messages[i].role == NULL || messages[i].content == NULL)
+      return feri_fail(FER_STATUS_NULL_ARG, "%s: message %zu has a NULL role or content", fn, i);
+  if (!e->chat) return feri_fail(e->chat_status, "%s", e->chat_error);
+  const size_t need = messages_json(NULL, messages, n);
+  char *req = malloc(need + 1);
+  if (!req) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
+  messages_json(req, messages, n);
+  char *text = NULL;
+  uint64_t len = 0;
+  fer_status st = fer_engine_chat_apply(e, req, need, flags, &text, &len);
+  free(req);
+  if (st != FER_STATUS_OK) return st;
+  *out_len = (size_t)len;
+  if (len >= cap) st = feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: %llu bytes needed, %zu given", fn, (unsigned long long)len + 1, cap);
+  else memcpy(out, text, (size_t)len + 1);
+  free(text);
+  return st;
 }
 
 fer_status fer_engine_seq_create(fer_engine *e, uint32_t max_tokens, fer_engine_seq **out) {

@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/chat.h"
 #include "ferrite.h"
 #include "model/llama.h"
 
@@ -20,9 +19,13 @@ struct fer_engine {
   fer_governor *gov;
   feri_llama_batch *batch;
   feri_llama_seq_options seq_opts;
-  feri_chat_format chat;
-  fer_status chat_status; /* why the chat format was not recognised */
-  char chat_error[256];
+  fer_chat_template *chat; /* NULL: none (chat_status and chat_error say why) */
+  fer_status chat_status;
+  char chat_error[640];
+  char *chat_path_copy;    /* cfg.chat_template_path's copy */
+  /* the BOS and EOS texts encoding with FER_ENCODE_ADD_SPECIAL adds itself, which a render's text
+   * loses at its start and end ("": the tokenizer adds none) */
+  char chat_added_bos[128], chat_added_eos[128];
   fer_model_info info;
   float *scratch_logits; /* a prefill's logits when the caller wants none */
   uint32_t live_seqs;

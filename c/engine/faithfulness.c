@@ -170,13 +170,14 @@ static fer_status read_conversations(fer_engine *e, const fer_tokenizer *tok, co
   return st;
 }
 
-fer_status feri_faith_corpus_build(const char *model_path, const char *prose_path, uint32_t n_prose,
-                                   const char *chats_path, uint32_t max_conversations, feri_faith_corpus *out) {
+fer_status feri_faith_corpus_build(const char *model_path, const char *chat_template_path, const char *prose_path,
+                                   uint32_t n_prose, const char *chats_path, uint32_t max_conversations, feri_faith_corpus *out) {
   if (out == NULL || model_path == NULL) return feri_fail(FER_STATUS_NULL_ARG, "feri_faith_corpus_build: NULL argument");
   memset(out, 0, sizeof *out);
   fer_engine_config cfg;
   fer_engine_config_init(&cfg);
   cfg.model_path = model_path;
+  cfg.chat_template_path = chat_template_path;
   cfg.n_threads = 1;
   cfg.max_seqs = 1;
   fer_engine *e = NULL;

@@ -33,11 +33,12 @@ typedef struct feri_faith_corpus {
 
 /* Builds the corpus for the model at model_path: the first n_prose tokens of prose_path's text (as
  * one sequence; none when prose_path is NULL or n_prose is 0) and every conversation of chats_path
- * (NULL: none) rendered by fer_engine_chat_render, each tokenized with FER_ENCODE_ADD_SPECIAL (the
- * model's BOS where it has one). At most max_conversations conversations (0: all). INVALID_ARG
+ * (NULL: none) rendered by fer_engine_chat_render with the file's chat template or the one at
+ * chat_template_path (NULL: the file's; the Gemma 3 270M base file has none), each tokenized with
+ * FER_ENCODE_ADD_SPECIAL (the model's BOS where it has one). At most max_conversations conversations (0: all). INVALID_ARG
  * naming the line of a malformed conversation file; *out zeroed on failure. */
-fer_status feri_faith_corpus_build(const char *model_path, const char *prose_path, uint32_t n_prose,
-                                   const char *chats_path, uint32_t max_conversations, feri_faith_corpus *out);
+fer_status feri_faith_corpus_build(const char *model_path, const char *chat_template_path, const char *prose_path,
+                                   uint32_t n_prose, const char *chats_path, uint32_t max_conversations, feri_faith_corpus *out);
 
 /* The corpus as text, one sequence a line: "prose|chat N id id ..." (what the llama.cpp helper
  * scripts/model/llamacpp_kl_logits.cpp reads), and back. */

@@ -2,7 +2,7 @@
  * model file; scripts/model/faithfulness.sh runs it with llama.cpp's logits beside ferrite's.
  *
  * usage: faithfulness --model M.gguf [--prose FILE --n-prose N] [--chats FILE [--max-chats N]]
- *                     [--corpus IDS.txt] [--write-corpus IDS.txt] [--routes R,R,...]
+ *                     [--chat-template FILE.jinja] [--corpus IDS.txt] [--write-corpus IDS.txt] [--routes R,R,...]
  *                     [--peer NAME=LOGITS.bin]... [--threads N]
  * A route is MATMUL/KV: i8 or exact, and f32, f16, bf16 or q8_0 (default: every pair but
  * exact/f32, the reference). With --write-corpus and neither --routes nor --peer, only the corpus is
@@ -21,7 +21,7 @@ enum { MAX_ROUTES = 16 };
 static int usage(void) {
   fprintf(stderr,
           "usage: faithfulness --model M.gguf [--prose FILE --n-prose N] [--chats FILE [--max-chats N]]\n"
-          "                    [--corpus IDS.txt] [--write-corpus IDS.txt] [--routes i8/f32,exact/f16,...]\n"
+          "                    [--chat-template FILE.jinja] [--corpus IDS.txt] [--write-corpus IDS.txt] [--routes i8/f32,exact/f16,...]\n"
           "                    [--peer NAME=LOGITS.bin]... [--threads N]\n");
   return 2;
 }
@@ -55,7 +55,7 @@ static void print_stats(const char *what, const feri_faith_stats *s) {
 }
 
 int main(int argc, char **argv) {
-  const char *model = NULL, *prose = NULL, *chats = NULL, *corpus_in = NULL, *corpus_out = NULL;
+  const char *model = NULL, *chat_template = NULL, *prose = NULL, *chats = NULL, *corpus_in = NULL, *corpus_out = NULL;
   uint32_t n_prose = 0, max_chats = 0, threads = 0;
   feri_faith_route routes[MAX_ROUTES];
   size_t n_routes = 0;
@@ -67,6 +67,7 @@ int main(int argc, char **argv) {
     if (strcmp(a, "--model") == 0) model = v;
     else if (strcmp(a, "--prose") == 0) prose = v;
     else if (strcmp(a, "--chats") == 0) chats = v;
+    else if (strcmp(a, "--chat-template") == 0) chat_template = v;
     else if (strcmp(a, "--corpus") == 0) corpus_in = v;
     else if (strcmp(a, "--write-corpus") == 0) corpus_out = v;
     else if (strcmp(a, "--n-prose") == 0) { if (!parse_u32(v, &n_prose)) return usage(); }
@@ -109,7 +110,7 @@ int main(int argc, char **argv) {
   size_t len;
   feri_faith_corpus c;
   fer_status st = corpus_in ? feri_faith_corpus_read(corpus_in, &c)
-                            : feri_faith_corpus_build(model, prose, n_prose, chats, max_chats, &c);
+                            : feri_faith_corpus_build(model, chat_template, prose, n_prose, chats, max_chats, &c);
   if (st != FER_STATUS_OK) {
     fer_last_error_message(msg, sizeof msg, &len);
     fprintf(stderr, "faithfulness: %s\n", msg);

@@ -10,7 +10,7 @@
  * sanitizer build.
  * With "kv", also what f16 and Q8_0 K and V cost against f32 on the exact route (C-ENG-303).
  * usage: faithfulness_test FILE.gguf GOLDEN [kv]
- * EVIDENCE: C-ENG-301 C-ENG-302 C-ENG-303 */
+ * EVIDENCE: C-ENG-301 C-ENG-302 C-ENG-303 C-GEM-006 (the Gemma 3 corpus through gemma-turns.jinja) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,8 +75,15 @@ static void test_kv_dtype_cost(const char *path, const feri_faith_corpus *c, fer
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3 && !(argc == 4 && strcmp(argv[3], "kv") == 0)) {
-    fprintf(stderr, "usage: faithfulness_test FILE.gguf GOLDEN [kv]\n");
+  bool kv = false;
+  const char *chat_template = NULL; /* the file's own */
+  for (int i = 3; i < argc; i++) {
+    if (strcmp(argv[i], "kv") == 0) kv = true;
+    else if (strcmp(argv[i], "--chat-template") == 0 && i + 1 < argc) chat_template = argv[++i];
+    else argc = 0;
+  }
+  if (argc < 3) {
+    fprintf(stderr, "usage: faithfulness_test FILE.gguf GOLDEN [kv] [--chat-template FILE.jinja]\n");
     return 2;
   }
   test_kl_basics();
@@ -95,7 +102,7 @@ int main(int argc, char **argv) {
   CHECK(read_golden(argv[2], argv[1], route, &n_prose, &max_chats, &ours, &peer));
   CHECK(ours.found && peer.found);
   feri_faith_corpus c;
-  CHECK_STATUS(feri_faith_corpus_build(path, "testdata/model/perplexity-text.txt", n_prose,
+  CHECK_STATUS(feri_faith_corpus_build(path, chat_template, "testdata/model/perplexity-text.txt", n_prose,
                                        "testdata/model/faithfulness-chats.txt", max_chats, &c),
                FER_STATUS_OK);
   fer_engine_config defaults;
@@ -122,7 +129,7 @@ int main(int argc, char **argv) {
   CHECK(a->kl_mean <= 1.10 * ours.kl_mean);
   CHECK(a->kl_p99 <= 1.25 * ours.kl_p99);
   CHECK(top1 >= ours.top1 - 0.005);
-  if (argc == 4) test_kv_dtype_cost(path, &c, pool);
+  if (kv) test_kv_dtype_cost(path, &c, pool);
   fer_threadpool_free(pool);
   feri_faith_corpus_free(&c);
   return feri_test_finish("faithfulness_test");

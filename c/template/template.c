@@ -89,13 +89,41 @@ void feri_tmpl_free(feri_tmpl *t) {
   free(t);
 }
 
+typedef struct json_context {
+  const char *text;
+  size_t len;
+} json_context;
+
+/* the members of a JSON object as the variables */
+static const feri_tmpl *vars_from_json(feri_tmpl_rt *rt, feri_tmpl_dict *vars, void *arg) {
+  const json_context *j = arg;
+  if (!j->len) return NULL;
+  const feri_tmpl_value ctx = feri_tmpl_json_parse(rt, j->text, j->len);
+  if (ctx.kind != FERI_TMPL_DICT) feri_tmpl_throw(rt, FER_STATUS_BAD_FORMAT, "the context must be a JSON object");
+  *vars = *ctx.u.dict;
+  return NULL;
+}
+
 fer_status feri_tmpl_render(const feri_tmpl *t, const char *context_json, size_t len, const feri_tmpl_options *opt, char **out,
                             size_t *out_len) {
+  if (!context_json && len) {
+    feri_error_clear();
+    feri_tmpl_raised = false;
+    if (out) *out = NULL;
+    if (out_len) *out_len = 0;
+    return feri_fail(FER_STATUS_NULL_ARG, "feri_tmpl_render: a NULL argument");
+  }
+  json_context j = {context_json, len};
+  return feri_tmpl_render_vars(t, vars_from_json, &j, opt, out, out_len);
+}
+
+fer_status feri_tmpl_render_vars(const feri_tmpl *t, feri_tmpl_vars_fn vars, void *arg, const feri_tmpl_options *opt,
+                                 char **out, size_t *out_len) {
   feri_error_clear();
   feri_tmpl_raised = false;
   if (out) *out = NULL;
   if (out_len) *out_len = 0;
-  if (!t || !out || !out_len || (!context_json && len)) return feri_fail(FER_STATUS_NULL_ARG, "feri_tmpl_render: a NULL argument");
+  if (!t || !vars || !out || !out_len) return feri_fail(FER_STATUS_NULL_ARG, "feri_tmpl_render: a NULL argument");
   feri_tmpl_options o = {0};
   if (opt) memcpy(&o, opt, opt->struct_size && opt->struct_size < sizeof o ? opt->struct_size : sizeof o);
   else o.now_unix = (int64_t)time(NULL);
@@ -113,11 +141,7 @@ fer_status feri_tmpl_render(const feri_tmpl *t, const char *context_json, size_t
     return st;
   }
   feri_tmpl_frame root = {0};
-  if (len) {
-    const feri_tmpl_value ctx = feri_tmpl_json_parse(rt, context_json, len);
-    if (ctx.kind != FERI_TMPL_DICT) feri_tmpl_throw(rt, FER_STATUS_BAD_FORMAT, "the context must be a JSON object");
-    root.vars = *ctx.u.dict;
-  }
+  const feri_tmpl *chosen = vars(rt, &root.vars, arg);
   feri_tmpl_buf text = {0};
   feri_tmpl_buf_put(rt, &text, "", 0);
   feri_tmpl_eval ev = {
@@ -129,7 +153,7 @@ fer_status feri_tmpl_render(const feri_tmpl *t, const char *context_json, size_t
       .max_depth = o.max_depth ? (int)(o.max_depth < 100000 ? o.max_depth : 100000) : 512,
       .now_unix = o.now_unix,
   };
-  feri_tmpl_exec(&ev, &t->body);
+  feri_tmpl_exec(&ev, chosen ? &chosen->body : &t->body);
   char *s = malloc(text.n + 1);
   if (!s) feri_tmpl_throw(rt, FER_STATUS_OUT_OF_MEMORY, "out of memory");
   memcpy(s, text.p, text.n + 1);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "ferrite.h"
+#include "template/value.h"
 
 typedef struct feri_tmpl feri_tmpl;
 
@@ -50,6 +51,17 @@ void feri_tmpl_free(feri_tmpl *t);
  * opt may be NULL (defaults, the current time). */
 fer_status feri_tmpl_render(const feri_tmpl *t, const char *context_json, size_t len, const feri_tmpl_options *opt, char **out,
                             size_t *out_len);
+
+/* Fills the render's variables (vars, empty on entry) from arg, with values in rt's arena, and
+ * returns the template to render: the one given, or another (a named variant the variables call
+ * for); may throw (feri_tmpl_throw) to fail the render with that status and message. */
+typedef const feri_tmpl *(*feri_tmpl_vars_fn)(feri_tmpl_rt *rt, feri_tmpl_dict *vars, void *arg);
+
+/* feri_tmpl_render, with the variables made by vars(rt, dict, arg) instead of parsed from JSON
+ * (c/chat builds them from a request: messages prepared as transformers prepares them), and the
+ * template vars returns rendered (t when it returns NULL). */
+fer_status feri_tmpl_render_vars(const feri_tmpl *t, feri_tmpl_vars_fn vars, void *arg, const feri_tmpl_options *opt,
+                                 char **out, size_t *out_len);
 
 /* Whether the calling thread's last feri_tmpl_render failed because the template called
  * raise_exception (as transformers raises TemplateError). */

@@ -6,7 +6,8 @@
  * tokenizer.json by content (not by name) and prints the library's ids; non-regular files (a
  * directory, a FIFO without a writer) are refused, not read or waited on. The tiny model
  * (`ferrite tiny-model`) serves where a model is needed; the cached Qwen2.5 tokenizer.json and the
- * SmolLM2 GGUF are SKIPPED when absent. EVIDENCE: C-CLI-001 C-CLI-002 C-CLI-003 C-CLI-004 */
+ * SmolLM2 GGUF are SKIPPED when absent. chat-template prints a render byte for byte, a template's
+ * raise as "template error: ..." with exit 1. EVIDENCE: C-CLI-001 C-CLI-002 C-CLI-003 C-CLI-004 C-CHAT-005 */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -175,7 +176,8 @@ static void test_usage_errors(void) {
 static void test_help(void) {
   static const struct { const char *cmd, *usage; } cmds[] = {
       {"info", "usage: ferrite info"}, {"generate", "usage: ferrite generate"},
-      {"tiny-model", "usage: ferrite tiny-model"}, {"tokenize", "usage: ferrite tokenize"}};
+      {"tiny-model", "usage: ferrite tiny-model"}, {"tokenize", "usage: ferrite tokenize"},
+      {"chat-template", "usage: ferrite chat-template"}};
   for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
     expect(A(cmds[c].cmd, "--help"), 0, NULL, cmds[c].usage);
     CHECK(R.err[0] == '\0');
@@ -270,6 +272,76 @@ static void test_tokenize(void) {
   CHECK(strstr(R.err, "(read as tokenizer.json)") != NULL);
 }
 
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fwrite(text, 1, strlen(text), f) == strlen(text));
+  if (f) fclose(f);
+}
+
+/* C-CHAT-005: `ferrite chat-template` prints the render and nothing else (the exact bytes: no
+ * newline added), takes the special tokens from the messages file with --template and from the
+ * vocabulary with --model, reads FERRITE_TEMPLATE_NOW; a raise is "template error: MESSAGE" on
+ * stderr with exit 1; --as-served merges a system message the template refuses. generate's
+ * --chat-template gives a template to a file without one. */
+static void test_chat_template(void) {
+  char tmpl[700], raises[700], msgs[700], bad_json[700], out[64];
+  snprintf(tmpl, sizeof tmpl, "%s/t.jinja", dir);
+  snprintf(raises, sizeof raises, "%s/raises.jinja", dir);
+  snprintf(msgs, sizeof msgs, "%s/messages.json", dir);
+  snprintf(bad_json, sizeof bad_json, "%s/bad.json", dir);
+  write_text(tmpl, "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+                   "{% if tools %}tools: {{ tools | tojson }}\n{% endif %}{% if add_generation_prompt %}[assistant]"
+                   "{% endif %}{{ eos_token }} {{ strftime_now('%Y-%m-%d') }}\n");
+  write_text(raises, "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}"
+                     "{% endif %}<{{ m.role }}>{{ m.content }}{% endfor %}");
+  write_text(msgs, "{\"bos_token\": \"<s>\", \"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+                   "{\"role\": \"user\", \"content\": \"Caf\u00e9 \\\"x\\\" \\u4f60\"}], \"tools\": [{\"type\": \"function\", "
+                   "\"function\": {\"name\": \"f\", \"parameters\": {\"x\": 1.0}}}]}");
+  write_text(bad_json, "{\"messages\": [");
+  setenv("FERRITE_TEMPLATE_NOW", "2026-01-15", 1);
+  expect(A("chat-template", "--template", tmpl, "--messages", msgs), 0, "", NULL);
+  static const char WANT[] = "<s>[system] Be brief.\n[user] Caf\u00e9 \"x\" \u4f60\ntools: [{\"type\": \"function\", \"function\": "
+                             "{\"name\": \"f\", \"parameters\": {\"x\": 1.0}}}]\n[assistant] 2026-01-15"; /* the source's last \n dropped, as Jinja2 does */
+  CHECK(strcmp(R.out, WANT) == 0);
+  if (strcmp(R.out, WANT) != 0) fprintf(stderr, "  got  [%s]\n  want [%s]\n", R.out, WANT);
+  expect(A("chat-template", "--no-generation-prompt", "--template", tmpl, "--messages", msgs), 0, "", NULL);
+  CHECK(strstr(R.out, "[assistant]") == NULL && strstr(R.out, "]\n 2026-01-15"));
+  expect(A("chat-template", "--template", raises, "--messages", msgs), 1, "template error: System role not supported\n", "");
+  expect(A("chat-template", "--template", raises, "--messages", msgs, "--as-served"), 0, "", NULL);
+  CHECK(strcmp(R.out, "<user>Be brief.\nCaf\u00e9 \"x\" \u4f60") == 0);
+  expect(A("chat-template", "--template", tmpl, "--messages", bad_json), 1, "request: ", "");
+  expect(A("chat-template", "--model", tiny, "--messages", msgs), 1, "no chat template", "");
+  CHECK(strstr(R.err, "--template FILE.jinja") != NULL);
+  setenv("FERRITE_TEMPLATE_NOW", "2026-02-30", 1);
+  expect(A("chat-template", "--template", tmpl, "--messages", msgs), 2, "FERRITE_TEMPLATE_NOW \"2026-02-30\"", "");
+  unsetenv("FERRITE_TEMPLATE_NOW");
+  expect(A("chat-template", "--template", tmpl, "--messages", msgs), 0, "", NULL); /* the clock: this century */
+  CHECK(strstr(R.out, "[assistant] 20") != NULL);
+  expect(A("chat-template", "--messages", msgs), 2, "one of --model and --template", "");
+  expect(A("chat-template", "--model", tiny, "--template", tmpl, "--messages", msgs), 2, "one of --model and --template", "");
+  expect(A("chat-template", "--template", tmpl), 2, "--messages is required", "");
+  expect(A("chat-template", "--template", tmpl, "--messages", msgs, "--messages", msgs), 2, "--messages given twice", "");
+  expect(A("chat-template", "--template", tmpl, "--messages"), 2, "--messages needs a value", "");
+  expect(A("chat-template", "--bogus", "--template", tmpl, "--messages", msgs), 2, "unknown option \"--bogus\"", "");
+  expect(A("chat-template", "--template", dir, "--messages", msgs), 1, "a directory, not a regular file", "");
+  expect(A("chat-template", "--template", tmpl, "--messages", fifo), 1, "a FIFO, not a regular file", "");
+  /* generate: the tiny model has no template; --chat-template gives one */
+  expect(A("generate", "--tiny", "--chat", "--prompt", "x", "--max-tokens", "1"), 1, "--chat-template FILE.jinja", "");
+  expect(A("generate", "--tiny", "--chat-template", tmpl, "--prompt", "x"), 2, "--chat-template needs --chat", "");
+  expect(A("generate", "--tiny", "--chat", "--chat-template", tmpl, "--prompt", "x", "--max-tokens", "2"), 0, NULL, NULL);
+  expect(A("generate", "--tiny", "--chat", "--chat-template", fifo, "--prompt", "x"), 1, "a FIFO, not a regular file", "");
+  expect(A("generate", "--tiny", "--chat", "--chat-template", raises, "--prompt", "x"), 0, NULL, NULL);
+  char path[4096];
+  if (!feri_test_data_path("smollm2-135m-instruct-q4_1.gguf", path, sizeof path)) {
+    printf("SKIPPED: cli_test: chat-template with smollm2-135m-instruct-q4_1.gguf (not in $FERRITE_DATA_DIR or ~/.cache/ferrite)\n");
+    return;
+  }
+  snprintf(out, sizeof out, "%s", "<|im_start|>system\nBe brief.<|im_end|>\n");
+  expect(A("chat-template", "--model", path, "--messages", msgs), 0, "", out);
+  CHECK(strcmp(R.out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nCaf\u00e9 \"x\" \u4f60<|im_end|>\n"
+                      "<|im_start|>assistant\n") == 0);
+}
+
 /* Files that are not regular files are refused before they are read: exit 1, a message naming
  * the option, the path and its kind; a FIFO without a writer does not block (the child would be
  * killed by its alarm and the row fail). */
@@ -315,6 +387,7 @@ int main(int argc, char **argv) {
   test_good_values();
   test_usage_errors();
   test_tokenize();
+  test_chat_template();
   test_not_regular_files();
   /* the directory goes with TEST_TMPDIR under Bazel; outside it, clean up what the rows made */
   if (!(tmp && tmp[0])) {

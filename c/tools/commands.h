@@ -8,6 +8,7 @@
  * (printed by feri_arg_usage). ferrite.c prints them all for `ferrite --help`. */
 extern const char feri_info_usage[];
 extern const char feri_generate_usage[];
+extern const char feri_chat_template_usage[];
 extern const char feri_tiny_model_usage[];
 extern const char feri_tokenize_usage[];
 
@@ -20,6 +21,10 @@ int feri_cmd_model_info(const char *path);
 
 /* `ferrite generate --model PATH --prompt TEXT ...`: generates text, streaming it. */
 int feri_cmd_generate(int argc, char **argv);
+
+/* `ferrite chat-template (--model F.gguf | --template F.jinja) --messages F.json ...`: a
+ * conversation rendered by a chat template, byte for byte (chat_template.c). */
+int feri_cmd_chat_template(int argc, char **argv);
 
 /* `ferrite tiny-model --arch ARCH [--seed N] --out PATH`: the seeded tiny model as a GGUF file. */
 int feri_cmd_tiny_model(int argc, char **argv);

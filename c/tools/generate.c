@@ -22,7 +22,7 @@
 extern char **environ;
 
 typedef struct gen_args {
-  const char *model, *prompt, *arch, *system;
+  const char *model, *prompt, *arch, *system, *chat_template;
   const char *json_schema, *regex, *gbnf; /* at most one: the grammar of the output */
   int chat, tiny, ignore_eos, arch_set, threads_set, budget_set, json_compact;
   uint64_t max_tokens, threads, top_k, seed;
@@ -33,7 +33,7 @@ typedef struct gen_args {
 
 const char feri_generate_usage[] =
     "ferrite generate (--model PATH | --tiny [--arch llama|qwen2|qwen3]) --prompt TEXT\n"
-    "                 [--chat [--system TEXT]] [--max-tokens N] [--ignore-eos]\n"
+    "                 [--chat [--system TEXT] [--chat-template FILE.jinja]] [--max-tokens N] [--ignore-eos]\n"
     "                 [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
     "                 [--threads N] [--budget BYTES[K|M|G]] [--matmul i8|exact]\n"
     "                 [--kv-layout head-major|seq-major|token-major] [--kv-dtype f32|f16|bf16|q8_0]\n"
@@ -53,6 +53,8 @@ static const char VALUES[] =
     "  --threads N       0 (the engine's default) .. 1024\n"
     "  --budget BYTES    with --model: a weight store of that many bytes (K, M, G: 2^10, 2^20,\n"
     "                    2^30); 0 or absent uses the weights in place from the mapped file\n"
+    "  --chat-template F the Jinja chat template in file F instead of the model file's own (a file\n"
+    "                    without one, such as a base model, needs it for --chat)\n"
     "  --json-schema F   the output is one JSON value valid under the JSON Schema in file F\n"
     "                    (whitespace between tokens allowed; --json-compact: none)\n"
     "  --regex RE        the output matches the regular expression RE (Rust syntax) whole\n"
@@ -88,7 +90,7 @@ static const char *name_of(const feri_arg_choice *c, int32_t v) {
 }
 
 /* The options that take a value, so an unknown option is told apart from a missing value. */
-static const char *const VALUED[] = {"--model", "--prompt", "--arch", "--system", "--max-tokens", "--threads",
+static const char *const VALUED[] = {"--model", "--prompt", "--arch", "--system", "--chat-template", "--max-tokens", "--threads",
                                      "--top-k", "--seed", "--budget", "--temperature", "--top-p", "--min-p",
                                      "--kv-layout", "--kv-dtype", "--plan", "--matmul", "--json-schema", "--regex",
                                      "--grammar", NULL};
@@ -106,6 +108,7 @@ static bool parse_value(const char *k, const char *v, gen_args *a) {
   if (strcmp(k, "--model") == 0) a->model = v;
   else if (strcmp(k, "--prompt") == 0) a->prompt = v;
   else if (strcmp(k, "--system") == 0) a->system = v;
+  else if (strcmp(k, "--chat-template") == 0) a->chat_template = v;
   else if (strcmp(k, "--json-schema") == 0) a->json_schema = v;
   else if (strcmp(k, "--regex") == 0) a->regex = v;
   else if (strcmp(k, "--grammar") == 0) a->gbnf = v;
@@ -165,6 +168,7 @@ static int parse(int argc, char **argv, gen_args *a) {
   if (a->arch_set && !a->tiny) return refuse("--arch picks the tiny model's architecture: it needs --tiny"), PARSE_BAD;
   if (a->budget_set && a->tiny) return refuse("--budget needs --model (the tiny model is built in memory)"), PARSE_BAD;
   if (a->system && !a->chat) return refuse("--system needs --chat"), PARSE_BAD;
+  if (a->chat_template && !a->chat) return refuse("--chat-template needs --chat"), PARSE_BAD;
   if (!!a->json_schema + !!a->regex + !!a->gbnf > 1)
     return refuse("--json-schema, --regex and --grammar exclude each other"), PARSE_BAD;
   if (a->json_compact && !a->json_schema) return refuse("--json-compact needs --json-schema"), PARSE_BAD;
@@ -267,7 +271,8 @@ static const char **environment_without_flags(const gen_args *a) {
   if (!env) return NULL;
   const struct { int given; const char *prefix; } covered[] = {
       {a->kv_layout >= 0, "FERRITE_KV_LAYOUT="}, {a->kv_dtype >= 0, "FERRITE_KV_DTYPE="}, {a->plan >= 0, "FERRITE_PLAN="},
-      {a->matmul >= 0, "FERRITE_MATMUL="}, {a->threads_set, "FERRITE_THREADS="}, {a->budget_set, "FERRITE_WEIGHT_BUDGET="}};
+      {a->matmul >= 0, "FERRITE_MATMUL="}, {a->threads_set, "FERRITE_THREADS="}, {a->budget_set, "FERRITE_WEIGHT_BUDGET="},
+      {a->chat_template != NULL, "FERRITE_CHAT_TEMPLATE="}};
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     int skip = 0;
@@ -293,6 +298,11 @@ int feri_cmd_generate(int argc, char **argv) {
     if (fd < 0) return 1;
     close(fd);
   }
+  if (a.chat_template) {
+    const int fd = feri_arg_open_regular("generate", "--chat-template", a.chat_template, NULL);
+    if (fd < 0) return 1;
+    close(fd);
+  }
   int rc = 1;
   fer_engine *e = NULL;
   fer_engine_seq *seq = NULL;
@@ -311,6 +321,7 @@ int feri_cmd_generate(int argc, char **argv) {
   fer_engine_config_init(&cfg);
   cfg.n_threads = (uint32_t)a.threads;
   cfg.max_seqs = 1;
+  cfg.chat_template_path = a.chat_template;
   if (a.tiny) {
     /* the seeded tiny model: random weights, so the text is noise; it shows the pipeline runs */
     fprintf(stderr, "using the seeded tiny %s model (random weights: the text is noise, not a real model)\n", a.arch);

@@ -1311,6 +1311,64 @@ fn rows(c: &mut Ctx) {
             (st, vec![("out_len", n[3] || ol == 0)])
         });
     }
+    if c.row("fer_engine_chat_template") {
+        // the tiny model has no chat template: the all-valid call is UNSUPPORTED, not run here
+        c.each("fer_engine_chat_template", &[("engine", N), ("out_template", N)], false, |h, n| {
+            let mut t: *const fer_chat_template = bad_ptr();
+            let st = unsafe { fer_engine_chat_template(nz(n, 0, h.engine), nzm(n, 1, &mut t)) };
+            (st, vec![("out_template", n[1] || t.is_null())])
+        });
+    }
+    let request = br#"{"messages": [{"role": "user", "content": "hi"}]}"#;
+    if c.row("fer_engine_chat_apply") {
+        c.each("fer_engine_chat_apply", &[("engine", N), ("request_json", N), ("out_text", N), ("out_len", N)], false, |h, n| {
+            let mut text: *mut c_char = bad_ptr();
+            let mut len: u64 = sentinel();
+            let st = unsafe {
+                fer_engine_chat_apply(nz(n, 0, h.engine), nz(n, 1, request.as_ptr().cast()), request.len() as u64, 0,
+                                      nzm(n, 2, &mut text), nzm(n, 3, &mut len))
+            };
+            (st, vec![("out_text", n[2] || text.is_null()), ("out_len", n[3] || len == 0)])
+        });
+    }
+    c.init("fer_chat_template_options_init", fer_chat_template_options_init);
+    let src = b"{{ bos_token }}{{ messages | length }}";
+    let mut opts: fer_chat_template_options = unsafe { std::mem::zeroed() };
+    unsafe { fer_chat_template_options_init(&mut opts) };
+    if c.row("fer_chat_template_create") {
+        c.each("fer_chat_template_create", &[("source", N), ("options", O), ("out_template", N)], true, |_, n| {
+            let mut t: *mut fer_chat_template = bad_ptr();
+            let st = unsafe { fer_chat_template_create(nz(n, 0, src.as_ptr().cast()), src.len() as u64, nz(n, 1, &opts), nzm(n, 2, &mut t)) };
+            let fine = n[2] || t.is_null();
+            if st == OK {
+                unsafe { fer_chat_template_free(t) };
+            }
+            (st, vec![("out_template", fine)])
+        });
+    }
+    c.free_status("fer_chat_template_free", fer_chat_template_free);
+    let mut tmpl: *mut fer_chat_template = null_mut();
+    ok(unsafe { fer_chat_template_create(src.as_ptr().cast(), src.len() as u64, &opts, &mut tmpl) }, "chat template");
+    if c.row("fer_chat_template_apply") {
+        c.each("fer_chat_template_apply", &[("chat_template", N), ("request_json", N), ("out_text", N), ("out_len", N)], true, |_, n| {
+            let mut text: *mut c_char = bad_ptr();
+            let mut len: u64 = sentinel();
+            let st = unsafe {
+                fer_chat_template_apply(nz(n, 0, tmpl), nz(n, 1, request.as_ptr().cast()), request.len() as u64, 0, nzm(n, 2, &mut text),
+                                        nzm(n, 3, &mut len))
+            };
+            let fine = (n[2] || text.is_null()) && (n[3] || len == 0);
+            if st == OK {
+                // SAFETY: on OK the text is the library's, released once here
+                unsafe {
+                    assert_eq!(std::ffi::CStr::from_ptr(text).to_bytes(), b"1");
+                    fer_buffer_free(text.cast());
+                }
+            }
+            (st, vec![("out_text", fine), ("out_len", fine)])
+        });
+    }
+    unsafe { fer_chat_template_free(tmpl) };
     if c.row("fer_engine_seq_create") {
         c.each("fer_engine_seq_create", &[("engine", N), ("out_seq", N)], false, |h, n| {
             let mut s: *mut fer_engine_seq = bad_ptr();

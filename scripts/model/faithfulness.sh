@@ -46,7 +46,9 @@ echo "# peer: $(grep -m1 '^llama.cpp' "$peer/build-flags.txt" 2>/dev/null || ech
 for f in "${files[@]}"; do
   model="$data/$f"
   [ -f "$model" ] || { echo "faithfulness.sh: no $model (scripts/setup.sh makes it)" >&2; exit 1; }
-  "$tool" --model "$model" --prose "$root/testdata/model/perplexity-text.txt" --n-prose "$n_prose" \
+  template=()  # the Gemma 3 base file carries no chat template: ferrite's rendering of llama.cpp's gemma format
+  [[ "$f" != gemma3-* ]] || template=(--chat-template "$root/testdata/template/gemma-turns.jinja")
+  "$tool" --model "$model" "${template[@]}" --prose "$root/testdata/model/perplexity-text.txt" --n-prose "$n_prose" \
     --chats "$root/testdata/model/faithfulness-chats.txt" --max-chats "$max_chats" --write-corpus "$tmp/ids.txt" 2>/dev/null
   "$helper" "$model" "$threads" "$tmp/ids.txt" "$tmp/peer.bin" 2> "$tmp/peer.log" \
     || { tail -20 "$tmp/peer.log" >&2; exit 1; }

@@ -13,6 +13,8 @@ An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completion
 GET /v1/models, GET /health, GET /metrics.
 
   --model PATH        the GGUF model to serve
+  --chat-template F   a Jinja chat template file to use instead of the model's own (a file
+                      without one, such as a base model, needs it for chat requests)
   --fake              serve the deterministic fake backend (it echoes the prompt; for tests)
   --fake-delay-ms N   with --fake: milliseconds per engine step (default 0)
   --host HOST         address to listen on (default 127.0.0.1)
@@ -33,6 +35,8 @@ GET /v1/models, GET /health, GET /metrics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Options {
     pub model: Option<PathBuf>,
+    /// A Jinja file replacing the model's chat template (None: the model's).
+    pub chat_template: Option<PathBuf>,
     pub fake: bool,
     pub fake_delay: Duration,
     pub host: String,
@@ -53,6 +57,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             model: None,
+            chat_template: None,
             fake: false,
             fake_delay: Duration::ZERO,
             host: "127.0.0.1".to_string(),
@@ -129,6 +134,7 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, Str
         match flag.as_str() {
             "-h" | "--help" => return Ok(Parsed::Help),
             "--model" => o.model = Some(PathBuf::from(value(&mut it)?)),
+            "--chat-template" => o.chat_template = Some(PathBuf::from(value(&mut it)?)),
             "--fake" => o.fake = true,
             "--fake-delay-ms" => {
                 o.fake_delay = Duration::from_millis(parse_num(&flag, &value(&mut it)?, 0, 60_000)?)
@@ -179,6 +185,9 @@ mod tests {
             panic!()
         };
         assert_eq!(o.model, Some(PathBuf::from("m.gguf")));
+        assert_eq!(o.chat_template, None);
+        let Parsed::Run(t) = parse("--model m.gguf --chat-template=t.jinja").unwrap() else { panic!() };
+        assert_eq!(t.chat_template, Some(PathBuf::from("t.jinja")));
         assert_eq!((o.port, o.parallel, o.threads, o.ctx), (0, 8, Some(3), Some(2048)));
         assert_eq!((o.kv_budget, o.body_limit), (Some(2 << 30), 512 << 10));
         assert_eq!((o.max_queued, o.timeout, o.prefix_cache), (5, Duration::from_secs(3), false));
@@ -197,6 +206,7 @@ mod tests {
         assert!(parse("--fake --kv-budget 12X").is_err());
         assert!(parse("--fake --bogus").is_err());
         assert!(parse("--fake --port").is_err(), "missing value");
+        assert!(parse("--fake --chat-template").is_err(), "missing value");
         assert!(parse("--fake --body-limit 0").is_err());
     }
 

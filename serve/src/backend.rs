@@ -49,6 +49,14 @@ pub struct GenParams {
     pub grammar: Option<GrammarSpec>,
     /// Keep generating past the end-of-generation token(s) until `max_new_tokens`.
     pub ignore_eos: bool,
+    /// OpenAI's penalties on tokens already in the output (0: off): presence subtracts once per
+    /// token seen, frequency once per occurrence.
+    pub presence_penalty: f32,
+    pub frequency_penalty: f32,
+    /// llama.cpp's and vLLM's multiplicative penalty on tokens of the prompt and the output (1: off).
+    pub repetition_penalty: f32,
+    /// (token, bias) added to the logits; -inf bans the token.
+    pub logit_bias: Vec<(i32, f32)>,
 }
 
 #[cfg(test)]
@@ -66,6 +74,10 @@ impl GenParams {
             top_logprobs: 0,
             grammar: None,
             ignore_eos: false,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            repetition_penalty: 1.0,
+            logit_bias: vec![],
         }
     }
 }
@@ -173,9 +185,10 @@ pub trait Backend {
     /// Most tokens one sequence may hold (prompt + generated).
     fn n_ctx(&self) -> u32;
     fn tokenize(&mut self, text: &str) -> Result<Vec<i32>, String>;
-    /// Renders (role, content) messages with the model's chat template, generation prompt added.
-    /// An Err becomes a 400 (e.g. a role the template does not know).
-    fn render_chat(&mut self, messages: &[(String, String)]) -> Result<String, String>;
+    /// Renders a chat request (`{"messages": [...], "chat_template_kwargs": {...}}`, the
+    /// messages as the client sent them) with the model's chat template, generation prompt added;
+    /// an error (the template's own raise among them) is the request's, its message for the 400.
+    fn render_chat(&mut self, request_json: &str) -> Result<String, String>;
     fn submit(&mut self, r: GenRequest) -> Result<u64, SubmitError>;
     fn cancel(&mut self, id: u64);
     /// Runs one engine step; true when work ran.

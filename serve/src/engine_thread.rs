@@ -20,8 +20,8 @@ pub type OpenFn = Box<dyn FnOnce() -> Result<Box<dyn Backend>, String> + Send>;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Prompt {
-    /// (role, content) messages for the chat template.
-    Chat(Vec<(String, String)>),
+    /// The chat template's request: `{"messages": [...], "chat_template_kwargs": {...}}` as JSON.
+    Chat(String),
     Text(String),
     Tokens(Vec<i32>),
 }
@@ -170,8 +170,8 @@ impl Generation {
 
 fn admit(b: &mut dyn Backend, job: Job) -> Result<GenRequest, SubmitError> {
     let prompt = match job.prompt {
-        Prompt::Chat(m) => {
-            let text = b.render_chat(&m).map_err(SubmitError::Invalid)?;
+        Prompt::Chat(request) => {
+            let text = b.render_chat(&request).map_err(SubmitError::Invalid)?;
             b.tokenize(&text).map_err(SubmitError::Invalid)?
         }
         Prompt::Text(t) => b.tokenize(&t).map_err(SubmitError::Invalid)?,
@@ -347,7 +347,7 @@ mod tests {
             let r = e.generate(job("abcdefgh", None)).await.err().unwrap();
             assert!(matches!(r, EngineError::Rejected(SubmitError::TooLarge(_))));
             let chat = Job {
-                prompt: Prompt::Chat(vec![("tool".into(), "x".into())]),
+                prompt: Prompt::Chat(r#"{"messages": [{"role": "wizard", "content": "x"}]}"#.into()),
                 max_tokens: Some(1),
                 params: params(),
             };

@@ -201,12 +201,26 @@ impl Backend for FakeBackend {
         Ok(text.bytes().map(i32::from).collect())
     }
 
-    fn render_chat(&mut self, messages: &[(String, String)]) -> Result<String, String> {
+    fn render_chat(&mut self, request_json: &str) -> Result<String, String> {
+        let v: serde_json::Value = serde_json::from_str(request_json).map_err(|e| format!("request: {e}"))?;
+        let messages = v["messages"].as_array().ok_or("request: no messages")?;
         let mut s = String::new();
-        for (role, content) in messages {
-            if !matches!(role.as_str(), "system" | "user" | "assistant") {
+        for m in messages {
+            let role = m["role"].as_str().unwrap_or("");
+            if !matches!(role, "system" | "user" | "assistant" | "tool") {
                 return Err(format!("the chat template has no role `{role}`"));
             }
+            if role == "tool" && m.get("tool_call_id").is_none() {
+                // as a real template raises on a conversation it cannot take
+                return Err("Tool messages need a tool_call_id (the fake template)".to_string());
+            }
+            let content = match &m["content"] {
+                serde_json::Value::String(c) => c.clone(),
+                serde_json::Value::Array(parts) => {
+                    parts.iter().map(|p| p["text"].as_str().unwrap_or("")).collect::<Vec<_>>().join("\n")
+                }
+                _ => String::new(),
+            };
             s.push_str(&format!("<|{role}|>\n{content}\n"));
         }
         s.push_str("<|assistant|>\n");
@@ -343,8 +357,8 @@ mod tests {
         let mut b = FakeBackend::new(FakeConfig::default(), Arc::default());
         b.submit(req("héllo", 100)).unwrap();
         assert_eq!(text(&run(&mut b)), ("héllo".into(), Some(Finish::Stop)));
-        let m = [("system".into(), "sys".into()), ("user".into(), "hi there".into())];
-        let p = b.render_chat(&m).unwrap();
+        let m = r#"{"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi there"}]}"#;
+        let p = b.render_chat(m).unwrap();
         b.submit(req(&p, 100)).unwrap();
         assert_eq!(text(&run(&mut b)), ("hi there".into(), Some(Finish::Stop)));
         assert!(b.idle());

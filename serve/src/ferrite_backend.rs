@@ -32,6 +32,7 @@ pub struct FerriteBackend {
     engine: Box<Engine<'static>>,
     model_id: String,
     n_ctx: u32,
+    n_vocab: u32,
     pending: Vec<Event>,
 }
 
@@ -51,6 +52,9 @@ impl FerriteBackend {
         if let Some(c) = opts.ctx {
             cfg = cfg.max_tokens(c);
         }
+        if let Some(t) = &opts.chat_template {
+            cfg = cfg.chat_template(t);
+        }
         let engine = Box::new(Engine::from_path(path, &cfg).map_err(|e| format!("{}: {e}", path.display()))?);
         // SAFETY: the engine is boxed (its address is stable) and outlives every borrower: they
         // are fields declared before `engine`, and nothing moves out of or mutably borrows it.
@@ -67,7 +71,8 @@ impl FerriteBackend {
         let sched = Scheduler::new(e, &so).map_err(|err| format!("scheduler: {err}"))?;
         let model_id = path.file_stem().map_or_else(|| "ferrite".to_string(), |s| s.to_string_lossy().into_owned());
         let n_ctx = e.config().max_tokens;
-        Ok(FerriteBackend { detok: HashMap::new(), sched, vocab, tok, engine, model_id, n_ctx, pending: Vec::new() })
+        let n_vocab = e.model_info().n_vocab;
+        Ok(FerriteBackend { detok: HashMap::new(), sched, vocab, tok, engine, model_id, n_ctx, n_vocab, pending: Vec::new() })
     }
 
     fn compile(&self, g: &GrammarSpec) -> Result<Arc<Grammar<'static>>, String> {
@@ -142,9 +147,8 @@ impl Backend for FerriteBackend {
         self.tok.encode(text.as_bytes(), encode_flag::ADD_SPECIAL).map_err(|e| e.message)
     }
 
-    fn render_chat(&mut self, messages: &[(String, String)]) -> Result<String, String> {
-        let m: Vec<(&str, &str)> = messages.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
-        self.engine.chat_render(&m, chat_flag::ADD_GENERATION_PROMPT).map_err(|e| e.message)
+    fn render_chat(&mut self, request_json: &str) -> Result<String, String> {
+        self.engine.chat_apply(request_json, chat_flag::ADD_GENERATION_PROMPT).map_err(|e| e.message)
     }
 
     fn submit(&mut self, r: GenRequest) -> Result<u64, SubmitError> {
@@ -158,12 +162,19 @@ impl Backend for FerriteBackend {
         req.flags = if p.logprobs { request_flag::LOGPROBS } else { 0 } | if p.ignore_eos { request_flag::IGNORE_EOS } else { 0 };
         req.top_logprobs = if p.logprobs { p.top_logprobs } else { 0 };
         req.stop_ids = p.stop_ids;
+        if let Some(&(bad, _)) = p.logit_bias.iter().find(|b| b.0 as u32 >= self.n_vocab) {
+            return Err(SubmitError::Invalid(format!("logit_bias: token {bad} is not in the vocabulary (0..{})", self.n_vocab)));
+        }
+        req.logit_bias = p.logit_bias;
         let s = &mut req.sampling;
         s.temperature = p.temperature;
         s.top_p = p.top_p;
         s.top_k = p.top_k.max(0);
         s.min_p = p.min_p;
         s.seed = p.seed;
+        s.presence_penalty = p.presence_penalty;
+        s.frequency_penalty = p.frequency_penalty;
+        s.repetition_penalty = p.repetition_penalty;
         let id = self.sched.submit(&req, grammar).map_err(|e| match e.code {
             status::BUSY => SubmitError::QueueFull { retry_after_s: 1 },
             status::BUDGET_EXCEEDED => SubmitError::TooLarge(e.message),

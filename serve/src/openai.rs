@@ -4,7 +4,7 @@
 //! field (`param`) the way the official API does, and the rules stay explicit: unknown top-level
 //! fields are accepted and ignored (as the official API does); a known field with the wrong type
 //! or an out-of-range value is a 400; `null` means "not given"; a known feature this server does
-//! not implement (tools, penalties, logit_bias, echo, n > 1) is a 400 rather than silently ignored.
+//! not implement (tools, echo, n > 1) is a 400 rather than silently ignored.
 //! Extensions vLLM also accepts: top_k, min_p, ignore_eos, stop_token_ids, guided_json,
 //! guided_regex.
 
@@ -42,6 +42,8 @@ pub struct ParsedRequest {
 pub const MAX_STOP: usize = 4;
 pub const MAX_TOP_LOGPROBS_CHAT: i64 = 20;
 pub const MAX_LOGPROBS_COMPLETIONS: i64 = 5;
+/// Tokens one request may bias (OpenAI's limit is 300 as well).
+pub const MAX_LOGIT_BIAS: usize = 300;
 /// The legacy completions endpoint's default max_tokens (OpenAI's, and vLLM's).
 pub const COMPLETIONS_DEFAULT_MAX_TOKENS: u32 = 16;
 
@@ -145,7 +147,7 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
     f.str("user")?;
 
     let prompt = match endpoint {
-        Endpoint::Chat => Prompt::Chat(parse_messages(f.get("messages"))?),
+        Endpoint::Chat => Prompt::Chat(chat_request(parse_messages(f.get("messages"))?, f.get("chat_template_kwargs"))?),
         Endpoint::Completions => parse_prompt(f.get("prompt"))?,
     };
 
@@ -169,20 +171,13 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
             return Err(unsupported("best_of", "best_of above 1"));
         }
     }
-    for p in ["presence_penalty", "frequency_penalty"] {
-        if f.num(p, -2.0, 2.0)?.unwrap_or(0.0) != 0.0 {
-            return Err(unsupported(p, "a non-zero penalty"));
-        }
-    }
-    if f.num("repetition_penalty", 0.0, 1e6)?.unwrap_or(1.0) != 1.0 {
-        return Err(unsupported("repetition_penalty", "a repetition penalty other than 1"));
-    }
-    if let Some(b) = f.get("logit_bias") {
-        let m = b.as_object().ok_or_else(|| wrong_type("logit_bias", "an object", b))?;
-        if !m.is_empty() {
-            return Err(unsupported("logit_bias", "logit_bias"));
-        }
-    }
+    let presence_penalty = f.num("presence_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
+    let frequency_penalty = f.num("frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
+    let repetition_penalty = match f.num("repetition_penalty", 0.0, 10.0)? {
+        Some(r) if r == 0.0 => return Err(out_of_range("repetition_penalty", "a number in (0, 10]", r)),
+        r => r.unwrap_or(1.0) as f32,
+    };
+    let logit_bias = parse_logit_bias(f.get("logit_bias"))?;
     for p in ["tools", "functions"] {
         if let Some(t) = f.get(p) {
             let a = t.as_array().ok_or_else(|| wrong_type(p, "an array", t))?;
@@ -275,6 +270,10 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
         top_logprobs,
         grammar: parse_grammar(&f)?,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
+        presence_penalty,
+        frequency_penalty,
+        repetition_penalty,
+        logit_bias,
     };
     Ok(ParsedRequest {
         endpoint,
@@ -284,6 +283,30 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
         stream,
         include_usage,
     })
+}
+
+/// OpenAI's `logit_bias`: token ids (as JSON object keys) to a bias in [-100, 100] added to the
+/// logits; -100 bans the token outright (-inf), as the API documents it ("should result in a ban").
+/// Ids past the vocabulary are the backend's to refuse.
+fn parse_logit_bias(v: Option<&Value>) -> Result<Vec<(i32, f32)>, ApiError> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    let m = v.as_object().ok_or_else(|| wrong_type("logit_bias", "an object of token ids to numbers", v))?;
+    if m.len() > MAX_LOGIT_BIAS {
+        return Err(out_of_range("logit_bias", &format!("at most {MAX_LOGIT_BIAS} tokens"), m.len()));
+    }
+    let mut out = Vec::with_capacity(m.len());
+    for (k, b) in m {
+        let id: i32 = match k.parse::<i64>() {
+            Ok(i) if (0..=i32::MAX as i64).contains(&i) && i.to_string() == *k => i as i32,
+            _ => return Err(ApiError::param("logit_bias", "invalid_value", format!("logit_bias: '{k}' is not a token id."))),
+        };
+        let x = b.as_f64().ok_or_else(|| wrong_type(&format!("logit_bias.{k}"), "a number", b))?;
+        if !(-100.0..=100.0).contains(&x) {
+            return Err(out_of_range(&format!("logit_bias.{k}"), "a number in [-100, 100]", x));
+        }
+        out.push((id, if x == -100.0 { f32::NEG_INFINITY } else { x as f32 }));
+    }
+    Ok(out)
 }
 
 fn max_tokens_field(f: &Fields, k: &str, n_ctx: u32) -> Result<Option<u32>, ApiError> {
@@ -311,7 +334,24 @@ fn random_seed() -> u64 {
     h.finish()
 }
 
-fn parse_messages(v: Option<&Value>) -> Result<Vec<(String, String)>, ApiError> {
+/// The chat template's request: the checked messages and the client's chat_template_kwargs (an
+/// object: `enable_thinking` and the like, as vLLM and llama-server pass them to the template).
+fn chat_request(messages: Vec<Value>, kwargs: Option<&Value>) -> Result<String, ApiError> {
+    let mut req = Map::new();
+    req.insert("messages".into(), Value::Array(messages));
+    if let Some(k) = kwargs {
+        if !k.is_object() {
+            return Err(wrong_type("chat_template_kwargs", "an object", k));
+        }
+        req.insert("chat_template_kwargs".into(), k.clone());
+    }
+    Ok(Value::Object(req).to_string())
+}
+
+/// Checks the messages, naming the field of each problem; returns them as the template will see
+/// them: as sent, with `developer` (OpenAI's newer name) as `system`. Content may be a string, a
+/// list of text parts (the engine joins them) or, for an assistant turn, null or absent.
+fn parse_messages(v: Option<&Value>) -> Result<Vec<Value>, ApiError> {
     let v = v.ok_or_else(|| {
         ApiError::param("messages", "missing_required_parameter", "Missing required parameter: 'messages'.")
     })?;
@@ -336,21 +376,20 @@ fn parse_messages(v: Option<&Value>) -> Result<Vec<(String, String)>, ApiError> 
         };
         let role = match role {
             "system" | "developer" => "system",
-            "user" => "user",
-            "assistant" => "assistant",
-            "tool" | "function" => return Err(unsupported(&at("role"), "tool messages (tool calling)")),
+            "user" | "assistant" | "tool" => role,
+            "function" => return Err(unsupported(&at("role"), "function messages (use tool)")),
             r => {
                 return Err(out_of_range(
                     &at("role"),
-                    "one of 'system', 'developer', 'user', 'assistant'",
+                    "one of 'system', 'developer', 'user', 'assistant', 'tool'",
                     format!("'{r}'"),
                 ))
             }
         };
-        let content = match o.get("content") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Null) | None if role == "assistant" => String::new(),
-            None => {
+        match o.get("content") {
+            Some(Value::String(_)) => {}
+            Some(Value::Null) | None if role == "assistant" => {}
+            None | Some(Value::Null) => {
                 return Err(ApiError::param(
                     &at("content"),
                     "missing_required_parameter",
@@ -358,13 +397,12 @@ fn parse_messages(v: Option<&Value>) -> Result<Vec<(String, String)>, ApiError> 
                 ))
             }
             Some(Value::Array(parts)) => {
-                let mut texts = Vec::new();
                 for (j, p) in parts.iter().enumerate() {
                     let pp = format!("messages[{i}].content[{j}]");
                     let po = p.as_object().ok_or_else(|| wrong_type(&pp, "an object", p))?;
                     match po.get("type").and_then(Value::as_str) {
                         Some("text") => match po.get("text") {
-                            Some(Value::String(t)) => texts.push(t.as_str()),
+                            Some(Value::String(_)) => {}
                             Some(t) => return Err(wrong_type(&format!("{pp}.text"), "a string", t)),
                             None => {
                                 return Err(ApiError::param(
@@ -386,11 +424,12 @@ fn parse_messages(v: Option<&Value>) -> Result<Vec<(String, String)>, ApiError> 
                         }
                     }
                 }
-                texts.join("\n")
             }
             Some(c) => return Err(wrong_type(&at("content"), "a string or an array of content parts", c)),
-        };
-        out.push((role.to_string(), content));
+        }
+        let mut kept = o.clone();
+        kept.insert("role".into(), Value::String(role.into()));
+        out.push(Value::Object(kept));
     }
     Ok(out)
 }
@@ -583,9 +622,17 @@ mod tests {
         }))
         .unwrap();
         let Prompt::Chat(m) = &r.job.prompt else { panic!() };
-        assert_eq!(m[1], ("user".to_string(), "a\nb".to_string()));
-        assert_eq!(m[2], ("assistant".to_string(), String::new()));
-        assert_eq!(m[3].0, "system");
+        // the messages go to the template as sent (parts joined there), developer as system
+        let m: Value = serde_json::from_str(m).unwrap();
+        assert_eq!(m["messages"][1]["content"], json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]));
+        assert_eq!(m["messages"][2], json!({"role": "assistant", "content": null}));
+        assert_eq!(m["messages"][3], json!({"role": "system", "content": "d"}));
+        assert!(m.get("chat_template_kwargs").is_none());
+        let k = chat(json!({"chat_template_kwargs": {"enable_thinking": false},
+                            "messages": [{"role": "user", "content": "q", "z": 1, "a": 2}]}))
+        .unwrap();
+        let Prompt::Chat(m) = &k.job.prompt else { panic!() };
+        assert_eq!(m, r#"{"messages":[{"role":"user","content":"q","z":1,"a":2}],"chat_template_kwargs":{"enable_thinking":false}}"#);
         assert_eq!(r.job.max_tokens, Some(5), "max_completion_tokens wins");
         let p = &r.job.params;
         assert_eq!((p.temperature, p.top_p, p.top_k, p.min_p, p.seed), (0.5, 0.9, 40, 0.05, 42));
@@ -705,12 +752,36 @@ mod tests {
         bad(chat(json!({"top_logprobs": 21, "logprobs": true})), "top_logprobs");
         bad(chat(json!({"top_logprobs": 2})), "top_logprobs");
         bad(chat(json!({"stream_options": {"include_usage": true}})), "stream_options");
-        bad(chat(json!({"presence_penalty": 0.5})), "presence_penalty");
+        bad(chat(json!({"presence_penalty": 2.5})), "presence_penalty");
         bad(chat(json!({"frequency_penalty": 3})), "frequency_penalty");
-        bad(chat(json!({"logit_bias": {"1": 5}})), "logit_bias");
+        bad(chat(json!({"frequency_penalty": "1"})), "frequency_penalty");
+        bad(chat(json!({"repetition_penalty": 0})), "repetition_penalty");
+        bad(chat(json!({"repetition_penalty": 11})), "repetition_penalty");
+        bad(chat(json!({"logit_bias": {"x": 5}})), "logit_bias");
+        bad(chat(json!({"logit_bias": {"-1": 5}})), "logit_bias");
+        bad(chat(json!({"logit_bias": {"01": 5}})), "logit_bias");
+        bad(chat(json!({"logit_bias": {"1": 101}})), "logit_bias.1");
+        bad(chat(json!({"logit_bias": {"1": "5"}})), "logit_bias.1");
+        let many: serde_json::Map<String, Value> = (0..301).map(|i| (i.to_string(), json!(1))).collect();
+        bad(chat(json!({ "logit_bias": many })), "logit_bias");
         bad(chat(json!({"tools": [{"type": "function"}]})), "tools");
         bad(chat(json!({"tool_choice": "required"})), "tool_choice");
         bad(chat(json!({"stop_token_ids": [-1]})), "stop_token_ids");
+    }
+
+    #[test]
+    fn penalties_and_logit_bias_reach_the_params() {
+        let r = chat(json!({"presence_penalty": 0.5, "frequency_penalty": -1.5, "repetition_penalty": 1.3,
+                            "logit_bias": {"7": -100, "12": 3.5, "0": 100}}))
+        .unwrap();
+        let p = &r.job.params;
+        assert_eq!((p.presence_penalty, p.frequency_penalty, p.repetition_penalty), (0.5, -1.5, 1.3));
+        let mut b = p.logit_bias.clone();
+        b.sort_by_key(|x| x.0);
+        assert_eq!(b, vec![(0, 100.0), (7, f32::NEG_INFINITY), (12, 3.5)], "-100 bans");
+        let d = chat(json!({})).unwrap();
+        assert_eq!((d.job.params.presence_penalty, d.job.params.frequency_penalty, d.job.params.repetition_penalty), (0.0, 0.0, 1.0));
+        assert!(d.job.params.logit_bias.is_empty());
     }
 
     #[test]
@@ -722,7 +793,10 @@ mod tests {
         bad(chat(json!({"messages": [{"content": "x"}]})), "messages[0].role");
         bad(chat(json!({"messages": [{"role": 1, "content": "x"}]})), "messages[0].role");
         bad(chat(json!({"messages": [{"role": "wizard", "content": "x"}]})), "messages[0].role");
-        bad(chat(json!({"messages": [{"role": "tool", "content": "x"}]})), "messages[0].role");
+        bad(chat(json!({"messages": [{"role": "function", "content": "x"}]})), "messages[0].role");
+        bad(chat(json!({"messages": [{"role": "tool"}]})), "messages[0].content");
+        bad(chat(json!({"messages": [{"role": "user", "content": null}]})), "messages[0].content");
+        bad(chat(json!({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})), "chat_template_kwargs");
         bad(chat(json!({"messages": [{"role": "user"}]})), "messages[0].content");
         bad(chat(json!({"messages": [{"role": "user", "content": 3}]})), "messages[0].content");
         bad(

@@ -79,8 +79,10 @@ fn bad_requests_are_400_with_openai_bodies() {
             400,
         );
         assert_eq!(e["code"], "context_length_exceeded");
-        // A role the template rejects (the backend's render error) is a 400 too.
+        // A conversation the template refuses (the backend's render error) is a 400 with its message.
         let e = assert_error(&with(json!({"messages": [{"role": "tool", "content": "x"}]})), 400);
+        assert_eq!(e["message"], "Tool messages need a tool_call_id (the fake template)");
+        let e = assert_error(&with(json!({"messages": [{"role": "wizard", "content": "x"}]})), 400);
         assert_eq!(e["param"], "messages[0].role");
     });
 }

@@ -44,6 +44,9 @@ pub const FER_STATUS_CORRUPT: fer_status_code = 301;
 pub const FER_STATUS_INVALID_UTF8: fer_status_code = 302;
 #[doc = " Every logit is masked (-inf) after processing: there is nothing to sample."]
 pub const FER_STATUS_NO_CANDIDATES: fer_status_code = 303;
+#[doc = " A chat template raised an error (raise_exception) or failed while rendering this conversation;"]
+#[doc = "  the message is the template's own. The request's error, not the engine's."]
+pub const FER_STATUS_TEMPLATE_ERROR: fer_status_code = 304;
 #[doc = " Status codes, grouped by range: 0 success; 1-99 caller errors; 100-199 resources; 200-299"]
 #[doc = " device; 300-399 data. Values are append-only; a retired value stays here as a comment."]
 pub type fer_status_code = ::std::os::raw::c_uint;
@@ -1954,7 +1957,8 @@ pub type fer_plan_policy = i32;
 #[doc = " (head-major|seq-major|token-major), FERRITE_KV_POLICY (bucketed|fixed), FERRITE_KV_DTYPE"]
 #[doc = " (f32|f16|bf16), FERRITE_KV_MIN_BUCKET, FERRITE_PLAN (off|unconditional|address-stable),"]
 #[doc = " FERRITE_WEIGHT_BUDGET, FERRITE_KV_BUDGET (bytes, with an optional K, M or G suffix),"]
-#[doc = " FERRITE_MAX_SEQS, FERRITE_MAX_TOKENS. A recognised variable with a bad value is INVALID_ARG naming"]
+#[doc = " FERRITE_MAX_SEQS, FERRITE_MAX_TOKENS, FERRITE_CHAT_TEMPLATE (a path), FERRITE_TEMPLATE_NOW"]
+#[doc = " (YYYY-MM-DD). A recognised variable with a bad value is INVALID_ARG naming"]
 #[doc = " it; other FERRITE_ names are left alone (tools use them). fer_engine_get_config reads back what"]
 #[doc = " the engine runs with."]
 #[repr(C)]
@@ -1991,6 +1995,13 @@ pub struct fer_engine_config {
     pub max_tokens: u32,
     #[doc = " NULL-terminated \"NAME=value\" strings to read FERRITE_* from (e.g. `environ`); NULL: none."]
     pub environment: *const *const ::std::os::raw::c_char,
+    #[doc = " A Jinja file whose template replaces the model's tokenizer.chat_template (llama.cpp's"]
+    #[doc = "  --chat-template-file); NULL: the model's. Not a regular file, over 1 MiB, or a syntax error"]
+    #[doc = "  is INVALID_ARG at creation. FERRITE_CHAT_TEMPLATE: the path."]
+    pub chat_template_path: *const ::std::os::raw::c_char,
+    #[doc = " The time the chat template's strftime_now formats, in seconds since 1970 UTC (reproducible"]
+    #[doc = "  prompts); 0: the clock at each render. FERRITE_TEMPLATE_NOW: a date, YYYY-MM-DD (midnight UTC)."]
+    pub chat_template_now_unix: i64,
 }
 extern "C" {
     #[doc = " Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped"]
@@ -2036,7 +2047,8 @@ pub struct fer_model_info {
     #[doc = " -1 when the model names none."]
     pub bos_id: i32,
     pub eos_id: i32,
-    #[doc = " The chat's end-of-turn id (<|im_end|>) when the model has one, else -1."]
+    #[doc = " The chat's end-of-turn id when the vocabulary has one of <|im_end|> (ChatML), <end_of_turn>"]
+    #[doc = "  (Gemma), <|eot_id|> (Llama 3), <|end|> (Phi), in that order; else -1."]
     pub eot_id: i32,
 }
 extern "C" {
@@ -2060,16 +2072,111 @@ pub struct fer_chat_message {
     pub role: *const ::std::os::raw::c_char,
     pub content: *const ::std::os::raw::c_char,
 }
-#[doc = " End with the opening of the assistant's turn."]
+#[doc = " End with the opening of the assistant's turn (the template's add_generation_prompt)."]
 pub const FER_CHAT_ADD_GENERATION_PROMPT: fer_chat_flag = 1;
-#[doc = " Flags of fer_engine_chat_render."]
+#[doc = " Exactly what transformers renders: content part lists and system messages passed as they"]
+#[doc = "  are (without it, text parts are joined and a template without a system role gets the"]
+#[doc = "  system text in the next user turn, below)."]
+pub const FER_CHAT_VERBATIM: fer_chat_flag = 2;
+#[doc = " Flags of chat rendering."]
 pub type fer_chat_flag = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_chat_template {
+    _unused: [u8; 0],
+}
+#[doc = " How a chat template is made."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_chat_template_options {
+    #[doc = " sizeof(fer_chat_template_options) as the caller was compiled."]
+    pub struct_size: u32,
+    #[doc = " The texts the template sees as bos_token and eos_token (NULL: \"\")."]
+    pub bos_token: *const ::std::os::raw::c_char,
+    pub eos_token: *const ::std::os::raw::c_char,
+    #[doc = " The tool_use variant (tokenizer.chat_template.tool_use), rendered instead when a request has"]
+    #[doc = "  a non-empty tools list; NULL: none."]
+    pub tool_use_source: *const ::std::os::raw::c_char,
+    pub tool_use_source_bytes: u64,
+    #[doc = " The time strftime_now formats, in seconds since 1970 UTC; 0: the clock at each render."]
+    pub now_unix: i64,
+}
 extern "C" {
-    #[doc = " Renders a conversation with the model's chat template (tokenizer.chat_template). ChatML templates"]
-    #[doc = " (SmolLM2's, Qwen's) are recognised by their markers, including a default system message the"]
-    #[doc = " template writes literally when the conversation has none; any other template is UNSUPPORTED"]
-    #[doc = " (there is no template interpreter), as is a model without one. Writes NUL-terminated text into"]
-    #[doc = " out[0..cap) and its length to *out_len; BUFFER_TOO_SMALL with *out_len = the length needed."]
+    #[doc = " Defaults: no special tokens, no tool_use variant, the clock."]
+    pub fn fer_chat_template_options_init(options: *mut fer_chat_template_options) -> fer_status;
+}
+extern "C" {
+    #[doc = " Compiles source (source_bytes of UTF-8; need not be NUL-terminated). A syntax error is"]
+    #[doc = " INVALID_ARG with \"chat template: line L, column C: ...\" (Jinja2's message); options may be NULL"]
+    #[doc = " (the defaults). On failure *out_template is NULL."]
+    pub fn fer_chat_template_create(
+        source: *const ::std::os::raw::c_char,
+        source_bytes: u64,
+        options: *const fer_chat_template_options,
+        out_template: *mut *mut fer_chat_template,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " NULL is OK."]
+    pub fn fer_chat_template_free(chat_template: *mut fer_chat_template) -> fer_status;
+}
+extern "C" {
+    #[doc = " Renders a conversation. request_json (request_bytes) is a JSON object as an OpenAI chat request"]
+    #[doc = " carries it: {\"messages\": [...], \"tools\": [...], \"documents\": [...], \"chat_template_kwargs\":"]
+    #[doc = " {...}}, all but messages optional, anything else ignored. The template sees the messages"]
+    #[doc = " prepared as transformers prepares them (null members dropped; reasoning_content, thinking or"]
+    #[doc = " reasoning given as both thinking and reasoning_content), tools and documents (or none),"]
+    #[doc = " add_generation_prompt from flags, bos_token, eos_token, then chat_template_kwargs' members (an"]
+    #[doc = " enable_thinking flag, say). Unless FER_CHAT_VERBATIM: content given as a list of text parts is"]
+    #[doc = " their texts joined with newlines (another part type is INVALID_ARG: text only), and when the"]
+    #[doc = " template has no system role (found by rendering a probe when it was made: it drops or refuses a"]
+    #[doc = " system message) each run of system messages goes before the next user turn's content,"]
+    #[doc = " newline-separated, as llama.cpp does. *out_text is NUL-terminated, allocated by the library:"]
+    #[doc = " release it with fer_buffer_free; *out_len is its length. Failures (both outputs NULL and 0):"]
+    #[doc = " INVALID_ARG for a request that is not as described (the message names the member) or unknown"]
+    #[doc = " flags; TEMPLATE_ERROR when the template raises (Gemma's \"Conversation roles must alternate"]
+    #[doc = " user/assistant/user/assistant/...\") or fails on this conversation, with its message;"]
+    #[doc = " UNSUPPORTED for a construct the engine lacks; BUDGET_EXCEEDED past the render's limits (64 MiB"]
+    #[doc = " of text, 16M steps)."]
+    pub fn fer_chat_template_apply(
+        chat_template: *const fer_chat_template,
+        request_json: *const ::std::os::raw::c_char,
+        request_bytes: u64,
+        flags: u32,
+        out_text: *mut *mut ::std::os::raw::c_char,
+        out_len: *mut u64,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " The engine's chat template: fer_engine_config.chat_template_path's when given, else the file's"]
+    #[doc = " tokenizer.chat_template (with its tool_use variant), with the vocabulary's BOS and EOS texts;"]
+    #[doc = " owned by the engine. A model file without one is UNSUPPORTED with a message that names the"]
+    #[doc = " override (a base model: --chat-template FILE in the CLI and ferrite-serve); *out_template NULL."]
+    pub fn fer_engine_chat_template(
+        engine: *const fer_engine,
+        out_template: *mut *const fer_chat_template,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " The engine's chat template applied to a request: fer_chat_template_apply on the template of"]
+    #[doc = " fer_engine_chat_template, whose failures it returns; strftime_now reads the clock unless"]
+    #[doc = " FERRITE_TEMPLATE_NOW=YYYY-MM-DD is in the engine's environment. The text is the prompt to encode"]
+    #[doc = " with FER_ENCODE_ADD_SPECIAL: where that encoding adds BOS (or EOS) itself, a BOS text the"]
+    #[doc = " template wrote at the start (or an EOS text at the end) is dropped, so the prompt does not get"]
+    #[doc = " two (llama.cpp's rule)."]
+    pub fn fer_engine_chat_apply(
+        engine: *const fer_engine,
+        request_json: *const ::std::os::raw::c_char,
+        request_bytes: u64,
+        flags: u32,
+        out_text: *mut *mut ::std::os::raw::c_char,
+        out_len: *mut u64,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " fer_engine_chat_apply for a list of plain messages (role and content strings), into the caller's"]
+    #[doc = " buffer: NUL-terminated text into out[0..cap) and its length to *out_len; BUFFER_TOO_SMALL with"]
+    #[doc = " *out_len = the length needed (nothing written)."]
     pub fn fer_engine_chat_render(
         engine: *const fer_engine,
         messages: *const fer_chat_message,

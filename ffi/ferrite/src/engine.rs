@@ -35,6 +35,7 @@ pub mod plan {
 /// `fer_chat_flag` bits.
 pub mod chat_flag {
     pub const ADD_GENERATION_PROMPT: u32 = crate::sys::FER_CHAT_ADD_GENERATION_PROMPT;
+    pub const VERBATIM: u32 = crate::sys::FER_CHAT_VERBATIM;
 }
 
 /// `fer_engine_config` without the model (given to the constructor) and with the environment as
@@ -55,6 +56,10 @@ pub struct EngineConfig {
     /// "NAME=value" strings the engine reads FERRITE_* from at creation; None: no environment.
     /// Always None in what [`Engine::config`] reads back.
     pub environment: Option<Vec<String>>,
+    /// A Jinja file replacing the model's chat template (`--chat-template`); None: the model's.
+    pub chat_template_path: Option<PathBuf>,
+    /// The time strftime_now formats (seconds since 1970 UTC); 0: the clock.
+    pub chat_template_now_unix: i64,
 }
 
 fn raw_config_init() -> sys::fer_engine_config {
@@ -80,6 +85,14 @@ impl EngineConfig {
             max_seqs: c.max_seqs,
             max_tokens: c.max_tokens,
             environment: None,
+            chat_template_path: if c.chat_template_path.is_null() {
+                None
+            } else {
+                // SAFETY: a non-NULL path the engine returns is NUL-terminated and lives as long
+                // as the engine, which outlives this call.
+                Some(PathBuf::from(unsafe { CStr::from_ptr(c.chat_template_path) }.to_string_lossy().into_owned()))
+            },
+            chat_template_now_unix: c.chat_template_now_unix,
         }
     }
 
@@ -129,6 +142,14 @@ impl EngineConfig {
     }
     pub fn environment<S: Into<String>>(mut self, vars: impl IntoIterator<Item = S>) -> Self {
         self.environment = Some(vars.into_iter().map(Into::into).collect());
+        self
+    }
+    pub fn chat_template(mut self, path: impl Into<PathBuf>) -> Self {
+        self.chat_template_path = Some(path.into());
+        self
+    }
+    pub fn chat_template_now(mut self, unix_seconds: i64) -> Self {
+        self.chat_template_now_unix = unix_seconds;
         self
     }
 }
@@ -246,6 +267,8 @@ impl<'m> Engine<'m> {
             max_seqs: config.max_seqs,
             max_tokens: config.max_tokens,
             environment: ptr::null(),
+            chat_template_path: ptr::null(),
+            chat_template_now_unix: config.chat_template_now_unix,
         };
         // The path and the environment are read during the call only (the engine copies the path;
         // the environment is read "there and only there"): locals suffice.
@@ -255,6 +278,13 @@ impl<'m> Engine<'m> {
         };
         if let Some(p) = &path_c {
             c.model_path = p.as_ptr();
+        }
+        let template_c = match &config.chat_template_path {
+            Some(p) => Some(cstring("chat template path", p.to_string_lossy().as_bytes())?),
+            None => None,
+        };
+        if let Some(p) = &template_c {
+            c.chat_template_path = p.as_ptr();
         }
         if let Some(img) = &image {
             c.model_image = img.as_ptr().cast();
@@ -372,6 +402,28 @@ impl<'m> Engine<'m> {
         })?;
         buf.truncate(len);
         String::from_utf8(buf).map_err(|_| Error::rust(status::INVALID_UTF8, "chat_render: the text is not UTF-8"))
+    }
+
+    /// Renders a chat request (OpenAI JSON: `{"messages": [...], "tools": [...],
+    /// "chat_template_kwargs": {...}}`) with the engine's chat template into the prompt to encode
+    /// with `FER_ENCODE_ADD_SPECIAL` (`fer_engine_chat_apply`). A template's own raise is
+    /// `status::TEMPLATE_ERROR` with its message.
+    pub fn chat_apply(&self, request_json: &str, flags: u32) -> Result<String> {
+        let mut p: *mut c_char = ptr::null_mut();
+        let mut n = 0u64;
+        // SAFETY: the request is request_json.len() valid bytes (no NUL needed); p and n are valid
+        // out-pointers.
+        check(unsafe {
+            sys::fer_engine_chat_apply(self.raw.as_ptr(), request_json.as_ptr().cast(), request_json.len() as u64, flags, &mut p, &mut n)
+        })?;
+        // SAFETY: on OK, p holds n bytes allocated by the library, copied and then released once
+        // with fer_buffer_free as the header asks.
+        let bytes = unsafe {
+            let v = std::slice::from_raw_parts(p as *const u8, n as usize).to_vec();
+            sys::fer_buffer_free(p.cast());
+            v
+        };
+        String::from_utf8(bytes).map_err(|_| Error::rust(status::INVALID_UTF8, "chat_apply: the text is not UTF-8"))
     }
 
     /// Admits a new sequence of up to `max_tokens` positions.

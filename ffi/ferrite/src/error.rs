@@ -29,9 +29,10 @@ pub mod status {
     pub const CORRUPT: Status = sys::FER_STATUS_CORRUPT as Status;
     pub const INVALID_UTF8: Status = sys::FER_STATUS_INVALID_UTF8 as Status;
     pub const NO_CANDIDATES: Status = sys::FER_STATUS_NO_CANDIDATES as Status;
+    pub const TEMPLATE_ERROR: Status = sys::FER_STATUS_TEMPLATE_ERROR as Status;
 
     /// Every code the header names, in header order.
-    pub const ALL: [Status; 18] = [
+    pub const ALL: [Status; 19] = [
         OK,
         NULL_ARG,
         INVALID_ARG,
@@ -50,6 +51,7 @@ pub mod status {
         CORRUPT,
         INVALID_UTF8,
         NO_CANDIDATES,
+        TEMPLATE_ERROR,
     ];
 }
 

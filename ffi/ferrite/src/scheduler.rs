@@ -82,6 +82,9 @@ pub struct Request {
     pub sampling: Params,
     /// Tokens that end the request with STOP besides the model's end tokens.
     pub stop_ids: Vec<i32>,
+    /// (token, bias) pairs added to the logits before sampling (-inf bans the token); they fill
+    /// the sampling params' logit_bias arrays at submit (the sampler copies them).
+    pub logit_bias: Vec<(i32, f32)>,
     pub user_data: u64,
 }
 
@@ -95,6 +98,7 @@ impl Request {
             top_logprobs: 0,
             sampling: sampling::params_init(),
             stop_ids: Vec::new(),
+            logit_bias: Vec::new(),
             user_data: 0,
         }
     }
@@ -182,6 +186,13 @@ impl<'e> Scheduler<'e> {
         p.max_new_tokens = r.max_new_tokens;
         p.top_logprobs = r.top_logprobs;
         p.sampling = r.sampling;
+        let bias_tokens: Vec<i32> = r.logit_bias.iter().map(|b| b.0).collect();
+        let bias_values: Vec<f32> = r.logit_bias.iter().map(|b| b.1).collect();
+        if !r.logit_bias.is_empty() {
+            p.sampling.n_logit_bias = r.logit_bias.len() as u32;
+            p.sampling.logit_bias_tokens = bias_tokens.as_ptr();
+            p.sampling.logit_bias_values = bias_values.as_ptr();
+        }
         p.grammar = grammar.as_ref().map_or(ptr::null(), |g| g.as_ptr());
         p.stop_ids = if r.stop_ids.is_empty() { ptr::null() } else { r.stop_ids.as_ptr() };
         p.n_stop_ids = r.stop_ids.len();

@@ -1,0 +1,252 @@
+/* chat_golden_test.c: the 70 real chat templates through the public entry (fer_chat_template_apply)
+ * on the 12 message cases as a client sends them (testdata/template/cases.json: the raw messages
+ * and tools, the case's extra variables as chat_template_kwargs), with FER_CHAT_VERBATIM, compared
+ * byte for byte with Jinja2's renders in transformers' environment (goldens.jsonl). So the
+ * preparation transformers does (null members, reasoning aliases) is ferrite's, not the golden
+ * script's. A golden error must come back as TEMPLATE_ERROR with the same message. Then, without
+ * VERBATIM, lists the templates whose probe found no system role (the merge applies) and checks
+ * that each renders the system text of the system_user case.
+ * usage: chat_golden_test CASES GOLDENS (SKIPPED without the templates directory)
+ * EVIDENCE: C-CHAT-004 */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat_template.h"
+#include "ferrite.h"
+#include "testing/check.h"
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *s = NULL;
+  if (fseek(f, 0, SEEK_END) == 0) {
+    const long n = ftell(f);
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) != NULL) {
+      *len = fread(s, 1, (size_t)n, f);
+      s[*len] = 0;
+    }
+  }
+  fclose(f);
+  return s;
+}
+
+static const char *skip_space(const char *p) {
+  while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
+  return p;
+}
+
+/* Just past the JSON value at p (raw: numbers keep their spelling); NULL when malformed. */
+static const char *value_end(const char *p) {
+  if (*p == '"') {
+    for (p++; *p && *p != '"'; p++)
+      if (*p == '\\' && p[1]) p++;
+    return *p ? p + 1 : NULL;
+  }
+  if (*p != '{' && *p != '[') {
+    while (*p && !strchr(",}] \n\t\r", *p)) p++;
+    return p;
+  }
+  int depth = 0;
+  for (;; p++) {
+    if (!*p) return NULL;
+    if (*p == '"') {
+      if (!(p = value_end(p))) return NULL;
+      p--;
+    } else if (*p == '{' || *p == '[') {
+      depth++;
+    } else if ((*p == '}' || *p == ']') && --depth == 0) {
+      return p + 1;
+    }
+  }
+}
+
+typedef struct span {
+  const char *p;
+  size_t n;
+} span;
+
+/* The raw value of obj's member key (obj at its '{'); {NULL, 0} when absent. */
+static span member(const char *obj, const char *key) {
+  const char *p = skip_space(obj + 1);
+  const size_t kl = strlen(key);
+  while (*p == '"') {
+    const char *kend = value_end(p);
+    if (!kend) break;
+    const bool match = (size_t)(kend - p) == kl + 2 && memcmp(p + 1, key, kl) == 0;
+    p = skip_space(kend);
+    if (*p != ':') break;
+    p = skip_space(p + 1);
+    const char *vend = value_end(p);
+    if (!vend) break;
+    if (match) return (span){p, (size_t)(vend - p)};
+    p = skip_space(vend);
+    if (*p != ',') break;
+    p = skip_space(p + 1);
+  }
+  return (span){NULL, 0};
+}
+
+typedef struct test_case {
+  char name[64];
+  char *request; /* as a client sends it */
+  bool add_generation_prompt;
+} test_case;
+
+/* The cases of cases.json, each made into a request; the count. */
+static int read_cases(const char *doc, test_case *out, int cap) {
+  const span cases = member(doc, "cases");
+  if (!cases.p || *cases.p != '[') return 0;
+  int n = 0;
+  for (const char *p = skip_space(cases.p + 1); *p == '{' && n < cap;) {
+    const char *end = value_end(p);
+    if (!end) break;
+    const span name = member(p, "name"), msgs = member(p, "messages"), tools = member(p, "tools"), extra = member(p, "extra");
+    const span agp = member(p, "add_generation_prompt");
+    test_case *c = &out[n++];
+    snprintf(c->name, sizeof c->name, "%.*s", name.n > 2 ? (int)name.n - 2 : 0, name.p ? name.p + 1 : "");
+    c->add_generation_prompt = agp.p && agp.n == 4 && !memcmp(agp.p, "true", 4);
+    const size_t need = msgs.n + tools.n + extra.n + 96;
+    c->request = malloc(need);
+    int w = snprintf(c->request, need, "{\"model\": \"any\", \"messages\": %.*s", (int)msgs.n, msgs.p ? msgs.p : "null");
+    if (tools.p) w += snprintf(c->request + w, need - (size_t)w, ", \"tools\": %.*s", (int)tools.n, tools.p);
+    if (extra.p) w += snprintf(c->request + w, need - (size_t)w, ", \"chat_template_kwargs\": %.*s", (int)extra.n, extra.p);
+    snprintf(c->request + w, need - (size_t)w, "}");
+    p = skip_space(end);
+    if (*p == ',') p = skip_space(p + 1);
+  }
+  return n;
+}
+
+/* The template through the public entry; *merges: whether the internal one made from the same
+ * source found no system role. */
+static fer_chat_template *open_template(const char *name, const char *bos, const char *eos, int64_t now, bool *merges) {
+  char rel[600], path[4096];
+  snprintf(rel, sizeof rel, "templates/%s", name);
+  size_t slen = 0;
+  char *src = feri_test_data_path(rel, path, sizeof path) ? slurp(path, &slen) : NULL;
+  fer_chat_template_options o;
+  fer_chat_template_options_init(&o);
+  o.bos_token = bos, o.eos_token = eos, o.now_unix = now;
+  fer_chat_template *t = NULL;
+  if (!src || fer_chat_template_create(src, slen, &o, &t) != FER_STATUS_OK) {
+    char msg[512];
+    size_t ml;
+    fer_last_error_message(msg, sizeof msg, &ml);
+    printf("  %s: %s\n", name, src ? msg : "not in the templates directory");
+    CHECK(!"the template compiles");
+  }
+  feri_chat_template *inner = NULL;
+  *merges = false;
+  if (t && feri_chat_template_create(src, slen, NULL, 0, bos, eos, &inner) == FER_STATUS_OK) *merges = feri_chat_template_merges_system(inner);
+  feri_chat_template_free(inner);
+  free(src);
+  return t;
+}
+
+/* Without VERBATIM on the system_user case: a template that merges renders the system text; one
+ * that does not renders exactly as with VERBATIM (the same text, or the same failure). */
+static void check_merge(const char *name, fer_chat_template *t, bool merges, const test_case *c, int *merging) {
+  char *out = NULL, *verbatim = NULL;
+  uint64_t n = 0, vn = 0;
+  const size_t len = strlen(c->request);
+  const fer_status st = fer_chat_template_apply(t, c->request, len, FER_CHAT_ADD_GENERATION_PROMPT, &out, &n);
+  const fer_status vst = fer_chat_template_apply(t, c->request, len, FER_CHAT_ADD_GENERATION_PROMPT | FER_CHAT_VERBATIM, &verbatim, &vn);
+  bool ok;
+  if (merges) {
+    (*merging)++;
+    printf("  merges the system message: %s (verbatim: %s)\n", name,
+           vst != FER_STATUS_OK ? "refused" : strstr(verbatim, "You are a helpful assistant.") ? "shown" : "dropped");
+    ok = st == FER_STATUS_OK && strstr(out, "You are a helpful assistant.");
+  } else {
+    ok = st == vst && n == vn && (st != FER_STATUS_OK || memcmp(out, verbatim, n) == 0);
+  }
+  CHECK(ok);
+  if (!ok) printf("  system_user without VERBATIM: status %d (verbatim %d) [%.300s]: %s\n", st, vst, out ? out : "", name);
+  fer_buffer_free(out);
+  fer_buffer_free(verbatim);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: chat_golden_test CASES GOLDENS\n");
+    return 2;
+  }
+  char dir[4096];
+  if (!feri_test_data_path("templates", dir, sizeof dir)) {
+    printf("SKIPPED: chat_golden_test (no templates/ in $FERRITE_DATA_DIR or ~/.cache/ferrite: scripts/template/fetch-templates.sh)\n");
+    return 0;
+  }
+  size_t clen = 0, glen = 0;
+  char *cases_doc = slurp(argv[1], &clen), *goldens = slurp(argv[2], &glen);
+  if (!cases_doc || !goldens) {
+    fprintf(stderr, "chat_golden_test: cannot read %s or %s\n", argv[1], argv[2]);
+    return 2;
+  }
+  cJSON *meta = cJSON_Parse(cases_doc);
+  const char *bos = cJSON_GetStringValue(cJSON_GetObjectItem(meta, "bos_token"));
+  const char *eos = cJSON_GetStringValue(cJSON_GetObjectItem(meta, "eos_token"));
+  int64_t now = 0;
+  CHECK(feri_chat_parse_date(cJSON_GetStringValue(cJSON_GetObjectItem(meta, "now")), &now));
+  test_case cases[32];
+  const int n_cases = read_cases(cases_doc, cases, 32);
+  CHECK(n_cases == 12);
+  const test_case *system_user = NULL;
+  for (int i = 0; i < n_cases; i++)
+    if (!strcmp(cases[i].name, "system_user")) system_user = &cases[i];
+  CHECK(system_user != NULL);
+
+  char current[256] = "";
+  fer_chat_template *t = NULL;
+  int same = 0, total = 0, templates = 0, merging = 0;
+  for (char *line = strtok(goldens, "\n"); line; line = strtok(NULL, "\n")) {
+    cJSON *g = cJSON_Parse(line);
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(g, "template")), *cname = cJSON_GetStringValue(cJSON_GetObjectItem(g, "case"));
+    const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(g, "text")), *error = cJSON_GetStringValue(cJSON_GetObjectItem(g, "error"));
+    const test_case *c = NULL;
+    for (int i = 0; cname && i < n_cases; i++)
+      if (!strcmp(cases[i].name, cname)) c = &cases[i];
+    if (!name || !c || (!text && !error)) {
+      CHECK(!"a golden line names a template, a case of cases.json, and text or error");
+      cJSON_Delete(g);
+      continue;
+    }
+    if (strcmp(name, current) != 0) {
+      fer_chat_template_free(t);
+      snprintf(current, sizeof current, "%s", name);
+      templates++;
+      bool merges = false;
+      if ((t = open_template(name, bos, eos, now, &merges)) != NULL && system_user) check_merge(name, t, merges, system_user, &merging);
+    }
+    char *out = NULL;
+    uint64_t out_len = 0;
+    const uint32_t flags = FER_CHAT_VERBATIM | (c->add_generation_prompt ? FER_CHAT_ADD_GENERATION_PROMPT : 0);
+    const fer_status st = t ? fer_chat_template_apply(t, c->request, strlen(c->request), flags, &out, &out_len) : FER_STATUS_NULL_ARG;
+    char msg[600];
+    size_t ml;
+    fer_last_error_message(msg, sizeof msg, &ml);
+    bool match;
+    if (text) match = st == FER_STATUS_OK && out_len == strlen(text) && memcmp(out, text, out_len) == 0;
+    else match = st == FER_STATUS_TEMPLATE_ERROR && !strcmp(msg, error) && !out && !out_len;
+    if (!match) {
+      printf("  DIFF %s / %s:\n    want %s[%.300s]\n    got  status %d [%.300s]\n", name, cname, text ? "" : "error ", text ? text : error,
+             st, st == FER_STATUS_OK ? out : msg);
+      CHECK(!"renders as Jinja2 does through the public entry");
+    }
+    fer_buffer_free(out);
+    same += match;
+    total++;
+    cJSON_Delete(g);
+  }
+  printf("chat_golden_test: %d of %d renders identical to Jinja2 through fer_chat_template_apply (%d templates, %d merge the "
+         "system message)\n",
+         same, total, templates, merging);
+  CHECK(total == 840 && templates == 70);
+  fer_chat_template_free(t);
+  for (int i = 0; i < n_cases; i++) free(cases[i].request);
+  cJSON_Delete(meta);
+  free(cases_doc);
+  free(goldens);
+  return feri_test_finish("chat_golden_test");
+}
