@@ -7,7 +7,7 @@
  * directory, a FIFO without a writer) are refused, not read or waited on. The tiny model
  * (`ferrite tiny-model`) serves where a model is needed; the cached Qwen2.5 tokenizer.json and the
  * SmolLM2 GGUF are SKIPPED when absent. chat-template prints a render byte for byte, a template's
- * raise as "template error: ..." with exit 1. EVIDENCE: C-CLI-001 C-CLI-002 C-CLI-003 C-CLI-004 C-CHAT-005 */
+ * raise as "template error: ..." with exit 1. EVIDENCE: C-CLI-001 C-CLI-002 C-CLI-003 C-CLI-004 C-CHAT-005 C-CHAT-006 */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -340,6 +340,18 @@ static void test_chat_template(void) {
   expect(A("chat-template", "--model", path, "--messages", msgs), 0, "", out);
   CHECK(strcmp(R.out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nCaf\u00e9 \"x\" \u4f60<|im_end|>\n"
                       "<|im_start|>assistant\n") == 0);
+  /* C-CHAT-006: a non-ChatML template drives the real model: SmolLM2 through Llama 3.2's answers
+   * with Paris (greedy; the date the template prints fixed) */
+  char llama[4096];
+  if (!feri_test_data_path("templates/meta-llama-Llama-3.2-3B-Instruct.jinja", llama, sizeof llama)) {
+    printf("SKIPPED: cli_test: generate with Llama 3.2's template (no templates/ in the data directory)\n");
+    return;
+  }
+  setenv("FERRITE_TEMPLATE_NOW", "2026-01-15", 1);
+  expect(A("generate", "--model", path, "--chat", "--system", "You are a helpful assistant.", "--chat-template", llama, "--prompt",
+           "What is the capital of France?", "--max-tokens", "40"),
+         0, NULL, "Paris");
+  unsetenv("FERRITE_TEMPLATE_NOW");
 }
 
 /* Files that are not regular files are refused before they are read: exit 1, a message naming

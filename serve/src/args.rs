@@ -10,7 +10,8 @@ pub const USAGE: &str = "\
 usage: ferrite-serve (--model PATH | --fake) [options]
 
 An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,
-GET /v1/models, GET /health, GET /metrics.
+GET /v1/models, GET /health, GET /metrics; llama-server's POST /tokenize, /detokenize and
+/apply-template.
 
   --model PATH        the GGUF model to serve
   --chat-template F   a Jinja chat template file to use instead of the model's own (a file
@@ -30,6 +31,8 @@ GET /v1/models, GET /health, GET /metrics.
   --timeout SECS      a request's headers, and then its body, must arrive within this (default 10)
   --no-prefix-cache   do not reuse KV of shared prompt prefixes
   -h, --help          this text
+
+FERRITE_TEMPLATE_NOW=YYYY-MM-DD fixes the date chat templates print (reproducible prompts).
 ";
 
 #[derive(Clone, Debug, PartialEq)]

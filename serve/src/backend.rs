@@ -184,7 +184,12 @@ pub trait Backend {
     fn model_id(&self) -> String;
     /// Most tokens one sequence may hold (prompt + generated).
     fn n_ctx(&self) -> u32;
-    fn tokenize(&mut self, text: &str) -> Result<Vec<i32>, String>;
+    /// The text's ids; with `add_special` the tokenizer's own (BOS where the model adds one), as
+    /// a prompt is encoded.
+    fn tokenize(&mut self, text: &str, add_special: bool) -> Result<Vec<i32>, String>;
+    /// The bytes the ids decode to (special tokens as their text); an id outside the vocabulary
+    /// is an error naming it.
+    fn detokenize(&mut self, ids: &[i32]) -> Result<Vec<u8>, String>;
     /// Renders a chat request (`{"messages": [...], "chat_template_kwargs": {...}}`, the
     /// messages as the client sent them) with the model's chat template, generation prompt added;
     /// an error (the template's own raise among them) is the request's, its message for the 400.

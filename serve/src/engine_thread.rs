@@ -41,9 +41,13 @@ pub enum EngineError {
     Stopped,
 }
 
+/// Work for the backend on its thread between steps (tokenize, render), answering on its own channel.
+type BackendCall = Box<dyn FnOnce(&mut dyn Backend) + Send>;
+
 enum Command {
     Generate { job: Job, events: tmpsc::UnboundedSender<Event>, reply: oneshot::Sender<Admission> },
     Cancel(u64),
+    With(BackendCall),
 }
 
 /// The engine thread's answer to Generate: (id, prompt tokens) or why not.
@@ -102,6 +106,16 @@ impl Engine {
             Ok(Err(e)) => Err(EngineError::Rejected(e)),
             Err(_) => Err(EngineError::Stopped),
         }
+    }
+
+    /// Runs `f` with the backend on the engine thread (between steps) and returns what it gives.
+    pub async fn with<T: Send + 'static>(&self, f: impl FnOnce(&mut dyn Backend) -> T + Send + 'static) -> Result<T, EngineError> {
+        let (tx, rx) = oneshot::channel();
+        let call: BackendCall = Box::new(move |b| {
+            let _ = tx.send(f(b));
+        });
+        self.tx.send(Command::With(call)).map_err(|_| EngineError::Stopped)?;
+        rx.await.map_err(|_| EngineError::Stopped)
     }
 
     /// The backend's counters as of the engine thread's last step.
@@ -172,9 +186,9 @@ fn admit(b: &mut dyn Backend, job: Job) -> Result<GenRequest, SubmitError> {
     let prompt = match job.prompt {
         Prompt::Chat(request) => {
             let text = b.render_chat(&request).map_err(SubmitError::Invalid)?;
-            b.tokenize(&text).map_err(SubmitError::Invalid)?
+            b.tokenize(&text, true).map_err(SubmitError::Invalid)?
         }
-        Prompt::Text(t) => b.tokenize(&t).map_err(SubmitError::Invalid)?,
+        Prompt::Text(t) => b.tokenize(&t, true).map_err(SubmitError::Invalid)?,
         Prompt::Tokens(t) => t,
     };
     let n_ctx = b.n_ctx() as u64;
@@ -227,6 +241,7 @@ impl Loop {
                 }
             }
             Command::Cancel(id) => self.b.cancel(id),
+            Command::With(f) => f(&mut *self.b),
         }
     }
 

@@ -197,8 +197,14 @@ impl Backend for FakeBackend {
         self.cfg.n_ctx
     }
 
-    fn tokenize(&mut self, text: &str) -> Result<Vec<i32>, String> {
+    fn tokenize(&mut self, text: &str, _add_special: bool) -> Result<Vec<i32>, String> {
         Ok(text.bytes().map(i32::from).collect())
+    }
+
+    fn detokenize(&mut self, ids: &[i32]) -> Result<Vec<u8>, String> {
+        ids.iter()
+            .map(|&t| u8::try_from(t).map_err(|_| format!("token {t} is not in the vocabulary (0..256)")))
+            .collect()
     }
 
     fn render_chat(&mut self, request_json: &str) -> Result<String, String> {

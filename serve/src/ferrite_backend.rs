@@ -55,6 +55,11 @@ impl FerriteBackend {
         if let Some(t) = &opts.chat_template {
             cfg = cfg.chat_template(t);
         }
+        // the one engine variable the server takes from its environment: the date chat templates
+        // print (strftime_now), fixed for reproducible prompts; the engine checks it
+        if let Ok(d) = std::env::var("FERRITE_TEMPLATE_NOW") {
+            cfg = cfg.environment([format!("FERRITE_TEMPLATE_NOW={d}")]);
+        }
         let engine = Box::new(Engine::from_path(path, &cfg).map_err(|e| format!("{}: {e}", path.display()))?);
         // SAFETY: the engine is boxed (its address is stable) and outlives every borrower: they
         // are fields declared before `engine`, and nothing moves out of or mutably borrows it.
@@ -143,8 +148,12 @@ impl Backend for FerriteBackend {
         self.n_ctx
     }
 
-    fn tokenize(&mut self, text: &str) -> Result<Vec<i32>, String> {
-        self.tok.encode(text.as_bytes(), encode_flag::ADD_SPECIAL).map_err(|e| e.message)
+    fn tokenize(&mut self, text: &str, add_special: bool) -> Result<Vec<i32>, String> {
+        self.tok.encode(text.as_bytes(), if add_special { encode_flag::ADD_SPECIAL } else { 0 }).map_err(|e| e.message)
+    }
+
+    fn detokenize(&mut self, ids: &[i32]) -> Result<Vec<u8>, String> {
+        self.tok.decode(ids, 0).map_err(|e| e.message)
     }
 
     fn render_chat(&mut self, request_json: &str) -> Result<String, String> {

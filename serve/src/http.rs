@@ -48,6 +48,9 @@ fn route_of(path: &str) -> Option<(&'static str, &'static str)> {
         "/v1/models" => ("/v1/models", "GET"),
         "/health" => ("/health", "GET"),
         "/metrics" => ("/metrics", "GET"),
+        "/tokenize" => ("/tokenize", "POST"),
+        "/detokenize" => ("/detokenize", "POST"),
+        "/apply-template" => ("/apply-template", "POST"),
         p if p.starts_with("/v1/models/") => ("/v1/models/{id}", "GET"),
         _ => return None,
     })
@@ -83,6 +86,9 @@ async fn route(req: Request<Body>, app: &App) -> (&'static str, Response<RespBod
             }
         }
         "/health" => Ok(json_response(200, &json!({"status": "ok"}))),
+        "/tokenize" => tokenize(req, app).await,
+        "/detokenize" => detokenize(req, app).await,
+        "/apply-template" => apply_template(req, app).await,
         "/metrics" => {
             let text = app.metrics.render(&app.engine.metrics());
             let mut r = Response::new(RespBody::full(text));
@@ -93,6 +99,53 @@ async fn route(req: Request<Body>, app: &App) -> (&'static str, Response<RespBod
         _ => unreachable!("route_of and this match list the same labels"),
     };
     (label, r.unwrap_or_else(|e| error_response(&e)))
+}
+
+/// llama-server's POST /tokenize: {"tokens": [ids]}, or with `with_pieces` [{"id", "piece"}]
+/// where a piece is its text, or its bytes when they are not UTF-8 on their own.
+async fn tokenize(req: Request<Body>, app: &App) -> Result<Response<RespBody>, ApiError> {
+    let body = read_body(req, app.body_limit, app.timeout).await?;
+    let (content, add_special, with_pieces) = openai::parse_tokenize(&body)?;
+    let r = app
+        .engine
+        .with(move |b| -> Result<Value, String> {
+            let ids = b.tokenize(&content, add_special)?;
+            if !with_pieces {
+                return Ok(json!({ "tokens": ids }));
+            }
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                let bytes = b.detokenize(&[id])?;
+                let piece = match String::from_utf8(bytes) {
+                    Ok(s) => json!(s),
+                    Err(e) => json!(e.into_bytes()),
+                };
+                out.push(json!({"id": id, "piece": piece}));
+            }
+            Ok(json!({ "tokens": out }))
+        })
+        .await
+        .map_err(|e| engine_error(e, "content"))?;
+    r.map(|v| json_response(200, &v)).map_err(|m| ApiError::param("content", "invalid_value", m))
+}
+
+/// llama-server's POST /detokenize: {"content": text} (invalid UTF-8 replaced, as its decoder does).
+async fn detokenize(req: Request<Body>, app: &App) -> Result<Response<RespBody>, ApiError> {
+    let body = read_body(req, app.body_limit, app.timeout).await?;
+    let ids = openai::parse_detokenize(&body)?;
+    let r = app.engine.with(move |b| b.detokenize(&ids)).await.map_err(|e| engine_error(e, "tokens"))?;
+    r.map(|bytes| json_response(200, &json!({"content": String::from_utf8_lossy(&bytes)})))
+        .map_err(|m| ApiError::param("tokens", "invalid_value", m))
+}
+
+/// llama-server's POST /apply-template: {"prompt": the chat template's render of the messages},
+/// what a chat request would prefill; a template's raise is a 400 with its message.
+async fn apply_template(req: Request<Body>, app: &App) -> Result<Response<RespBody>, ApiError> {
+    let body = read_body(req, app.body_limit, app.timeout).await?;
+    let request = openai::parse_apply_template(&body)?;
+    let r = app.engine.with(move |b| b.render_chat(&request)).await.map_err(|e| engine_error(e, "messages"))?;
+    r.map(|prompt| json_response(200, &json!({ "prompt": prompt })))
+        .map_err(|m| ApiError::invalid(m).with_param("messages").with_code("invalid_value"))
 }
 
 fn model_json(app: &App) -> Value {

@@ -129,8 +129,8 @@ fn as_int(v: &Value) -> Option<i64> {
     (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
 }
 
-/// Parses a request body for `endpoint`. `n_ctx` bounds max_tokens.
-pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<ParsedRequest, ApiError> {
+/// A request body as a JSON object, or the 400 saying why not.
+fn body_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     let text = std::str::from_utf8(body)
         .map_err(|e| ApiError::invalid(format!("The request body is not valid UTF-8 ({e}).")))?;
     let v: Value = serde_json::from_str(text).map_err(|e| {
@@ -139,9 +139,50 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
              using your HTTP library correctly. The OpenAI API expects a JSON payload.) [{e}]"
         ))
     })?;
-    let obj = v.as_object().ok_or_else(|| {
-        ApiError::invalid(format!("The request body must be a JSON object, not {}.", type_name(&v)))
+    match v {
+        Value::Object(m) => Ok(m),
+        v => Err(ApiError::invalid(format!("The request body must be a JSON object, not {}.", type_name(&v)))),
+    }
+}
+
+/// llama-server's POST /tokenize: (content, add_special (default false), with_pieces (default false)).
+pub fn parse_tokenize(body: &[u8]) -> Result<(String, bool, bool), ApiError> {
+    let obj = body_object(body)?;
+    let f = Fields(&obj);
+    let content = f.str("content")?.ok_or_else(|| {
+        ApiError::param("content", "missing_required_parameter", "Missing required parameter: 'content'.")
     })?;
+    Ok((content.to_string(), f.bool("add_special")?.unwrap_or(false), f.bool("with_pieces")?.unwrap_or(false)))
+}
+
+/// llama-server's POST /detokenize: the ids of "tokens".
+pub fn parse_detokenize(body: &[u8]) -> Result<Vec<i32>, ApiError> {
+    let obj = body_object(body)?;
+    let v = Fields(&obj).get("tokens").ok_or_else(|| {
+        ApiError::param("tokens", "missing_required_parameter", "Missing required parameter: 'tokens'.")
+    })?;
+    let a = v.as_array().ok_or_else(|| wrong_type("tokens", "an array of token ids", v))?;
+    a.iter()
+        .enumerate()
+        .map(|(i, t)| match as_int(t) {
+            Some(x) if (0..=i32::MAX as i64).contains(&x) => Ok(x as i32),
+            _ => Err(wrong_type(&format!("tokens[{i}]"), "a token id (an integer of at least 0)", t)),
+        })
+        .collect()
+}
+
+/// llama-server's POST /apply-template: the chat template's request of a chat body's messages and
+/// chat_template_kwargs (the rest of a chat request is accepted and ignored).
+pub fn parse_apply_template(body: &[u8]) -> Result<String, ApiError> {
+    let obj = body_object(body)?;
+    let f = Fields(&obj);
+    chat_request(parse_messages(f.get("messages"))?, f.get("chat_template_kwargs"))
+}
+
+/// Parses a request body for `endpoint`. `n_ctx` bounds max_tokens.
+pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<ParsedRequest, ApiError> {
+    let obj = body_object(body)?;
+    let obj = &obj;
     let f = Fields(obj);
     f.str("model")?;
     f.str("user")?;

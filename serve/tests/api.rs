@@ -1,6 +1,6 @@
 //! The OpenAI endpoints end to end over raw HTTP, against the fake backend (which answers the
 //! last user message, or the prompt, byte by byte).
-//! EVIDENCE: C-SERVE-003
+//! EVIDENCE: C-SERVE-003 C-SERVE-008
 
 mod common;
 
@@ -282,5 +282,38 @@ fn keep_alive_serves_several_requests_on_one_connection() {
             // Between requests the idle deadline runs again, but 0.5 s is well inside it.
             std::thread::sleep(std::time::Duration::from_millis(500));
         }
+    });
+}
+
+// C-SERVE-008: llama-server's utility endpoints. /tokenize gives the backend's ids (the fake's are
+// bytes) and, with with_pieces, each id's text or bytes; /detokenize inverts it; /apply-template
+// renders a chat request's messages without generating; bad bodies are 400s naming the field.
+#[test]
+fn tokenize_detokenize_apply_template() {
+    within(60, || {
+        let s = start_default();
+        let r = post(s.addr, "/tokenize", &json!({"content": "hé!"}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json(), json!({"tokens": [104, 195, 169, 33]}));
+        let r = post(s.addr, "/tokenize", &json!({"content": "hé", "with_pieces": true, "add_special": true}));
+        assert_eq!(r.json(), json!({"tokens": [{"id": 104, "piece": "h"}, {"id": 195, "piece": [195]}, {"id": 169, "piece": [169]}]}));
+        let r = post(s.addr, "/detokenize", &json!({"tokens": [104, 195, 169, 33]}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json(), json!({"content": "hé!"}));
+        let r = post(s.addr, "/apply-template", &chat_body("Hi"));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json(), json!({"prompt": "<|system|>\nsys\n<|user|>\nHi\n<|assistant|>\n"}));
+        // the errors: each a 400 naming its field; a template's refusal carries its message
+        assert_eq!(assert_error(&post(s.addr, "/tokenize", &json!({})), 400)["param"], "content");
+        assert_eq!(assert_error(&post(s.addr, "/tokenize", &json!({"content": 3})), 400)["param"], "content");
+        assert_eq!(assert_error(&post(s.addr, "/tokenize", &json!({"content": "x", "add_special": 1})), 400)["param"], "add_special");
+        assert_eq!(assert_error(&post(s.addr, "/detokenize", &json!({"tokens": [1, -2]})), 400)["param"], "tokens[1]");
+        assert_eq!(assert_error(&post(s.addr, "/detokenize", &json!({"tokens": "1"})), 400)["param"], "tokens");
+        let e = assert_error(&post(s.addr, "/detokenize", &json!({"tokens": [300]})), 400);
+        assert!(e["message"].as_str().unwrap().contains("300"), "{e}");
+        assert_eq!(assert_error(&post(s.addr, "/apply-template", &json!({"messages": []})), 400)["param"], "messages");
+        let e = assert_error(&post(s.addr, "/apply-template", &json!({"messages": [{"role": "tool", "content": "x"}]})), 400);
+        assert_eq!(e["message"], "Tool messages need a tool_call_id (the fake template)");
+        assert_eq!(get(s.addr, "/tokenize").status, 405);
     });
 }

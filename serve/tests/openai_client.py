@@ -14,6 +14,7 @@ Exits 0 when every check passed, 1 with the failed checks listed otherwise.
 import argparse
 import json
 import sys
+import urllib.request
 
 import openai
 
@@ -170,6 +171,53 @@ def main():
         check("completions logprobs: shape", lp is not None and len(lp.tokens) == len(lp.token_logprobs)
               and all(len(t) <= 2 for t in lp.top_logprobs), str(lp))
 
+    def tokenize(text):
+        """The server's ids for text (llama-server's POST /tokenize, beside /v1)."""
+        root = a.base_url.rsplit("/v1", 1)[0]
+        req = urllib.request.Request(root + "/tokenize", data=json.dumps({"content": text}).encode(),
+                                     headers={"content-type": "application/json"})
+        with urllib.request.urlopen(req, timeout=a.timeout) as r:
+            return json.loads(r.read())["tokens"]
+
+    def tokens_of(r):
+        return [t.token for t in r.choices[0].logprobs.content]
+
+    def penalties():
+        # Greedy counting repeats ", " and digits; frequency and presence penalties make repeats
+        # costly, so the penalised output differs and repeats fewer tokens; repetition_penalty
+        # (llama-server's and vLLM's extension, through extra_body) changes it too.
+        prompt = [{"role": "user", "content": "Count from 1 to 20, separated by commas."}]
+        kw = dict(model=model, messages=prompt, max_tokens=32, temperature=0, logprobs=True)
+        base = tokens_of(client.chat.completions.create(**kw))
+        pen = tokens_of(client.chat.completions.create(**kw, frequency_penalty=1.5, presence_penalty=1.0))
+        rep = tokens_of(client.chat.completions.create(**kw, extra_body={"repetition_penalty": 1.5}))
+
+        def repeats(ts):
+            return len(ts) - len(set(ts))
+        check("penalties: frequency/presence change the output", pen != base, f"{pen!r}")
+        check("penalties: fewer repeated tokens", repeats(pen) < repeats(base), f"{repeats(pen)} vs {repeats(base)}")
+        check("penalties: repetition_penalty changes the output", rep != base, f"{rep!r}")
+
+    def logit_bias():
+        # -100 bans the greedy first token; +100 on another token makes it the first
+        q = [{"role": "user", "content": "What is the capital of France?"}]
+        kw = dict(model=model, messages=q, max_tokens=4, temperature=0, logprobs=True)
+        first = tokens_of(client.chat.completions.create(**kw))[0]
+        ids = tokenize(first)
+        check("logit_bias: the first token is one id", len(ids) == 1, f"{first!r} -> {ids}")
+        banned = tokens_of(client.chat.completions.create(**kw, logit_bias={str(ids[0]): -100}))
+        check("logit_bias: -100 bans the token", first not in banned, f"{first!r} in {banned!r}")
+        boost = tokenize(" banana")
+        forced = tokens_of(client.chat.completions.create(**kw, logit_bias={str(boost[-1]): 100}))
+        check("logit_bias: +100 makes the token first", forced[0] == " banana", f"{forced!r}")
+
+    def seeds():
+        q = [{"role": "user", "content": "Write a sentence about the sea."}]
+        kw = dict(model=model, messages=q, max_tokens=24, temperature=1.0)
+        t = [client.chat.completions.create(**kw, seed=s).choices[0].message.content for s in (42, 42, 43)]
+        check("seed: the same seed gives the same output", t[0] == t[1], f"{t[0]!r} vs {t[1]!r}")
+        check("seed: another seed gives another output", t[0] != t[2], f"{t[0]!r} vs {t[2]!r}")
+
     def errors():
         for name, kw in [("n=2", {"n": 2}), ("max_tokens=0", {"max_tokens": 0})]:
             try:
@@ -192,6 +240,11 @@ def main():
                      ("json_schema", json_schema), ("stop", stop_sequences), ("logprobs", logprobs),
                      ("errors", errors)]:
         run(name, fn)
+    if a.fake:
+        print("skip penalties, logit_bias, seed (the fake backend echoes the prompt)")
+    else:
+        for name, fn in [("penalties", penalties), ("logit_bias", logit_bias), ("seed", seeds)]:
+            run(name, fn)
 
     if failures:
         print(f"\n{len(failures)} check(s) failed against {a.base_url}:\n  " + "\n  ".join(failures))

@@ -3,7 +3,7 @@
 //! setup runs) and a load of streaming clients of which a third hang up mid-stream
 //! (scripts/serve/load_bench.py, standard library only). The server is the built binary, started
 //! on a loopback port and killed at the end. SKIPPED (printed) without the model file or the venv.
-//! EVIDENCE: C-SERVE-001 C-SERVE-002
+//! EVIDENCE: C-SERVE-001 C-SERVE-002 C-CHAT-006
 
 mod common;
 
@@ -58,6 +58,7 @@ impl Server {
             .arg("--model")
             .arg(model)
             .args(["--port", "0", "--threads", "2"])
+            .env("FERRITE_TEMPLATE_NOW", "2026-01-15") // the date Llama 3's template prints
             .args(extra)
             .stdout(Stdio::piped())
             .spawn()
@@ -113,6 +114,46 @@ fn openai_client(model: &PathBuf, py: &PathBuf) {
     assert_eq!(r.status, 400, "{}", r.text());
     let msg = r.json()["error"]["message"].as_str().unwrap_or_default().to_string();
     assert!(msg.contains("response_format") && msg.contains("ipv6"), "{msg}");
+}
+
+// C-CHAT-006: a non-ChatML template drives the real model end to end: SmolLM2 served with Llama
+// 3.2's template (--chat-template, from the templates setup extracts) renders the conversation with
+// Llama 3's headers (/apply-template) and answers the question with Paris; served with Gemma 2's, a
+// conversation the template refuses (two user turns in a row) is a 400 carrying the template's
+// own message, and a system message (which that template raises on) is merged into the user turn.
+fn non_chatml_templates(model: &PathBuf) {
+    let (Some(llama), Some(gemma)) = (
+        data_file("templates/meta-llama-Llama-3.2-3B-Instruct.jinja"),
+        data_file("templates/google-gemma-2-2b-it.jinja"),
+    ) else {
+        println!("SKIPPED real_model: non-ChatML templates (no templates/ in the data directory: scripts/template/fetch-templates.sh)");
+        return;
+    };
+    let q = serde_json::json!({"messages": [{"role": "system", "content": "You are a helpful assistant."},
+                                            {"role": "user", "content": "What is the capital of France?"}],
+                               "max_tokens": 40, "temperature": 0});
+    let s = Server::start(model, &["--chat-template", llama.to_str().unwrap()]);
+    let r = common::post(s.addr, "/apply-template", &q);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let prompt = r.json()["prompt"].as_str().unwrap_or_default().to_string();
+    assert!(prompt.contains("<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023")
+            && prompt.ends_with("<|start_header_id|>user<|end_header_id|>\n\nWhat is the capital of France?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"),
+            "{prompt}");
+    let r = common::post(s.addr, "/v1/chat/completions", &q);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let answer = r.json()["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_string();
+    assert!(answer.contains("Paris"), "SmolLM2 through Llama 3.2's template: {answer:?}");
+    drop(s);
+    let s = Server::start(model, &["--chat-template", gemma.to_str().unwrap()]);
+    let two_users = serde_json::json!({"messages": [{"role": "user", "content": "Hi"}, {"role": "user", "content": "Hi again"}],
+                                       "max_tokens": 4});
+    let r = common::post(s.addr, "/v1/chat/completions", &two_users);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.json()["error"]["message"], "Conversation roles must alternate user/assistant/user/assistant/...");
+    let r = common::post(s.addr, "/apply-template", &q);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.json()["prompt"].as_str().unwrap_or_default().ends_with(
+        "<start_of_turn>user\nYou are a helpful assistant.\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"), "{}", r.text());
 }
 
 // C-SERVE-002: nothing lost, nothing leaked. 24 streaming requests from 8 clients, a third of them
@@ -185,6 +226,7 @@ fn real_clients_on_the_real_model() {
             println!("SKIPPED real_model: the openai client's checks under the sanitizer (the normal run makes them)");
         } else {
             openai_client(&model, &py);
+            non_chatml_templates(&model);
         }
         nothing_lost_nothing_leaked(&model);
     });
