@@ -1912,6 +1912,48 @@ typedef struct fer_chat_template_options {
 /** Defaults: no special tokens, no tool_use variant, the clock. */
 fer_status fer_chat_template_options_init(fer_chat_template_options *options);
 
+/** What a chat template takes (bits of fer_chat_template_info.caps), found by rendering probes
+ *  when it is made. */
+enum fer_chat_cap {
+  /** It shows a system message's text. */
+  FER_CHAT_CAP_SYSTEM = 1,
+  /** It shows the request's tools list (the tool_use variant's, where the file has one). */
+  FER_CHAT_CAP_TOOLS = 2,
+  /** It shows an assistant message's tool_calls. */
+  FER_CHAT_CAP_TOOL_CALLS = 4,
+  /** It shows a tool message's content. */
+  FER_CHAT_CAP_TOOL_RESPONSES = 8,
+};
+
+/** How a model calls tools, from its template (fer_chat_template_info.tool_format). */
+enum fer_chat_tool_format {
+  /** A JSON object, {"tool_call": {"name", "arguments"}} or {"response": text}: for templates
+   *  that do not show tools (the tools and these instructions go into the system message). */
+  FER_CHAT_TOOLS_GENERIC = 0,
+  /** Hermes and Qwen: <tool_call>{"name": ..., "arguments": {...}}</tool_call> per call. */
+  FER_CHAT_TOOLS_HERMES = 1,
+  /** Llama 3.x: a JSON object {"name": ..., "parameters": {...}}. */
+  FER_CHAT_TOOLS_LLAMA3 = 2,
+  /** Mistral: [TOOL_CALLS] then a JSON list of {"name", "arguments"}. */
+  FER_CHAT_TOOLS_MISTRAL = 3,
+};
+
+/** A chat template's capabilities and tool-call syntax. */
+typedef struct fer_chat_template_info {
+  /** sizeof(fer_chat_template_info) as the caller was compiled. */
+  uint32_t struct_size;
+  /** fer_chat_cap bits. */
+  uint32_t caps;
+  /** fer_chat_tool_format. */
+  uint32_t tool_format;
+} fer_chat_template_info;
+
+/**
+ * The template's capabilities and tool-call syntax into *out_info, whose struct_size the caller
+ * sets (INVALID_ARG when smaller than this header's; the struct is zeroed on failure).
+ */
+fer_status fer_chat_template_get_info(const fer_chat_template *chat_template, fer_chat_template_info *out_info);
+
 /**
  * Compiles source (source_bytes of UTF-8; need not be NUL-terminated). A syntax error is
  * INVALID_ARG with "chat template: line L, column C: ..." (Jinja2's message); options may be NULL
@@ -1930,11 +1972,15 @@ fer_status fer_chat_template_free(fer_chat_template *chat_template);
  * prepared as transformers prepares them (null members dropped; reasoning_content, thinking or
  * reasoning given as both thinking and reasoning_content), tools and documents (or none),
  * add_generation_prompt from flags, bos_token, eos_token, then chat_template_kwargs' members (an
- * enable_thinking flag, say). Unless FER_CHAT_VERBATIM: content given as a list of text parts is
- * their texts joined with newlines (another part type is INVALID_ARG: text only), and when the
- * template has no system role (found by rendering a probe when it was made: it drops or refuses a
- * system message) each run of system messages goes before the next user turn's content,
- * newline-separated, as llama.cpp does. *out_text is NUL-terminated, allocated by the library:
+ * enable_thinking flag, say). Unless FER_CHAT_VERBATIM, llama.cpp's adjustments for what a
+ * template cannot take (its capabilities, fer_chat_template_get_info): content given as a list of
+ * text parts is their texts joined with newlines (another part type is INVALID_ARG: text only); a
+ * tool call's arguments given as a JSON string are the object it holds; where the template does
+ * not show tool calls, an assistant's become its content as JSON ({"tool_calls": [...]}), where it
+ * does not show tool results, a tool message becomes a user message ({"tool_response": {...}}),
+ * and where it does not show the tools list, the tools and the generic form's instructions go
+ * into the system message; and when it has no system role, each run of system messages goes
+ * before the next user turn's content, newline-separated. *out_text is NUL-terminated, allocated by the library:
  * release it with fer_buffer_free; *out_len is its length. Failures (both outputs NULL and 0):
  * INVALID_ARG for a request that is not as described (the message names the member) or unknown
  * flags; TEMPLATE_ERROR when the template raises (Gemma's "Conversation roles must alternate

@@ -76,3 +76,17 @@ fer_status fer_chat_template_apply(const fer_chat_template *c, const char *reque
   *out_len = n;
   return FER_STATUS_OK;
 }
+
+fer_status fer_chat_template_get_info(const fer_chat_template *c, fer_chat_template_info *out) {
+  static const char *const fn = "fer_chat_template_get_info";
+  feri_error_clear();
+  if (!out) return feri_fail(FER_STATUS_NULL_ARG, "%s: out_info is NULL", fn);
+  const uint32_t given = out->struct_size;
+  memset(out, 0, sizeof *out);
+  if (!c) return feri_fail(FER_STATUS_NULL_ARG, "%s: chat_template is NULL", fn);
+  if (given < sizeof *out)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: struct_size %u < %zu (set it to sizeof(fer_chat_template_info))", fn, given, sizeof *out);
+  out->struct_size = sizeof *out;
+  feri_chat_template_info(c->t, &out->caps, &out->tool_format);
+  return FER_STATUS_OK;
+}

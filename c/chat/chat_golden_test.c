@@ -7,7 +7,7 @@
  * VERBATIM, lists the templates whose probe found no system role (the merge applies) and checks
  * that each renders the system text of the system_user case.
  * usage: chat_golden_test CASES GOLDENS (SKIPPED without the templates directory)
- * EVIDENCE: C-CHAT-004 */
+ * EVIDENCE: C-CHAT-004 C-CHAT-007 */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +168,29 @@ static void check_merge(const char *name, fer_chat_template *t, bool merges, con
   fer_buffer_free(verbatim);
 }
 
+/* The capabilities and the tool syntax; the formats of a few well-known templates checked. */
+static void check_info(const char *name, const fer_chat_template *t, int formats[4], int with_caps[4]) {
+  fer_chat_template_info info = {.struct_size = sizeof info};
+  CHECK_STATUS(fer_chat_template_get_info(t, &info), FER_STATUS_OK);
+  if (info.tool_format < 4) formats[info.tool_format]++;
+  for (int b = 1; b < 4; b++) with_caps[b] += (info.caps >> b) & 1;
+  static const struct {
+    const char *name;
+    uint32_t format, caps;
+  } KNOWN[] = {
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", FER_CHAT_TOOLS_HERMES, 15},
+      {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", FER_CHAT_TOOLS_HERMES, 14}, /* no system role without tools */
+      {"meta-llama-Llama-3.2-3B-Instruct.jinja", FER_CHAT_TOOLS_LLAMA3, 15},
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", FER_CHAT_TOOLS_MISTRAL, 15},
+      {"google-gemma-2-2b-it.jinja", FER_CHAT_TOOLS_GENERIC, 0},
+  };
+  for (size_t k = 0; k < sizeof KNOWN / sizeof KNOWN[0]; k++)
+    if (!strcmp(name, KNOWN[k].name) && (info.tool_format != KNOWN[k].format || info.caps != KNOWN[k].caps)) {
+      printf("  %s: tool format %u caps 0x%x, want %u and 0x%x\n", name, info.tool_format, info.caps, KNOWN[k].format, KNOWN[k].caps);
+      CHECK(!"a known template's tool format and capabilities");
+    }
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: chat_golden_test CASES GOLDENS\n");
@@ -199,7 +222,8 @@ int main(int argc, char **argv) {
 
   char current[256] = "";
   fer_chat_template *t = NULL;
-  int same = 0, total = 0, templates = 0, merging = 0;
+  int same = 0, total = 0, templates = 0, merging = 0, adjusted_ok = 0, verbatim_ok = 0;
+  int formats[4] = {0}, with_caps[4] = {0};
   for (char *line = strtok(goldens, "\n"); line; line = strtok(NULL, "\n")) {
     cJSON *g = cJSON_Parse(line);
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(g, "template")), *cname = cJSON_GetStringValue(cJSON_GetObjectItem(g, "case"));
@@ -218,6 +242,7 @@ int main(int argc, char **argv) {
       templates++;
       bool merges = false;
       if ((t = open_template(name, bos, eos, now, &merges)) != NULL && system_user) check_merge(name, t, merges, system_user, &merging);
+      if (t) check_info(name, t, formats, with_caps);
     }
     char *out = NULL;
     uint64_t out_len = 0;
@@ -237,11 +262,29 @@ int main(int argc, char **argv) {
     fer_buffer_free(out);
     same += match;
     total++;
+    /* with the adjustments: never a failure where the verbatim render succeeded */
+    if (t) {
+      char *adj = NULL;
+      uint64_t adj_len = 0;
+      const fer_status ast = fer_chat_template_apply(t, c->request, strlen(c->request), flags & ~(uint32_t)FER_CHAT_VERBATIM, &adj, &adj_len);
+      adjusted_ok += ast == FER_STATUS_OK;
+      if (ast != FER_STATUS_OK && text) {
+        fer_last_error_message(msg, sizeof msg, &ml);
+        printf("  adjusted render fails where Jinja2's succeeds: %s / %s: %s\n", name, cname, msg);
+        CHECK(!"the adjustments never break a render");
+      }
+      fer_buffer_free(adj);
+    }
+    verbatim_ok += text != NULL;
     cJSON_Delete(g);
   }
   printf("chat_golden_test: %d of %d renders identical to Jinja2 through fer_chat_template_apply (%d templates, %d merge the "
          "system message)\n",
          same, total, templates, merging);
+  printf("chat_golden_test: with the adjustments %d of %d render (verbatim %d); tool formats: generic %d, hermes %d, llama3 %d, "
+         "mistral %d; showing tools %d, tool calls %d, tool results %d\n",
+         adjusted_ok, total, verbatim_ok, formats[0], formats[1], formats[2], formats[3], with_caps[1], with_caps[2], with_caps[3]);
+  CHECK(adjusted_ok > verbatim_ok); /* string arguments parsed, tool turns shown: some more render */
   CHECK(total == 840 && templates == 70);
   fer_chat_template_free(t);
   for (int i = 0; i < n_cases; i++) free(cases[i].request);

@@ -3,6 +3,8 @@
  * stays 1.0 through tojson), prepared there, and handed to the template as its variables. */
 #include "chat/chat_template.h"
 
+#include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,10 +12,17 @@
 #include "template/json.h"
 #include "template/template.h"
 
+/* What a template takes, found by probes when it is made (FERI_CHAT_CAP_* bits). */
+typedef struct caps {
+  uint32_t bits;
+  bool merge_system; /* no system role, and merging would help (lacks_system_role) */
+} caps;
+
 struct feri_chat_template {
   feri_tmpl *main, *tool_use; /* tool_use: NULL when the file has no such variant */
   char *bos, *eos;
-  bool merge_main, merge_tool_use; /* the probe found no system role */
+  caps main_caps, tool_caps; /* tool_caps: the template requests with tools render through */
+  uint32_t tool_format;      /* FER_CHAT_TOOLS_*, from the source of that template */
 };
 
 /* What the variables are made from, and what became of it. */
@@ -22,16 +31,33 @@ typedef struct apply_arg {
   const char *request;
   size_t len;
   uint32_t flags;
-  int probe;         /* PROBE_*: the request is fixed, nothing merged */
-  bool probe_tools;  /* the probe carries a tools list (for the tool_use variant) */
+  const feri_tmpl *probe; /* a probe renders this template with the request as it is */
   bool merge_system; /* decided while building: the chosen template's flag */
   bool built;        /* the variables were made: a failure after this is the template's */
 } apply_arg;
 
-enum { NO_PROBE, PROBE_SYSTEM_USER, PROBE_USER };
-static const char PROBE_NEEDLE[] = "ferrite-system-role-probe-5f1c";
-static const char PROBE_TOOLS[] = "[{\"type\": \"function\", \"function\": {\"name\": \"probe\", \"description\": \"A probe.\", "
-                                  "\"parameters\": {\"type\": \"object\", \"properties\": {}}}}]";
+/* The probes' messages (JSON arrays): a render shows whether the template takes a message shape,
+ * by whether the needle appears in the text. */
+#define PROBE_CALL                                                                                                 \
+  "{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"a1b2c3d4e\", \"type\": \"function\", " \
+  "\"function\": {\"name\": \"ferrite_probe_call_7b2\", \"arguments\": {\"x\": 1}}}]}"
+static const char PROBE_TOOL_LIST[] =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"ferrite_probe_tool_9a1\", \"description\": \"A probe.\", "
+    "\"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"integer\"}}}}}]";
+static const char PROBE_SYSTEM_USER[] =
+    "[{\"role\": \"system\", \"content\": \"ferrite-system-role-probe-5f1c\"}, {\"role\": \"user\", \"content\": \"Hello.\"}]";
+static const char PROBE_USER[] = "[{\"role\": \"user\", \"content\": \"Hello.\"}]";
+static const char PROBE_TOOL_CALLS[] = "[{\"role\": \"user\", \"content\": \"Hello.\"}, " PROBE_CALL "]";
+static const char PROBE_TOOL_RESPONSES[] =
+    "[{\"role\": \"user\", \"content\": \"Hello.\"}, " PROBE_CALL ", {\"role\": \"tool\", \"tool_call_id\": \"a1b2c3d4e\", "
+    "\"name\": \"ferrite_probe_call_7b2\", \"content\": \"ferrite-probe-result-3c4\"}]";
+
+/* The generic tool form's instructions (llama.cpp's generic format): for a template that does not
+ * show a tools list, the tools go into the system message with how to call them. */
+static const char TOOLS_INTRO[] = "You can call any of the following tools to satisfy the user's requests: ";
+static const char TOOLS_HOWTO[] =
+    "\n\nRespond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply to the "
+    "user's request";
 
 static feri_tmpl_value key(const char *s) { return feri_tmpl_cstr(s); }
 
@@ -135,38 +161,146 @@ static feri_tmpl_value merge_system(feri_tmpl_rt *rt, const feri_tmpl_list *in) 
 
 static bool non_empty_list(const feri_tmpl_value *v) { return v && v->kind == FERI_TMPL_LIST && v->u.list->n > 0; }
 
+/* JSON text as a value; *ok false (and None) when it does not parse: the parser's throw is caught
+ * here (the arena keeps what it allocated until the render ends). */
+static feri_tmpl_value try_json(feri_tmpl_rt *rt, const char *p, size_t n, bool *ok) {
+  jmp_buf here;
+  jmp_buf *outer = rt->fail;
+  const fer_status status = rt->status;
+  feri_tmpl_value v = feri_tmpl_none();
+  rt->fail = &here;
+  if (setjmp(here) == 0) {
+    v = feri_tmpl_json_parse(rt, p, n);
+    *ok = true;
+  } else {
+    *ok = false;
+  }
+  rt->fail = outer;
+  rt->status = status;
+  rt->message[0] = '\0';
+  return *ok ? v : feri_tmpl_none();
+}
+
+static feri_tmpl_value json_text(feri_tmpl_rt *rt, feri_tmpl_value v) {
+  feri_tmpl_buf b = {0};
+  const feri_tmpl_json_style style = {.indent = 2};
+  feri_tmpl_json_write(rt, &b, v, &style);
+  return feri_tmpl_buf_value(&b);
+}
+
+static feri_tmpl_value copy_dict(feri_tmpl_rt *rt, const feri_tmpl_dict *d) {
+  feri_tmpl_value c = feri_tmpl_dict_new(rt, FERI_TMPL_DICT);
+  for (size_t k = 0; k < d->n; k++) feri_tmpl_dict_set(rt, c.u.dict, d->keys[k], d->vals[k]);
+  return c;
+}
+
+/* OpenAI clients send a tool call's arguments as a JSON string; templates (and transformers'
+ * documentation) take an object: a string that parses as an object becomes it, as llama.cpp does. */
+static void arguments_as_objects(feri_tmpl_rt *rt, feri_tmpl_value m) {
+  feri_tmpl_value *calls = feri_tmpl_dict_find_str(m.u.dict, "tool_calls");
+  if (!calls || calls->kind != FERI_TMPL_LIST) return;
+  feri_tmpl_value list = feri_tmpl_list_new(rt, calls->u.list->n);
+  for (size_t c = 0; c < calls->u.list->n; c++) {
+    feri_tmpl_value call = calls->u.list->items[c];
+    const feri_tmpl_value *fn = call.kind == FERI_TMPL_DICT ? feri_tmpl_dict_find_str(call.u.dict, "function") : NULL;
+    const feri_tmpl_value *args = fn && fn->kind == FERI_TMPL_DICT ? feri_tmpl_dict_find_str(fn->u.dict, "arguments") : NULL;
+    bool ok = false;
+    const feri_tmpl_value parsed = args && args->kind == FERI_TMPL_STR ? try_json(rt, args->u.s.p, args->u.s.n, &ok) : feri_tmpl_none();
+    if (ok && parsed.kind == FERI_TMPL_DICT) {
+      feri_tmpl_value f = copy_dict(rt, fn->u.dict);
+      feri_tmpl_dict_set(rt, f.u.dict, key("arguments"), parsed);
+      call = copy_dict(rt, call.u.dict);
+      feri_tmpl_dict_set(rt, call.u.dict, key("function"), f);
+    }
+    feri_tmpl_list_push(rt, list.u.list, call);
+  }
+  *calls = list;
+}
+
+/* For a template that does not show them (llama.cpp's polyfills, which its generic tool format
+ * relies on): an assistant's tool calls become its content, {"tool_calls": [{"name", "arguments",
+ * "id"}]} (with "content" when it had text); a tool message becomes a user message,
+ * {"tool_response": {"tool", "content", "tool_call_id"}}; both JSON with an indent of 2. */
+static feri_tmpl_value polyfill_tool_turn(feri_tmpl_rt *rt, feri_tmpl_value m, uint32_t caps_bits) {
+  const feri_tmpl_dict *d = m.u.dict;
+  const feri_tmpl_value *role = feri_tmpl_dict_find_str(d, "role");
+  const feri_tmpl_value *content = feri_tmpl_dict_find_str(d, "content");
+  const feri_tmpl_value *calls = feri_tmpl_dict_find_str(d, "tool_calls");
+  if (is_str(role, "assistant") && non_empty_list(calls) && !(caps_bits & FER_CHAT_CAP_TOOL_CALLS)) {
+    feri_tmpl_value list = feri_tmpl_list_new(rt, calls->u.list->n);
+    for (size_t c = 0; c < calls->u.list->n; c++) {
+      const feri_tmpl_value call = calls->u.list->items[c];
+      const feri_tmpl_value *fn = call.kind == FERI_TMPL_DICT ? feri_tmpl_dict_find_str(call.u.dict, "function") : NULL;
+      const feri_tmpl_value *id = call.kind == FERI_TMPL_DICT ? feri_tmpl_dict_find_str(call.u.dict, "id") : NULL;
+      feri_tmpl_value o = feri_tmpl_dict_new(rt, FERI_TMPL_DICT);
+      const feri_tmpl_value *name = fn && fn->kind == FERI_TMPL_DICT ? feri_tmpl_dict_find_str(fn->u.dict, "name") : NULL;
+      const feri_tmpl_value *args = fn && fn->kind == FERI_TMPL_DICT ? feri_tmpl_dict_find_str(fn->u.dict, "arguments") : NULL;
+      feri_tmpl_dict_set(rt, o.u.dict, key("name"), name ? *name : feri_tmpl_none());
+      feri_tmpl_dict_set(rt, o.u.dict, key("arguments"), args ? *args : feri_tmpl_dict_new(rt, FERI_TMPL_DICT));
+      if (id) feri_tmpl_dict_set(rt, o.u.dict, key("id"), *id);
+      feri_tmpl_list_push(rt, list.u.list, o);
+    }
+    feri_tmpl_value body = feri_tmpl_dict_new(rt, FERI_TMPL_DICT);
+    feri_tmpl_dict_set(rt, body.u.dict, key("tool_calls"), list);
+    if (content && content->kind == FERI_TMPL_STR && content->u.s.n) feri_tmpl_dict_set(rt, body.u.dict, key("content"), *content);
+    feri_tmpl_value out = feri_tmpl_dict_new(rt, FERI_TMPL_DICT);
+    feri_tmpl_dict_set(rt, out.u.dict, key("role"), key("assistant"));
+    feri_tmpl_dict_set(rt, out.u.dict, key("content"), json_text(rt, body));
+    return out;
+  }
+  if (is_str(role, "tool") && !(caps_bits & FER_CHAT_CAP_TOOL_RESPONSES)) {
+    feri_tmpl_value r = feri_tmpl_dict_new(rt, FERI_TMPL_DICT);
+    const feri_tmpl_value *name = feri_tmpl_dict_find_str(d, "name"), *id = feri_tmpl_dict_find_str(d, "tool_call_id");
+    if (name) feri_tmpl_dict_set(rt, r.u.dict, key("tool"), *name);
+    feri_tmpl_dict_set(rt, r.u.dict, key("content"), content ? *content : feri_tmpl_cstr(""));
+    if (id) feri_tmpl_dict_set(rt, r.u.dict, key("tool_call_id"), *id);
+    feri_tmpl_value body = feri_tmpl_dict_new(rt, FERI_TMPL_DICT);
+    feri_tmpl_dict_set(rt, body.u.dict, key("tool_response"), r);
+    feri_tmpl_value out = feri_tmpl_dict_new(rt, FERI_TMPL_DICT);
+    feri_tmpl_dict_set(rt, out.u.dict, key("role"), key("user"));
+    feri_tmpl_dict_set(rt, out.u.dict, key("content"), json_text(rt, body));
+    return out;
+  }
+  return m;
+}
+
+/* The tools and how to call them, added to the first system message (or a new one first). */
+static feri_tmpl_value tools_in_system(feri_tmpl_rt *rt, const feri_tmpl_list *in, feri_tmpl_value tools) {
+  feri_tmpl_buf text = {0};
+  const feri_tmpl_value *first = in->n ? feri_tmpl_dict_find_str(in->items[0].u.dict, "role") : NULL;
+  const feri_tmpl_value *had = is_str(first, "system") ? feri_tmpl_dict_find_str(in->items[0].u.dict, "content") : NULL;
+  const bool merge = had && had->kind == FERI_TMPL_STR;
+  if (merge) {
+    feri_tmpl_buf_put(rt, &text, had->u.s.p, had->u.s.n);
+    feri_tmpl_buf_puts(rt, &text, "\n\n");
+  }
+  feri_tmpl_buf_puts(rt, &text, TOOLS_INTRO);
+  const feri_tmpl_value tools_text = json_text(rt, tools);
+  feri_tmpl_buf_put(rt, &text, tools_text.u.s.p, tools_text.u.s.n);
+  feri_tmpl_buf_puts(rt, &text, TOOLS_HOWTO);
+  feri_tmpl_value out = feri_tmpl_list_new(rt, in->n + 1);
+  if (merge) {
+    feri_tmpl_list_push(rt, out.u.list, with_content(rt, in->items[0], feri_tmpl_buf_value(&text)));
+  } else {
+    feri_tmpl_value sys = feri_tmpl_dict_new(rt, FERI_TMPL_DICT);
+    feri_tmpl_dict_set(rt, sys.u.dict, key("role"), key("system"));
+    feri_tmpl_dict_set(rt, sys.u.dict, key("content"), feri_tmpl_buf_value(&text));
+    feri_tmpl_list_push(rt, out.u.list, sys);
+  }
+  for (size_t i = merge; i < in->n; i++) feri_tmpl_list_push(rt, out.u.list, in->items[i]);
+  return out;
+}
+
 static const feri_tmpl *build_vars(feri_tmpl_rt *rt, feri_tmpl_dict *vars, void *varg) {
   apply_arg *a = varg;
   const feri_chat_template *t = a->t;
-  feri_tmpl_value req;
-  if (a->probe) {
-    req = feri_tmpl_dict_new(rt, FERI_TMPL_DICT);
-  } else {
-    /* the parser's errors (BAD_FORMAT with the offset) are the request's */
-    req = feri_tmpl_json_parse(rt, a->request, a->len);
-    if (req.kind != FERI_TMPL_DICT) feri_tmpl_throw(rt, FER_STATUS_INVALID_ARG, "the request is not a JSON object");
-  }
+  /* the parser's errors (BAD_FORMAT with the offset) are the request's */
+  const feri_tmpl_value req = feri_tmpl_json_parse(rt, a->request, a->len);
+  if (req.kind != FERI_TMPL_DICT) feri_tmpl_throw(rt, FER_STATUS_INVALID_ARG, "the request is not a JSON object");
   const feri_tmpl_dict *r = req.u.dict;
-  feri_tmpl_value messages;
-  if (a->probe) {
-    messages = feri_tmpl_list_new(rt, 2);
-    static const char *const roles[2] = {"system", "user"}, *const texts[2] = {PROBE_NEEDLE, "Hello."};
-    if (a->probe_tools) feri_tmpl_dict_set(rt, req.u.dict, key("tools"), feri_tmpl_json_parse(rt, PROBE_TOOLS, sizeof PROBE_TOOLS - 1));
-    for (int i = a->probe == PROBE_USER; i < 2; i++) {
-      feri_tmpl_value m = feri_tmpl_dict_new(rt, FERI_TMPL_DICT);
-      feri_tmpl_dict_set(rt, m.u.dict, key("role"), key(roles[i]));
-      feri_tmpl_dict_set(rt, m.u.dict, key("content"), key(texts[i]));
-      feri_tmpl_list_push(rt, messages.u.list, m);
-    }
-  } else {
-    const feri_tmpl_value *given = feri_tmpl_dict_find_str(r, "messages");
-    if (!given || given->kind != FERI_TMPL_LIST)
-      feri_tmpl_throw(rt, FER_STATUS_INVALID_ARG, "the request's \"messages\" is missing or not a list");
-    messages = feri_tmpl_list_new(rt, given->u.list->n);
-    const bool verbatim = a->flags & FER_CHAT_VERBATIM;
-    for (size_t i = 0; i < given->u.list->n; i++)
-      feri_tmpl_list_push(rt, messages.u.list, prepare_message(rt, given->u.list->items[i], i, verbatim));
-  }
+  const feri_tmpl_value *given = feri_tmpl_dict_find_str(r, "messages");
+  if (!given || given->kind != FERI_TMPL_LIST)
+    feri_tmpl_throw(rt, FER_STATUS_INVALID_ARG, "the request's \"messages\" is missing or not a list");
   const feri_tmpl_value *tools = feri_tmpl_dict_find_str(r, "tools");
   const feri_tmpl_value *documents = feri_tmpl_dict_find_str(r, "documents");
   const feri_tmpl_value *kwargs = feri_tmpl_dict_find_str(r, "chat_template_kwargs");
@@ -177,7 +311,19 @@ static const feri_tmpl *build_vars(feri_tmpl_rt *rt, feri_tmpl_dict *vars, void 
   if (kwargs && kwargs->kind != FERI_TMPL_DICT && kwargs->kind != FERI_TMPL_NONE)
     feri_tmpl_throw(rt, FER_STATUS_INVALID_ARG, "the request's \"chat_template_kwargs\" is not an object");
   const bool tool_variant = t->tool_use && non_empty_list(tools);
-  a->merge_system = !a->probe && !(a->flags & FER_CHAT_VERBATIM) && (tool_variant ? t->merge_tool_use : t->merge_main);
+  const caps *c = tool_variant ? &t->tool_caps : &t->main_caps;
+  const bool adjust = !a->probe && !(a->flags & FER_CHAT_VERBATIM);
+  feri_tmpl_value messages = feri_tmpl_list_new(rt, given->u.list->n);
+  for (size_t i = 0; i < given->u.list->n; i++) {
+    feri_tmpl_value m = prepare_message(rt, given->u.list->items[i], i, !adjust);
+    if (adjust) {
+      arguments_as_objects(rt, m);
+      m = polyfill_tool_turn(rt, m, c->bits);
+    }
+    feri_tmpl_list_push(rt, messages.u.list, m);
+  }
+  if (adjust && non_empty_list(tools) && !(c->bits & FER_CHAT_CAP_TOOLS)) messages = tools_in_system(rt, messages.u.list, *tools);
+  a->merge_system = adjust && c->merge_system;
   if (a->merge_system) messages = merge_system(rt, messages.u.list);
   feri_tmpl_dict_set(rt, vars, key("messages"), messages);
   feri_tmpl_dict_set(rt, vars, key("tools"), tools ? *tools : feri_tmpl_none());
@@ -195,7 +341,7 @@ static const feri_tmpl *build_vars(feri_tmpl_rt *rt, feri_tmpl_dict *vars, void 
     }
   }
   a->built = true;
-  return tool_variant ? t->tool_use : t->main;
+  return a->probe ? a->probe : tool_variant ? t->tool_use : t->main;
 }
 
 static fer_status render(const feri_tmpl *tmpl, apply_arg *a, int64_t now_unix, char **out, size_t *out_len) {
@@ -203,23 +349,45 @@ static fer_status render(const feri_tmpl *tmpl, apply_arg *a, int64_t now_unix, 
   return feri_tmpl_render_vars(tmpl, build_vars, a, &o, out, out_len);
 }
 
-/* Whether tmpl lacks a system role: a system + user probe renders without the system text, or
- * fails where the user alone renders (minja's test, except that a template that cannot render the
- * user alone either, such as a tool_use variant without tools, is not taken to lack one: merging
- * would not help it). The tool_use variant is probed with a tools list, as it is used. */
-static bool lacks_system_role(const feri_chat_template *t, const feri_tmpl *tmpl, bool tools) {
-  apply_arg a = {.t = t, .probe = PROBE_SYSTEM_USER, .probe_tools = tools, .flags = FER_CHAT_ADD_GENERATION_PROMPT};
+/* Renders tmpl on the probe messages (with the probe tools list when tools): 1 when the text holds
+ * needle, 0 when it does not, -1 when the render failed. */
+static int probe(const feri_chat_template *t, const feri_tmpl *tmpl, const char *messages, bool tools, const char *needle) {
+  char request[2048];
+  snprintf(request, sizeof request, "{\"messages\": %s%s%s}", messages, tools ? ", \"tools\": " : "", tools ? PROBE_TOOL_LIST : "");
+  apply_arg a = {.t = t, .request = request, .len = strlen(request), .flags = FER_CHAT_ADD_GENERATION_PROMPT, .probe = tmpl};
   char *text = NULL;
   size_t n = 0;
-  fer_status st = render(tmpl, &a, 0, &text, &n);
-  const bool rendered = st == FER_STATUS_OK, found = rendered && strstr(text, PROBE_NEEDLE) != NULL;
+  const fer_status st = render(tmpl, &a, 0, &text, &n);
+  const int found = st != FER_STATUS_OK ? -1 : strstr(text, needle) != NULL;
   free(text);
-  if (rendered) return !found;
-  a.probe = PROBE_USER;
-  text = NULL;
-  st = render(tmpl, &a, 0, &text, &n);
-  free(text);
-  return st == FER_STATUS_OK;
+  return found;
+}
+
+/* What tmpl takes (FER_CHAT_CAP_*), probed with the tools list when it renders requests with
+ * tools. No system role: a system + user probe renders without the system text, or fails where
+ * the user alone renders (minja's test, except that a template that cannot render the user alone
+ * either, such as a tool_use variant without tools, is not taken to lack one: merging would not
+ * help it). */
+static caps probe_caps(const feri_chat_template *t, const feri_tmpl *tmpl, bool with_tools) {
+  caps c = {0};
+  const int system = probe(t, tmpl, PROBE_SYSTEM_USER, with_tools, "ferrite-system-role-probe-5f1c");
+  if (system == 1) c.bits |= FER_CHAT_CAP_SYSTEM;
+  else c.merge_system = system == 0 || probe(t, tmpl, PROBE_USER, with_tools, "Hello.") == 1;
+  if (probe(t, tmpl, PROBE_USER, true, "ferrite_probe_tool_9a1") == 1) c.bits |= FER_CHAT_CAP_TOOLS;
+  if (probe(t, tmpl, PROBE_TOOL_CALLS, true, "ferrite_probe_call_7b2") == 1) c.bits |= FER_CHAT_CAP_TOOL_CALLS;
+  if (probe(t, tmpl, PROBE_TOOL_RESPONSES, true, "ferrite-probe-result-3c4") == 1) c.bits |= FER_CHAT_CAP_TOOL_RESPONSES;
+  return c;
+}
+
+/* The call syntax a template's source shows (FER_CHAT_TOOLS_*): Hermes' and Qwen's <tool_call>
+ * tags, Mistral's [TOOL_CALLS], Llama 3.x's JSON with "parameters"; anything else, or a template
+ * that does not show the tools list, gets the generic JSON form. */
+static uint32_t tool_format_of(const char *src, size_t len, uint32_t caps_bits) {
+  if (!(caps_bits & FER_CHAT_CAP_TOOLS)) return FER_CHAT_TOOLS_GENERIC;
+  if (memmem(src, len, "<tool_call>", 11)) return FER_CHAT_TOOLS_HERMES;
+  if (memmem(src, len, "[TOOL_CALLS]", 12)) return FER_CHAT_TOOLS_MISTRAL;
+  if (memmem(src, len, "<|start_header_id|>", 19) && memmem(src, len, "parameters", 10)) return FER_CHAT_TOOLS_LLAMA3;
+  return FER_CHAT_TOOLS_GENERIC;
 }
 
 static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
@@ -251,9 +419,10 @@ fer_status feri_chat_template_create(const char *src, size_t len, const char *to
     feri_chat_template_free(t);
     return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
-  t->merge_main = lacks_system_role(t, t->main, false);
-  t->merge_tool_use = t->tool_use && lacks_system_role(t, t->tool_use, true);
-  feri_error_clear(); /* the probe's failure is a finding, not an error */
+  t->main_caps = probe_caps(t, t->main, false);
+  t->tool_caps = t->tool_use ? probe_caps(t, t->tool_use, true) : t->main_caps;
+  t->tool_format = t->tool_use ? tool_format_of(tool_use, tool_use_len, t->tool_caps.bits) : tool_format_of(src, len, t->main_caps.bits);
+  feri_error_clear(); /* a probe's failure is a finding, not an error */
   *out = t;
   return FER_STATUS_OK;
 }
@@ -267,7 +436,13 @@ void feri_chat_template_free(feri_chat_template *t) {
   free(t);
 }
 
-bool feri_chat_template_merges_system(const feri_chat_template *t) { return t && t->merge_main; }
+bool feri_chat_template_merges_system(const feri_chat_template *t) { return t && t->main_caps.merge_system; }
+
+void feri_chat_template_info(const feri_chat_template *t, uint32_t *caps_bits, uint32_t *tool_format) {
+  /* the system role as plain requests find it, the tool capabilities as requests with tools do */
+  *caps_bits = (t->main_caps.bits & FER_CHAT_CAP_SYSTEM) | (t->tool_caps.bits & ~(uint32_t)FER_CHAT_CAP_SYSTEM);
+  *tool_format = t->tool_format;
+}
 
 fer_status feri_chat_template_apply(const feri_chat_template *t, const char *request, size_t len, uint32_t flags,
                                     int64_t now_unix, char **out, size_t *out_len) {

@@ -9,8 +9,8 @@
  * chat_template_kwargs, which win. A request with tools renders through the file's tool_use
  * variant when it has one (transformers' choice of a named template).
  *
- * Two adjustments unless FER_CHAT_VERBATIM, as llama.cpp makes them for templates that cannot take
- * what OpenAI clients send:
+ * Adjustments unless FER_CHAT_VERBATIM, as llama.cpp makes them for templates that cannot take
+ * what OpenAI clients send (the tool ones as ferrite.h's fer_chat_template_apply lists them):
  *  - content given as a list of parts, all of type "text", becomes their texts joined with "\n"
  *    (vLLM's and llama-server's flattening; ferrite takes no images, so another part type is an
  *    INVALID_ARG naming it);
@@ -39,6 +39,10 @@ void feri_chat_template_free(feri_chat_template *t);
 
 /* Whether the probe found no system role (system messages are merged unless FER_CHAT_VERBATIM). */
 bool feri_chat_template_merges_system(const feri_chat_template *t);
+
+/* The capabilities (FER_CHAT_CAP_*: the system role of plain requests, the tool ones of requests
+ * with tools) and the tool-call syntax (FER_CHAT_TOOLS_*). */
+void feri_chat_template_info(const feri_chat_template *t, uint32_t *caps_bits, uint32_t *tool_format);
 
 /* Renders request (len bytes of JSON, as above) with flags FER_CHAT_*; now_unix is the time
  * strftime_now formats (UTC). *out is malloc'd and NUL-terminated (free it), *out_len its length.

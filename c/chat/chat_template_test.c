@@ -6,7 +6,7 @@
  * override file, FERRITE_TEMPLATE_NOW, and the real SmolLM2 file when it is present.
  * Also testdata/template/gemma-turns.jinja (given to the Gemma 3 base file) against llama.cpp's
  * gemma format. usage: chat_template_test [GEMMA_TURNS.jinja]
- * EVIDENCE: C-CHAT-001, C-CHAT-002, C-CHAT-003, C-ENG-010, C-GEM-006 */
+ * EVIDENCE: C-CHAT-001, C-CHAT-002, C-CHAT-003, C-CHAT-007, C-ENG-010, C-GEM-006 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +179,62 @@ static void test_errors(void) {
   CHECK_STATUS(fer_chat_template_create("[{{ bos_token }}]{{ strftime_now('%Y')[:2] }}", 45, NULL, &bad), FER_STATUS_OK);
   renders(bad, "{\"messages\": []}", 0, "[]20");
   fer_chat_template_free(bad);
+}
+
+/* C-CHAT-007: tool turns for templates that cannot show them (llama.cpp's polyfills, the generic
+ * form's instructions), string arguments as objects, the capabilities and the format. */
+static void test_tools(void) {
+  static const char REQ[] =
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}, {\"role\": \"assistant\", \"content\": null, "
+      "\"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": "
+      "\"{\\\"city\\\": \\\"Paris\\\"}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"name\": \"get_weather\", \"content\": "
+      "\"18C\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": "
+      "\"object\"}}}]}";
+  /* plain drops tool messages and shows neither tools nor calls; aware shows all three */
+  fer_chat_template *plain = make("{% for m in messages %}{% if m.role != 'tool' %}{{ m.role[0] }}:{{ m.content }}|{% endif %}{% endfor %}", NULL);
+  fer_chat_template *aware = make("{% for m in messages %}{{ m.role }}{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | "
+                                  "tojson }}</tool_call>{% endfor %}:{{ m.content }}|{% endfor %}{% if tools %}T{{ tools | length "
+                                  "}}{% for t in tools %}:{{ t.function.name }}{% endfor %}{% endif %}",
+                                  NULL);
+  if (!plain || !aware) return;
+  fer_chat_template_info info = {.struct_size = sizeof info};
+  CHECK_STATUS(fer_chat_template_get_info(plain, &info), FER_STATUS_OK);
+  CHECK(info.caps == FER_CHAT_CAP_SYSTEM && info.tool_format == FER_CHAT_TOOLS_GENERIC && info.struct_size == sizeof info);
+  info.struct_size = sizeof info;
+  CHECK_STATUS(fer_chat_template_get_info(aware, &info), FER_STATUS_OK);
+  CHECK(info.caps == (FER_CHAT_CAP_SYSTEM | FER_CHAT_CAP_TOOLS | FER_CHAT_CAP_TOOL_CALLS | FER_CHAT_CAP_TOOL_RESPONSES) &&
+        info.tool_format == FER_CHAT_TOOLS_HERMES);
+  renders(plain, REQ, 0,
+          "s:You can call any of the following tools to satisfy the user's requests: [\n  {\n    \"type\": \"function\",\n    "
+          "\"function\": {\n      \"name\": \"get_weather\",\n      \"parameters\": {\n        \"type\": \"object\"\n      }\n    "
+          "}\n  }\n]\n\nRespond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply to "
+          "the user's request|u:Weather?|a:{\n  \"tool_calls\": [\n    {\n      \"name\": \"get_weather\",\n      \"arguments\": "
+          "{\n        \"city\": \"Paris\"\n      },\n      \"id\": \"c1\"\n    }\n  ]\n}|u:{\n  \"tool_response\": {\n    \"tool\": "
+          "\"get_weather\",\n    \"content\": \"18C\",\n    \"tool_call_id\": \"c1\"\n  }\n}|");
+  renders(plain, REQ, FER_CHAT_VERBATIM, "u:Weather?|a:|");
+  renders(aware, REQ, 0,
+          "user:Weather?|assistant<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>:|tool:18C|T1:get_weather");
+  renders(aware, REQ, FER_CHAT_VERBATIM,
+          "user:Weather?|assistant<tool_call>{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}</tool_call>:|"
+          "tool:18C|T1:get_weather");
+  /* a first system message takes the tools after its own text; arguments that are not an object stay */
+  renders(plain,
+          "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"assistant\", \"tool_calls\": [{\"function\": "
+          "{\"name\": \"f\", \"arguments\": \"not json\"}}]}], \"tools\": [{\"type\": \"function\"}]}",
+          0,
+          "s:Be brief.\n\nYou can call any of the following tools to satisfy the user's requests: [\n  {\n    \"type\": \"function\"\n  "
+          "}\n]\n\nRespond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply to the user's "
+          "request|a:{\n  \"tool_calls\": [\n    {\n      \"name\": \"f\",\n      \"arguments\": \"not json\"\n    }\n  ]\n}|");
+  /* get_info's refusals: the struct zeroed */
+  info = (fer_chat_template_info){.struct_size = 4, .caps = 7};
+  CHECK_STATUS(fer_chat_template_get_info(aware, &info), FER_STATUS_INVALID_ARG);
+  CHECK(info.caps == 0 && info.struct_size == 0 && last_error_has("struct_size"));
+  info = (fer_chat_template_info){.struct_size = sizeof info, .caps = 7};
+  CHECK_STATUS(fer_chat_template_get_info(NULL, &info), FER_STATUS_NULL_ARG);
+  CHECK(info.caps == 0);
+  CHECK_STATUS(fer_chat_template_get_info(aware, NULL), FER_STATUS_NULL_ARG);
+  fer_chat_template_free(plain);
+  fer_chat_template_free(aware);
 }
 
 static void test_dates(void) {
@@ -384,6 +440,7 @@ int main(int argc, char **argv) {
   test_preparation();
   test_system_merge();
   test_errors();
+  test_tools();
   test_dates();
   test_engine_override();
   test_smollm2();

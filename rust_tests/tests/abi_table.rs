@@ -1368,6 +1368,14 @@ fn rows(c: &mut Ctx) {
             (st, vec![("out_text", fine), ("out_len", fine)])
         });
     }
+    if c.row("fer_chat_template_get_info") {
+        c.each("fer_chat_template_get_info", &[("chat_template", N), ("out_info", N)], true, |_, n| {
+            let mut info: fer_chat_template_info = sentinel();
+            info.struct_size = std::mem::size_of::<fer_chat_template_info>() as u32;
+            let st = unsafe { fer_chat_template_get_info(nz(n, 0, tmpl), nzm(n, 1, &mut info)) };
+            (st, vec![("out_info", n[1] || is_zero(&info))])
+        });
+    }
     unsafe { fer_chat_template_free(tmpl) };
     if c.row("fer_engine_seq_create") {
         c.each("fer_engine_seq_create", &[("engine", N), ("out_seq", N)], false, |h, n| {

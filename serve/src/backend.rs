@@ -91,6 +91,8 @@ pub enum GrammarSpec {
     JsonObject,
     /// A regular expression (Rust regex syntax) the whole output must match.
     Regex(String),
+    /// A required tool call's JSON Schema (tools.rs): a JSON Schema whose errors are the tools'.
+    ToolCalls(String),
 }
 
 /// One generated token.
@@ -184,6 +186,8 @@ pub trait Backend {
     fn model_id(&self) -> String;
     /// Most tokens one sequence may hold (prompt + generated).
     fn n_ctx(&self) -> u32;
+    /// The chat template's tool-call syntax (`ferrite::engine::tool_format`; generic when unknown).
+    fn tool_format(&self) -> u32;
     /// The text's ids; with `add_special` the tokenizer's own (BOS where the model adds one), as
     /// a prompt is encoded.
     fn tokenize(&mut self, text: &str, add_special: bool) -> Result<Vec<i32>, String>;

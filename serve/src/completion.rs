@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::openai::{Endpoint, Logprobs};
 use crate::sse;
 use crate::stop::StopMatcher;
+use crate::tools;
 use hyper::body::{Bytes, HttpBody, SizeHint};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -84,6 +85,10 @@ pub struct Run {
     text_chars: usize,
     stopped_by_string: bool,
     done: bool,
+    /// A chat request with tools: (the syntax, text the prompt already ends with that belongs to
+    /// the output, a required call's opening marker). The text is then held to the end and the
+    /// calls parsed out of it (tools.rs).
+    pub tools: Option<(u32, String)>,
 }
 
 impl Run {
@@ -107,6 +112,7 @@ impl Run {
             text_chars: 0,
             stopped_by_string: false,
             done: false,
+            tools: None,
         }
     }
 
@@ -218,10 +224,29 @@ impl Run {
         }
     }
 
+    /// The text's content and tool calls, and the finish_reason ("tool_calls" when it made any).
+    fn split_tools<'a>(&self, text: &str, reason: &'a str) -> (Option<String>, Vec<tools::ToolCall>, &'a str) {
+        match &self.tools {
+            None => (Some(text.to_string()), Vec::new(), reason),
+            Some((format, prefix)) => {
+                let (content, calls) = tools::extract(*format, &format!("{prefix}{text}"));
+                let reason = if calls.is_empty() { reason } else { "tool_calls" };
+                (content, calls, reason)
+            }
+        }
+    }
+
     /// The non-streaming response body.
     pub fn response_json(&self, text: &str, lps: &[TokenLogprob], reason: &str, usage: &Usage) -> Value {
+        let (content, calls, reason) = self.split_tools(text, reason);
         let mut choice = match self.meta.endpoint {
-            Endpoint::Chat => json!({"index": 0, "message": {"role": "assistant", "content": text}}),
+            Endpoint::Chat => {
+                let mut m = json!({"role": "assistant", "content": content});
+                if !calls.is_empty() {
+                    m["tool_calls"] = tools::calls_json(&calls, false);
+                }
+                json!({"index": 0, "message": m})
+            }
             Endpoint::Completions => json!({"index": 0, "text": text}),
         };
         choice["logprobs"] = self.logprobs_json(lps);
@@ -298,6 +323,8 @@ pub struct SseBody {
     include_usage: bool,
     queue: VecDeque<Bytes>,
     finished: bool,
+    /// With tools: the text so far, sent at the end as content and tool-call deltas.
+    held: String,
 }
 
 /// Engine events turned into frames per poll at most, so one busy stream cannot hog a worker.
@@ -305,7 +332,7 @@ const EVENTS_PER_FRAME: usize = 64;
 
 impl SseBody {
     pub fn new(run: Run, include_usage: bool) -> Self {
-        let mut s = SseBody { run, include_usage, queue: VecDeque::new(), finished: false };
+        let mut s = SseBody { run, include_usage, queue: VecDeque::new(), finished: false, held: String::new() };
         if s.run.meta.endpoint == Endpoint::Chat {
             let first =
                 s.run.chunk_json(json!({"role": "assistant", "content": ""}), "", &[], None, include_usage);
@@ -316,6 +343,10 @@ impl SseBody {
 
     fn push_piece(&mut self, p: &Piece) {
         if p.text.is_empty() && p.logprobs.is_empty() {
+            return;
+        }
+        if self.run.tools.is_some() {
+            self.held.push_str(&p.text); // a tool call is only known whole: sent at the end
             return;
         }
         let v =
@@ -337,6 +368,20 @@ impl SseBody {
                 match end {
                     Err(e) => self.push_error(&e),
                     Ok((reason, usage)) => {
+                        let mut reason = reason;
+                        if self.run.tools.is_some() {
+                            let (content, calls, r) = self.run.split_tools(&std::mem::take(&mut self.held), reason);
+                            reason = r;
+                            if let Some(c) = content {
+                                let v = self.run.chunk_json(json!({ "content": c }), &c, &[], None, self.include_usage);
+                                self.queue.push_back(sse::event(&v));
+                            }
+                            if !calls.is_empty() {
+                                let d = json!({ "tool_calls": tools::calls_json(&calls, true) });
+                                let v = self.run.chunk_json(d, "", &[], None, self.include_usage);
+                                self.queue.push_back(sse::event(&v));
+                            }
+                        }
                         let fin = self.run.chunk_json(json!({}), "", &[], Some(reason), self.include_usage);
                         self.queue.push_back(sse::event(&fin));
                         if self.include_usage {

@@ -20,8 +20,9 @@ pub type OpenFn = Box<dyn FnOnce() -> Result<Box<dyn Backend>, String> + Send>;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Prompt {
-    /// The chat template's request: `{"messages": [...], "chat_template_kwargs": {...}}` as JSON.
-    Chat(String),
+    /// The chat template's request (`{"messages": [...], "tools": [...], "chat_template_kwargs":
+    /// {...}}` as JSON), and text to put after its render (a required tool call's opening marker).
+    Chat { request: String, suffix: String },
     Text(String),
     Tokens(Vec<i32>),
 }
@@ -57,6 +58,8 @@ pub struct Engine {
     tx: mpsc::Sender<Command>,
     pub model_id: String,
     pub n_ctx: u32,
+    /// The chat template's tool-call syntax (`ferrite::engine::tool_format`).
+    pub tool_format: u32,
     published: Arc<Mutex<BackendMetrics>>,
 }
 
@@ -77,14 +80,14 @@ impl Engine {
                         return;
                     }
                 };
-                let _ = ready_tx.send(Ok((backend.model_id(), backend.n_ctx())));
+                let _ = ready_tx.send(Ok((backend.model_id(), backend.n_ctx(), backend.tool_format())));
                 run(backend, rx, pub2);
             })
             .map_err(|e| format!("cannot start the engine thread: {e}"))?;
-        let (model_id, n_ctx) = ready_rx
+        let (model_id, n_ctx, tool_format) = ready_rx
             .recv()
             .map_err(|_| "the engine thread panicked while opening the backend".to_string())??;
-        Ok(Engine { tx, model_id, n_ctx, published })
+        Ok(Engine { tx, model_id, n_ctx, tool_format, published })
     }
 
     /// Renders, tokenizes and submits `job`; Ok once the backend accepted it.
@@ -184,8 +187,8 @@ impl Generation {
 
 fn admit(b: &mut dyn Backend, job: Job) -> Result<GenRequest, SubmitError> {
     let prompt = match job.prompt {
-        Prompt::Chat(request) => {
-            let text = b.render_chat(&request).map_err(SubmitError::Invalid)?;
+        Prompt::Chat { request, suffix } => {
+            let text = b.render_chat(&request).map_err(SubmitError::Invalid)? + &suffix;
             b.tokenize(&text, true).map_err(SubmitError::Invalid)?
         }
         Prompt::Text(t) => b.tokenize(&t, true).map_err(SubmitError::Invalid)?,
@@ -362,7 +365,7 @@ mod tests {
             let r = e.generate(job("abcdefgh", None)).await.err().unwrap();
             assert!(matches!(r, EngineError::Rejected(SubmitError::TooLarge(_))));
             let chat = Job {
-                prompt: Prompt::Chat(r#"{"messages": [{"role": "wizard", "content": "x"}]}"#.into()),
+                prompt: Prompt::Chat { request: r#"{"messages": [{"role": "wizard", "content": "x"}]}"#.into(), suffix: String::new() },
                 max_tokens: Some(1),
                 params: params(),
             };

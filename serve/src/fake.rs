@@ -95,8 +95,25 @@ impl FakeBackend {
     }
 
     /// What the fake answers for a prompt: the last user message of a chat prompt, else the
-    /// prompt itself; `{}` under a JSON grammar.
+    /// prompt itself; `{}` under a JSON grammar; under a required tool call's grammar, a call in
+    /// the generic form of the first function the schema names, without arguments.
     fn script_for(req: &GenRequest) -> Vec<u8> {
+        if let Some(GrammarSpec::ToolCalls(schema)) = &req.params.grammar {
+            let v: serde_json::Value = serde_json::from_str(schema).unwrap_or_default();
+            let first = |v: &serde_json::Value| -> String {
+                let text = v.to_string();
+                let at = text.find("{\"const\":\"").map_or(text.len(), |i| i + 10);
+                text[at..].split('"').next().unwrap_or("").to_string()
+            };
+            let name = first(&v);
+            let call = serde_json::json!({"name": name, "arguments": {}});
+            let body = if v["properties"].get("tool_calls").is_some() {
+                serde_json::json!({ "tool_calls": [call] })
+            } else {
+                serde_json::json!({ "tool_call": call })
+            };
+            return body.to_string().into_bytes();
+        }
         if matches!(req.params.grammar, Some(GrammarSpec::JsonObject | GrammarSpec::JsonSchema(_))) {
             return b"{}".to_vec();
         }
@@ -195,6 +212,10 @@ impl Backend for FakeBackend {
 
     fn n_ctx(&self) -> u32 {
         self.cfg.n_ctx
+    }
+
+    fn tool_format(&self) -> u32 {
+        ferrite::engine::tool_format::GENERIC
     }
 
     fn tokenize(&mut self, text: &str, _add_special: bool) -> Result<Vec<i32>, String> {

@@ -83,7 +83,7 @@ impl FerriteBackend {
     fn compile(&self, g: &GrammarSpec) -> Result<Arc<Grammar<'static>>, String> {
         use ferrite::grammar::kind;
         let (k, src): (i32, &[u8]) = match g {
-            GrammarSpec::JsonSchema(s) => (kind::JSON_SCHEMA, s.as_bytes()),
+            GrammarSpec::JsonSchema(s) | GrammarSpec::ToolCalls(s) => (kind::JSON_SCHEMA, s.as_bytes()),
             GrammarSpec::JsonObject => (kind::JSON_SCHEMA, br#"{"type": "object"}"#),
             GrammarSpec::Regex(r) => (kind::REGEX, r.as_bytes()),
         };
@@ -148,6 +148,10 @@ impl Backend for FerriteBackend {
         self.n_ctx
     }
 
+    fn tool_format(&self) -> u32 {
+        self.engine.chat_template_info().map_or(ferrite::engine::tool_format::GENERIC, |i| i.tool_format)
+    }
+
     fn tokenize(&mut self, text: &str, add_special: bool) -> Result<Vec<i32>, String> {
         self.tok.encode(text.as_bytes(), if add_special { encode_flag::ADD_SPECIAL } else { 0 }).map_err(|e| e.message)
     }
@@ -163,7 +167,10 @@ impl Backend for FerriteBackend {
     fn submit(&mut self, r: GenRequest) -> Result<u64, SubmitError> {
         let GenRequest { prompt, max_new_tokens, params: p } = r;
         let grammar = match &p.grammar {
-            Some(g) => Some(self.compile(g).map_err(|m| SubmitError::Invalid(format!("response_format: {m}")))?),
+            Some(g) => {
+                let what = if matches!(g, GrammarSpec::ToolCalls(_)) { "tools (a function's parameters)" } else { "response_format" };
+                Some(self.compile(g).map_err(|m| SubmitError::Invalid(format!("{what}: {m}")))?)
+            }
             None => None,
         };
         let mut req = Request::new(prompt);

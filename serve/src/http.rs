@@ -1,13 +1,14 @@
 //! Routing, request bodies under a size limit and a deadline, and the responses: JSON, errors
 //! with their headers, and event streams.
 
-use crate::backend::SubmitError;
+use crate::backend::{GrammarSpec, SubmitError};
 use crate::completion::{self, Meta, RespBody, Run, SseBody};
 use crate::conn::ConnShared;
-use crate::engine_thread::{Engine, EngineError};
+use crate::engine_thread::{Engine, EngineError, Prompt};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::openai::{self, Endpoint};
+use crate::tools;
 use hyper::body::HttpBody;
 use hyper::header::{HeaderValue, CONTENT_LENGTH};
 use hyper::{Body, Request, Response, StatusCode};
@@ -160,7 +161,18 @@ async fn completion(
 ) -> Result<Response<RespBody>, ApiError> {
     let started = Instant::now();
     let body = read_body(req, app.body_limit, app.timeout).await?;
-    let parsed = openai::parse_request(endpoint, &body, app.engine.n_ctx)?;
+    let mut parsed = openai::parse_request(endpoint, &body, app.engine.n_ctx)?;
+    // a required tool call: the syntax's opening marker after the prompt, the rest by grammar
+    let tool_format = app.engine.tool_format;
+    let mut tool_prefix = String::new();
+    if let Some((prefix, schema)) = parsed.tools.as_ref().and_then(|t| tools::constraint(t, tool_format)) {
+        if let Prompt::Chat { suffix, .. } = &mut parsed.job.prompt {
+            suffix.push_str(&prefix);
+        }
+        parsed.job.params.grammar = Some(GrammarSpec::ToolCalls(schema));
+        tool_prefix = prefix;
+    }
+    let tool_parse = parsed.tools.as_ref().map(|_| (tool_format, tool_prefix));
     let prompt_param = match endpoint {
         Endpoint::Chat => "messages",
         Endpoint::Completions => "prompt",
@@ -168,7 +180,8 @@ async fn completion(
     let gen = app.engine.generate(parsed.job).await.map_err(|e| engine_error(e, prompt_param))?;
     Metrics::add(&app.metrics.prompt_tokens, gen.n_prompt as u64);
     let meta = Meta::new(endpoint, app.engine.model_id.clone());
-    let run = Run::new(meta, gen, &parsed.stop, parsed.logprobs, app.metrics.clone(), started);
+    let mut run = Run::new(meta, gen, &parsed.stop, parsed.logprobs, app.metrics.clone(), started);
+    run.tools = tool_parse;
     if parsed.stream {
         let mut r = Response::new(RespBody::sse(SseBody::new(run, parsed.include_usage)));
         let h = r.headers_mut();

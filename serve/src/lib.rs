@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod openai;
 pub mod sse;
 pub mod stop;
+pub mod tools;
 
 use args::Options;
 use engine_thread::{Engine, OpenFn};

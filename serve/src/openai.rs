@@ -4,13 +4,14 @@
 //! field (`param`) the way the official API does, and the rules stay explicit: unknown top-level
 //! fields are accepted and ignored (as the official API does); a known field with the wrong type
 //! or an out-of-range value is a 400; `null` means "not given"; a known feature this server does
-//! not implement (tools, echo, n > 1) is a 400 rather than silently ignored.
+//! not implement (echo, n > 1, the legacy `functions`) is a 400 rather than silently ignored.
 //! Extensions vLLM also accepts: top_k, min_p, ignore_eos, stop_token_ids, guided_json,
 //! guided_regex.
 
 use crate::backend::{GenParams, GrammarSpec};
 use crate::engine_thread::{Job, Prompt};
 use crate::error::ApiError;
+use crate::tools::{self, ToolRequest};
 use serde_json::{Map, Value};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +34,8 @@ pub enum Logprobs {
 pub struct ParsedRequest {
     pub endpoint: Endpoint,
     pub job: Job,
+    /// The chat request's tools when its tool_choice is not none (tools.rs).
+    pub tools: Option<ToolRequest>,
     pub stop: Vec<String>,
     pub logprobs: Logprobs,
     pub stream: bool,
@@ -176,7 +179,8 @@ pub fn parse_detokenize(body: &[u8]) -> Result<Vec<i32>, ApiError> {
 pub fn parse_apply_template(body: &[u8]) -> Result<String, ApiError> {
     let obj = body_object(body)?;
     let f = Fields(&obj);
-    chat_request(parse_messages(f.get("messages"))?, f.get("chat_template_kwargs"))
+    let tool_request = tools::parse(f.get("tools"), f.get("tool_choice"), f.get("parallel_tool_calls"))?;
+    chat_request(parse_messages(f.get("messages"))?, f.get("chat_template_kwargs"), tool_request.as_ref())
 }
 
 /// Parses a request body for `endpoint`. `n_ctx` bounds max_tokens.
@@ -187,8 +191,13 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
     f.str("model")?;
     f.str("user")?;
 
+    let mut tool_request = None;
     let prompt = match endpoint {
-        Endpoint::Chat => Prompt::Chat(chat_request(parse_messages(f.get("messages"))?, f.get("chat_template_kwargs"))?),
+        Endpoint::Chat => {
+            tool_request = tools::parse(f.get("tools"), f.get("tool_choice"), f.get("parallel_tool_calls"))?;
+            let request = chat_request(parse_messages(f.get("messages"))?, f.get("chat_template_kwargs"), tool_request.as_ref())?;
+            Prompt::Chat { request, suffix: String::new() }
+        }
         Endpoint::Completions => parse_prompt(f.get("prompt"))?,
     };
 
@@ -219,17 +228,10 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
         r => r.unwrap_or(1.0) as f32,
     };
     let logit_bias = parse_logit_bias(f.get("logit_bias"))?;
-    for p in ["tools", "functions"] {
-        if let Some(t) = f.get(p) {
-            let a = t.as_array().ok_or_else(|| wrong_type(p, "an array", t))?;
-            if !a.is_empty() {
-                return Err(unsupported(p, "tool calling"));
-            }
-        }
-    }
-    if let Some(tc) = f.get("tool_choice") {
-        if !matches!(tc.as_str(), Some("none" | "auto")) {
-            return Err(unsupported("tool_choice", "tool calling"));
+    if let Some(t) = f.get("functions") {
+        let a = t.as_array().ok_or_else(|| wrong_type("functions", "an array", t))?;
+        if !a.is_empty() {
+            return Err(unsupported("functions", "the legacy functions field (use tools)"));
         }
     }
     if f.bool("echo")? == Some(true) {
@@ -309,7 +311,16 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
         stop_ids,
         logprobs: logprobs != Logprobs::None,
         top_logprobs,
-        grammar: parse_grammar(&f)?,
+        grammar: match (parse_grammar(&f)?, &tool_request) {
+            (Some(_), Some(t)) if t.choice != tools::Choice::Auto => {
+                return Err(ApiError::param(
+                    "tool_choice",
+                    "invalid_value",
+                    "A required tool call and a response_format cannot both constrain the output.",
+                ))
+            }
+            (g, _) => g,
+        },
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
         presence_penalty,
         frequency_penalty,
@@ -319,6 +330,7 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
     Ok(ParsedRequest {
         endpoint,
         job: Job { prompt, max_tokens, params },
+        tools: tool_request,
         stop,
         logprobs,
         stream,
@@ -377,9 +389,12 @@ fn random_seed() -> u64 {
 
 /// The chat template's request: the checked messages and the client's chat_template_kwargs (an
 /// object: `enable_thinking` and the like, as vLLM and llama-server pass them to the template).
-fn chat_request(messages: Vec<Value>, kwargs: Option<&Value>) -> Result<String, ApiError> {
+fn chat_request(messages: Vec<Value>, kwargs: Option<&Value>, tools: Option<&ToolRequest>) -> Result<String, ApiError> {
     let mut req = Map::new();
     req.insert("messages".into(), Value::Array(messages));
+    if let Some(t) = tools {
+        req.insert("tools".into(), Value::Array(t.tools.clone()));
+    }
     if let Some(k) = kwargs {
         if !k.is_object() {
             return Err(wrong_type("chat_template_kwargs", "an object", k));
@@ -662,7 +677,7 @@ mod tests {
             "some_future_field": {"x": 1}, "user": "u", "presence_penalty": 0, "tool_choice": "none", "tools": []
         }))
         .unwrap();
-        let Prompt::Chat(m) = &r.job.prompt else { panic!() };
+        let Prompt::Chat { request: m, .. } = &r.job.prompt else { panic!() };
         // the messages go to the template as sent (parts joined there), developer as system
         let m: Value = serde_json::from_str(m).unwrap();
         assert_eq!(m["messages"][1]["content"], json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]));
@@ -672,7 +687,7 @@ mod tests {
         let k = chat(json!({"chat_template_kwargs": {"enable_thinking": false},
                             "messages": [{"role": "user", "content": "q", "z": 1, "a": 2}]}))
         .unwrap();
-        let Prompt::Chat(m) = &k.job.prompt else { panic!() };
+        let Prompt::Chat { request: m, .. } = &k.job.prompt else { panic!() };
         assert_eq!(m, r#"{"messages":[{"role":"user","content":"q","z":1,"a":2}],"chat_template_kwargs":{"enable_thinking":false}}"#);
         assert_eq!(r.job.max_tokens, Some(5), "max_completion_tokens wins");
         let p = &r.job.params;
@@ -805,7 +820,13 @@ mod tests {
         bad(chat(json!({"logit_bias": {"1": "5"}})), "logit_bias.1");
         let many: serde_json::Map<String, Value> = (0..301).map(|i| (i.to_string(), json!(1))).collect();
         bad(chat(json!({ "logit_bias": many })), "logit_bias");
-        bad(chat(json!({"tools": [{"type": "function"}]})), "tools");
+        bad(chat(json!({"tools": [{"type": "function"}]})), "tools[0].function");
+        bad(chat(json!({"functions": [{"name": "f"}]})), "functions");
+        bad(
+            chat(json!({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required",
+                        "response_format": {"type": "json_object"}})),
+            "tool_choice",
+        );
         bad(chat(json!({"tool_choice": "required"})), "tool_choice");
         bad(chat(json!({"stop_token_ids": [-1]})), "stop_token_ids");
     }

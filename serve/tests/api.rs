@@ -1,6 +1,6 @@
 //! The OpenAI endpoints end to end over raw HTTP, against the fake backend (which answers the
 //! last user message, or the prompt, byte by byte).
-//! EVIDENCE: C-SERVE-003 C-SERVE-008
+//! EVIDENCE: C-SERVE-003 C-SERVE-008 C-SERVE-009
 
 mod common;
 
@@ -315,5 +315,55 @@ fn tokenize_detokenize_apply_template() {
         let e = assert_error(&post(s.addr, "/apply-template", &json!({"messages": [{"role": "tool", "content": "x"}]})), 400);
         assert_eq!(e["message"], "Tool messages need a tool_call_id (the fake template)");
         assert_eq!(get(s.addr, "/tokenize").status, 405);
+    });
+}
+
+// C-SERVE-009: tool calling over raw HTTP (the fake backend answers a required call in the generic
+// form with the grammar's first function): the call comes back as tool_calls with arguments as
+// JSON text, content null and finish_reason tool_calls, streamed as one tool-call delta with its
+// index, id, type and function before the finish chunk; the tool's result in the next request
+// renders; tool_choice none leaves the tools out.
+#[test]
+fn tool_calls() {
+    within(60, || {
+        let s = start_default();
+        let tools = json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+        let body = with(chat_body("Weather in Paris?"), json!({"tools": tools, "tool_choice": "required"}));
+        let r = post(s.addr, "/v1/chat/completions", &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json();
+        let c = &v["choices"][0];
+        assert_eq!(c["finish_reason"], "tool_calls", "{v}");
+        assert_eq!(c["message"]["content"], Value::Null);
+        let call = &c["message"]["tool_calls"][0];
+        assert_eq!((call["type"].as_str(), call["function"]["name"].as_str(), call["function"]["arguments"].as_str()),
+                   (Some("function"), Some("get_weather"), Some("{}")));
+        let id = call["id"].as_str().unwrap().to_string();
+        assert!(id.starts_with("call_") && id.len() == 29, "{id}");
+        // streamed: the same call as one delta, then the finish
+        let r = post(s.addr, "/v1/chat/completions", &with(body.clone(), json!({"stream": true})));
+        let events = r.events();
+        let (text, reason, chunks) = chat_stream_text(&events);
+        assert_eq!((text.as_str(), reason.as_deref()), ("", Some("tool_calls")));
+        let deltas: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"][0]["delta"].get("tool_calls")).collect();
+        assert_eq!(deltas.len(), 1, "{chunks:?}");
+        assert_eq!((deltas[0][0]["index"].as_u64(), deltas[0][0]["function"]["name"].as_str()), (Some(0), Some("get_weather")));
+        // the tool's result in the next turn; none: plain text
+        let turn2 = json!({"messages": [{"role": "user", "content": "Weather in Paris?"},
+                                        {"role": "assistant", "content": null, "tool_calls": [call]},
+                                        {"role": "tool", "tool_call_id": id, "content": "18C and sunny"}],
+                           "tools": tools, "tool_choice": "none"});
+        let r = post(s.addr, "/v1/chat/completions", &turn2);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let c = &r.json()["choices"][0];
+        assert_eq!((c["finish_reason"].as_str(), c["message"]["content"].as_str()), (Some("stop"), Some("Weather in Paris?")));
+        assert!(c["message"].get("tool_calls").is_none());
+        let r = post(s.addr, "/apply-template", &turn2);
+        assert!(r.json()["prompt"].as_str().unwrap().contains("<|tool|>\n18C and sunny\n"), "{}", r.text());
+        // auto on text that is no call: content, stop
+        let r = post(s.addr, "/v1/chat/completions", &with(chat_body("Hi"), json!({"tools": tools})));
+        let c = &r.json()["choices"][0];
+        assert_eq!((c["finish_reason"].as_str(), c["message"]["content"].as_str()), (Some("stop"), Some("Hi")));
     });
 }

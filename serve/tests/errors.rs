@@ -61,7 +61,8 @@ fn bad_requests_are_400_with_openai_bodies() {
             (json!({"top_logprobs": 25, "logprobs": true}), "top_logprobs"),
             (json!({"stream_options": {"include_usage": true}}), "stream_options"),
             (json!({"response_format": {"type": "yaml"}}), "response_format.type"),
-            (json!({"tools": [{"type": "function", "function": {"name": "f"}}]}), "tools"),
+            (json!({"tools": [{"type": "function", "function": {"name": "f g"}}]}), "tools[0].function.name"),
+            (json!({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "maybe"}), "tool_choice"),
         ] {
             let e = assert_error(&with(extra.clone()), 400);
             assert_eq!(e["param"], param, "{extra}");

@@ -61,6 +61,7 @@ def main():
     ap.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
     ap.add_argument("--fake", action="store_true", help="the server runs --fake: skip model-quality checks")
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--only", help="comma-separated check groups to run (default: all)")
     a = ap.parse_args()
     client = openai.OpenAI(base_url=a.base_url, api_key="unused", max_retries=0, timeout=a.timeout)
 
@@ -218,6 +219,60 @@ def main():
         check("seed: the same seed gives the same output", t[0] == t[1], f"{t[0]!r} vs {t[1]!r}")
         check("seed: another seed gives another output", t[0] != t[2], f"{t[0]!r} vs {t[2]!r}")
 
+    weather = {"type": "function", "function": {
+        "name": "get_weather", "description": "Get the current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city"}},
+                       "required": ["city"]}}}
+    add = {"type": "function", "function": {
+        "name": "add", "description": "Add two integers",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                       "required": ["a", "b"]}}}
+
+    def tool_flow():
+        # call (required, then a named function among two), streamed and not; the tool's result;
+        # the final answer
+        msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+        kw = dict(model=model, messages=msgs, max_tokens=64, temperature=0)
+        r = client.chat.completions.create(**kw, tools=[weather], tool_choice="required")
+        c = r.choices[0]
+        calls = c.message.tool_calls or []
+        check("tools: finish_reason tool_calls", c.finish_reason == "tool_calls", c.finish_reason)
+        check("tools: one call of get_weather", len(calls) >= 1 and calls[0].function.name == "get_weather", str(calls))
+        if not calls:
+            return
+        args = json.loads(calls[0].function.arguments)
+        check("tools: arguments hold a city", isinstance(args.get("city"), str) and args["city"] != "", str(args))
+        check("tools: an OpenAI call id", calls[0].id.startswith("call_") and calls[0].type == "function", calls[0].id)
+        s = client.chat.completions.create(**kw, tools=[weather], tool_choice="required", stream=True)
+        acc, reasons = {}, []
+        for ch in s:
+            for d in ch.choices:
+                for tc in d.delta.tool_calls or []:
+                    e = acc.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+                    e["id"] = tc.id or e["id"]
+                    if tc.function:
+                        e["name"] += tc.function.name or ""
+                        e["arguments"] += tc.function.arguments or ""
+                if d.finish_reason:
+                    reasons.append(d.finish_reason)
+        got = acc.get(0, {})
+        check("tools stream: the same call reassembled", got.get("name") == "get_weather"
+              and json.loads(got.get("arguments") or "null") == args and bool(got.get("id")), str(acc))
+        check("tools stream: finish_reason tool_calls", reasons == ["tool_calls"], str(reasons))
+        named = client.chat.completions.create(model=model, max_tokens=64, temperature=0, tools=[weather, add],
+                                               messages=[{"role": "user", "content": "What is 2 plus 3?"}],
+                                               tool_choice={"type": "function", "function": {"name": "add"}})
+        nc = named.choices[0].message.tool_calls or []
+        check("tools: the named function is called", len(nc) >= 1 and nc[0].function.name == "add"
+              and set(json.loads(nc[0].function.arguments)) == {"a", "b"}, str(nc))
+        msgs2 = msgs + [c.message, {"role": "tool", "tool_call_id": calls[0].id,
+                                    "content": json.dumps({"temperature_c": 18, "condition": "sunny"})}]
+        final = client.chat.completions.create(model=model, messages=msgs2, tools=[weather], max_tokens=48,
+                                               temperature=0)
+        f = final.choices[0]
+        check("tools: an answer after the tool's result", f.finish_reason in ("stop", "length")
+              and isinstance(f.message.content, str) and f.message.content.strip() != "", repr(f.message))
+
     def errors():
         for name, kw in [("n=2", {"n": 2}), ("max_tokens=0", {"max_tokens": 0})]:
             try:
@@ -236,14 +291,15 @@ def main():
         except openai.NotFoundError:
             check("error unknown model: NotFoundError", True)
 
-    for name, fn in [("chat", chat_plain), ("chat stream", chat_stream), ("completions", completions),
-                     ("json_schema", json_schema), ("stop", stop_sequences), ("logprobs", logprobs),
-                     ("errors", errors)]:
-        run(name, fn)
+    groups = [("chat", chat_plain), ("chat stream", chat_stream), ("completions", completions),
+              ("json_schema", json_schema), ("stop", stop_sequences), ("logprobs", logprobs), ("errors", errors)]
     if a.fake:
-        print("skip penalties, logit_bias, seed (the fake backend echoes the prompt)")
+        print("skip penalties, logit_bias, seed, tools (the fake backend echoes the prompt)")
     else:
-        for name, fn in [("penalties", penalties), ("logit_bias", logit_bias), ("seed", seeds)]:
+        groups += [("penalties", penalties), ("logit_bias", logit_bias), ("seed", seeds), ("tools", tool_flow)]
+    only = set(a.only.split(",")) if a.only else None
+    for name, fn in groups:
+        if only is None or name in only:
             run(name, fn)
 
     if failures:

@@ -3,7 +3,7 @@
 //! setup runs) and a load of streaming clients of which a third hang up mid-stream
 //! (scripts/serve/load_bench.py, standard library only). The server is the built binary, started
 //! on a loopback port and killed at the end. SKIPPED (printed) without the model file or the venv.
-//! EVIDENCE: C-SERVE-001 C-SERVE-002 C-CHAT-006
+//! EVIDENCE: C-SERVE-001 C-SERVE-002 C-CHAT-006 C-CHAT-008
 
 mod common;
 
@@ -121,7 +121,7 @@ fn openai_client(model: &PathBuf, py: &PathBuf) {
 // Llama 3's headers (/apply-template) and answers the question with Paris; served with Gemma 2's, a
 // conversation the template refuses (two user turns in a row) is a 400 carrying the template's
 // own message, and a system message (which that template raises on) is merged into the user turn.
-fn non_chatml_templates(model: &PathBuf) {
+fn non_chatml_templates(model: &PathBuf, py: &PathBuf) {
     let (Some(llama), Some(gemma)) = (
         data_file("templates/meta-llama-Llama-3.2-3B-Instruct.jinja"),
         data_file("templates/google-gemma-2-2b-it.jinja"),
@@ -144,6 +144,18 @@ fn non_chatml_templates(model: &PathBuf) {
     let answer = r.json()["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_string();
     assert!(answer.contains("Paris"), "SmolLM2 through Llama 3.2's template: {answer:?}");
     drop(s);
+    // C-CHAT-008: the Hermes/Qwen tool syntax, through Qwen2.5's template on the same file (its
+    // ChatML turns are SmolLM2's): the openai client's tool flow, streamed and not
+    if let Some(qwen) = data_file("templates/Qwen-Qwen2.5-7B-Instruct.jinja") {
+        let q = Server::start(model, &["--chat-template", qwen.to_str().unwrap()]);
+        let out = python(py)
+            .arg(repo().join("serve/tests/openai_client.py"))
+            .args(["--base-url", &format!("http://{}/v1", q.addr), "--timeout", "240", "--only", "tools"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && text.contains("all checks passed") && text.contains("ok   tools: one call"), "{text}");
+    }
     let s = Server::start(model, &["--chat-template", gemma.to_str().unwrap()]);
     let two_users = serde_json::json!({"messages": [{"role": "user", "content": "Hi"}, {"role": "user", "content": "Hi again"}],
                                        "max_tokens": 4});
@@ -226,7 +238,7 @@ fn real_clients_on_the_real_model() {
             println!("SKIPPED real_model: the openai client's checks under the sanitizer (the normal run makes them)");
         } else {
             openai_client(&model, &py);
-            non_chatml_templates(&model);
+            non_chatml_templates(&model, &py);
         }
         nothing_lost_nothing_leaked(&model);
     });

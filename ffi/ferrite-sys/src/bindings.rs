@@ -2105,6 +2105,47 @@ extern "C" {
     #[doc = " Defaults: no special tokens, no tool_use variant, the clock."]
     pub fn fer_chat_template_options_init(options: *mut fer_chat_template_options) -> fer_status;
 }
+#[doc = " It shows a system message's text."]
+pub const FER_CHAT_CAP_SYSTEM: fer_chat_cap = 1;
+#[doc = " It shows the request's tools list (the tool_use variant's, where the file has one)."]
+pub const FER_CHAT_CAP_TOOLS: fer_chat_cap = 2;
+#[doc = " It shows an assistant message's tool_calls."]
+pub const FER_CHAT_CAP_TOOL_CALLS: fer_chat_cap = 4;
+#[doc = " It shows a tool message's content."]
+pub const FER_CHAT_CAP_TOOL_RESPONSES: fer_chat_cap = 8;
+#[doc = " What a chat template takes (bits of fer_chat_template_info.caps), found by rendering probes"]
+#[doc = "  when it is made."]
+pub type fer_chat_cap = ::std::os::raw::c_uint;
+#[doc = " A JSON object, {\"tool_call\": {\"name\", \"arguments\"}} or {\"response\": text}: for templates"]
+#[doc = "  that do not show tools (the tools and these instructions go into the system message)."]
+pub const FER_CHAT_TOOLS_GENERIC: fer_chat_tool_format = 0;
+#[doc = " Hermes and Qwen: <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call> per call."]
+pub const FER_CHAT_TOOLS_HERMES: fer_chat_tool_format = 1;
+#[doc = " Llama 3.x: a JSON object {\"name\": ..., \"parameters\": {...}}."]
+pub const FER_CHAT_TOOLS_LLAMA3: fer_chat_tool_format = 2;
+#[doc = " Mistral: [TOOL_CALLS] then a JSON list of {\"name\", \"arguments\"}."]
+pub const FER_CHAT_TOOLS_MISTRAL: fer_chat_tool_format = 3;
+#[doc = " How a model calls tools, from its template (fer_chat_template_info.tool_format)."]
+pub type fer_chat_tool_format = ::std::os::raw::c_uint;
+#[doc = " A chat template's capabilities and tool-call syntax."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_chat_template_info {
+    #[doc = " sizeof(fer_chat_template_info) as the caller was compiled."]
+    pub struct_size: u32,
+    #[doc = " fer_chat_cap bits."]
+    pub caps: u32,
+    #[doc = " fer_chat_tool_format."]
+    pub tool_format: u32,
+}
+extern "C" {
+    #[doc = " The template's capabilities and tool-call syntax into *out_info, whose struct_size the caller"]
+    #[doc = " sets (INVALID_ARG when smaller than this header's; the struct is zeroed on failure)."]
+    pub fn fer_chat_template_get_info(
+        chat_template: *const fer_chat_template,
+        out_info: *mut fer_chat_template_info,
+    ) -> fer_status;
+}
 extern "C" {
     #[doc = " Compiles source (source_bytes of UTF-8; need not be NUL-terminated). A syntax error is"]
     #[doc = " INVALID_ARG with \"chat template: line L, column C: ...\" (Jinja2's message); options may be NULL"]
@@ -2127,11 +2168,15 @@ extern "C" {
     #[doc = " prepared as transformers prepares them (null members dropped; reasoning_content, thinking or"]
     #[doc = " reasoning given as both thinking and reasoning_content), tools and documents (or none),"]
     #[doc = " add_generation_prompt from flags, bos_token, eos_token, then chat_template_kwargs' members (an"]
-    #[doc = " enable_thinking flag, say). Unless FER_CHAT_VERBATIM: content given as a list of text parts is"]
-    #[doc = " their texts joined with newlines (another part type is INVALID_ARG: text only), and when the"]
-    #[doc = " template has no system role (found by rendering a probe when it was made: it drops or refuses a"]
-    #[doc = " system message) each run of system messages goes before the next user turn's content,"]
-    #[doc = " newline-separated, as llama.cpp does. *out_text is NUL-terminated, allocated by the library:"]
+    #[doc = " enable_thinking flag, say). Unless FER_CHAT_VERBATIM, llama.cpp's adjustments for what a"]
+    #[doc = " template cannot take (its capabilities, fer_chat_template_get_info): content given as a list of"]
+    #[doc = " text parts is their texts joined with newlines (another part type is INVALID_ARG: text only); a"]
+    #[doc = " tool call's arguments given as a JSON string are the object it holds; where the template does"]
+    #[doc = " not show tool calls, an assistant's become its content as JSON ({\"tool_calls\": [...]}), where it"]
+    #[doc = " does not show tool results, a tool message becomes a user message ({\"tool_response\": {...}}),"]
+    #[doc = " and where it does not show the tools list, the tools and the generic form's instructions go"]
+    #[doc = " into the system message; and when it has no system role, each run of system messages goes"]
+    #[doc = " before the next user turn's content, newline-separated. *out_text is NUL-terminated, allocated by the library:"]
     #[doc = " release it with fer_buffer_free; *out_len is its length. Failures (both outputs NULL and 0):"]
     #[doc = " INVALID_ARG for a request that is not as described (the message names the member) or unknown"]
     #[doc = " flags; TEMPLATE_ERROR when the template raises (Gemma's \"Conversation roles must alternate"]

@@ -38,6 +38,29 @@ pub mod chat_flag {
     pub const VERBATIM: u32 = crate::sys::FER_CHAT_VERBATIM;
 }
 
+/// `fer_chat_cap` bits of [`ChatTemplateInfo::caps`].
+pub mod chat_cap {
+    pub const SYSTEM: u32 = crate::sys::FER_CHAT_CAP_SYSTEM;
+    pub const TOOLS: u32 = crate::sys::FER_CHAT_CAP_TOOLS;
+    pub const TOOL_CALLS: u32 = crate::sys::FER_CHAT_CAP_TOOL_CALLS;
+    pub const TOOL_RESPONSES: u32 = crate::sys::FER_CHAT_CAP_TOOL_RESPONSES;
+}
+
+/// `fer_chat_tool_format` values of [`ChatTemplateInfo::tool_format`].
+pub mod tool_format {
+    pub const GENERIC: u32 = crate::sys::FER_CHAT_TOOLS_GENERIC;
+    pub const HERMES: u32 = crate::sys::FER_CHAT_TOOLS_HERMES;
+    pub const LLAMA3: u32 = crate::sys::FER_CHAT_TOOLS_LLAMA3;
+    pub const MISTRAL: u32 = crate::sys::FER_CHAT_TOOLS_MISTRAL;
+}
+
+/// A chat template's capabilities ([`chat_cap`] bits) and tool-call syntax ([`tool_format`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChatTemplateInfo {
+    pub caps: u32,
+    pub tool_format: u32,
+}
+
 /// `fer_engine_config` without the model (given to the constructor) and with the environment as
 /// owned strings. [`Default`] is `fer_engine_config_init`'s defaults; the setters chain.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -424,6 +447,20 @@ impl<'m> Engine<'m> {
             v
         };
         String::from_utf8(bytes).map_err(|_| Error::rust(status::INVALID_UTF8, "chat_apply: the text is not UTF-8"))
+    }
+
+    /// The engine's chat template's capabilities and tool syntax (`fer_chat_template_get_info`);
+    /// UNSUPPORTED for a model without a template.
+    pub fn chat_template_info(&self) -> Result<ChatTemplateInfo> {
+        let mut t = ptr::null();
+        // SAFETY: valid engine and out-pointer; the template is the engine's, alive as long as it.
+        check(unsafe { sys::fer_engine_chat_template(self.raw.as_ptr(), &mut t) })?;
+        // SAFETY: plain-data struct; struct_size set as the header asks.
+        let mut info: sys::fer_chat_template_info = unsafe { std::mem::zeroed() };
+        info.struct_size = std::mem::size_of::<sys::fer_chat_template_info>() as u32;
+        // SAFETY: t is a valid template (OK above), info a valid out-pointer.
+        check(unsafe { sys::fer_chat_template_get_info(t, &mut info) })?;
+        Ok(ChatTemplateInfo { caps: info.caps, tool_format: info.tool_format })
     }
 
     /// Admits a new sequence of up to `max_tokens` positions.
