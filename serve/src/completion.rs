@@ -89,6 +89,10 @@ pub struct Run {
     /// the output, a required call's opening marker). The text is then held to the end and the
     /// calls parsed out of it (tools.rs).
     pub tools: Option<(u32, String)>,
+    /// The choice this run is (n > 1 runs one per choice).
+    pub index: usize,
+    /// Completions' echo: the prompt's text, put before the generated text.
+    pub echo: Option<String>,
 }
 
 impl Run {
@@ -113,6 +117,8 @@ impl Run {
             stopped_by_string: false,
             done: false,
             tools: None,
+            index: 0,
+            echo: None,
         }
     }
 
@@ -245,9 +251,9 @@ impl Run {
                 if !calls.is_empty() {
                     m["tool_calls"] = tools::calls_json(&calls, false);
                 }
-                json!({"index": 0, "message": m})
+                json!({"index": self.index, "message": m})
             }
-            Endpoint::Completions => json!({"index": 0, "text": text}),
+            Endpoint::Completions => json!({"index": self.index, "text": text}),
         };
         choice["logprobs"] = self.logprobs_json(lps);
         choice["finish_reason"] = json!(reason);
@@ -265,8 +271,8 @@ impl Run {
         include_usage: bool,
     ) -> Value {
         let mut choice = match self.meta.endpoint {
-            Endpoint::Chat => json!({"index": 0, "delta": delta}),
-            Endpoint::Completions => json!({"index": 0, "text": text}),
+            Endpoint::Chat => json!({"index": self.index, "delta": delta}),
+            Endpoint::Completions => json!({"index": self.index, "text": text}),
         };
         choice["logprobs"] = if lps.is_empty() { Value::Null } else { self.logprobs_json(lps) };
         choice["finish_reason"] = json!(reason);
@@ -291,9 +297,30 @@ fn engine_stopped() -> ApiError {
     ApiError::server(503, "The engine stopped.")
 }
 
+/// Waits for every choice's generation: the non-streaming response, one choice per run, usage
+/// counting the prompt once (the choices share it) and every choice's tokens.
+pub async fn collect_all(runs: Vec<Run>) -> Result<Value, ApiError> {
+    let mut merged: Option<Value> = None;
+    for run in runs {
+        let v = collect(run).await?;
+        match &mut merged {
+            None => merged = Some(v),
+            Some(m) => {
+                let c = v["choices"][0].clone();
+                m["choices"].as_array_mut().expect("choices").push(c);
+                let add = v["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+                let total = m["usage"]["completion_tokens"].as_u64().unwrap_or(0) + add;
+                m["usage"]["completion_tokens"] = json!(total);
+                m["usage"]["total_tokens"] = json!(m["usage"]["prompt_tokens"].as_u64().unwrap_or(0) + total);
+            }
+        }
+    }
+    merged.ok_or_else(engine_stopped)
+}
+
 /// Waits for the whole generation: the non-streaming response.
 pub async fn collect(mut run: Run) -> Result<Value, ApiError> {
-    let mut text = String::new();
+    let mut text = run.echo.clone().unwrap_or_default();
     let mut lps = Vec::new();
     loop {
         let Some(ev) = run.gen.next_event().await else {
@@ -317,40 +344,54 @@ pub async fn collect(mut run: Run) -> Result<Value, ApiError> {
 
 /// The streaming response body: pulls engine events as hyper asks for data, so a client that
 /// reads slowly slows nothing but itself, and dropping the body (client gone) drops the
-/// `Generation`, which cancels the sequence.
+/// `Generation`s, which cancels the sequences. With n > 1 the choices' chunks interleave, each
+/// with its index; the usage chunk and `[DONE]` come once, after the last choice finished.
 pub struct SseBody {
-    run: Run,
+    runs: Vec<Choice>,
     include_usage: bool,
     queue: VecDeque<Bytes>,
     finished: bool,
+    usage: Option<Usage>,
+}
+
+/// One choice of a stream.
+struct Choice {
+    run: Run,
     /// With tools: the text so far, sent at the end as content and tool-call deltas.
     held: String,
+    done: bool,
 }
 
 /// Engine events turned into frames per poll at most, so one busy stream cannot hog a worker.
 const EVENTS_PER_FRAME: usize = 64;
 
 impl SseBody {
-    pub fn new(run: Run, include_usage: bool) -> Self {
-        let mut s = SseBody { run, include_usage, queue: VecDeque::new(), finished: false, held: String::new() };
-        if s.run.meta.endpoint == Endpoint::Chat {
-            let first =
-                s.run.chunk_json(json!({"role": "assistant", "content": ""}), "", &[], None, include_usage);
-            s.queue.push_back(sse::event(&first));
+    pub fn new(runs: Vec<Run>, include_usage: bool) -> Self {
+        let mut s = SseBody { runs: Vec::new(), include_usage, queue: VecDeque::new(), finished: false, usage: None };
+        for run in runs {
+            if run.meta.endpoint == Endpoint::Chat {
+                let first = run.chunk_json(json!({"role": "assistant", "content": ""}), "", &[], None, include_usage);
+                s.queue.push_back(sse::event(&first));
+            }
+            if let Some(e) = run.echo.as_deref().filter(|e| !e.is_empty()) {
+                let first = run.chunk_json(json!({}), e, &[], None, include_usage);
+                s.queue.push_back(sse::event(&first));
+            }
+            s.runs.push(Choice { run, held: String::new(), done: false });
         }
         s
     }
 
-    fn push_piece(&mut self, p: &Piece) {
+    fn push_piece(&mut self, i: usize, p: &Piece) {
         if p.text.is_empty() && p.logprobs.is_empty() {
             return;
         }
-        if self.run.tools.is_some() {
-            self.held.push_str(&p.text); // a tool call is only known whole: sent at the end
+        let c = &mut self.runs[i];
+        if c.run.tools.is_some() {
+            c.held.push_str(&p.text); // a tool call is only known whole: sent at the end
             return;
         }
-        let v =
-            self.run.chunk_json(json!({"content": p.text}), &p.text, &p.logprobs, None, self.include_usage);
+        let v = c.run.chunk_json(json!({"content": p.text}), &p.text, &p.logprobs, None, self.include_usage);
         self.queue.push_back(sse::event(&v));
     }
 
@@ -358,61 +399,75 @@ impl SseBody {
         self.queue.push_back(sse::event(&e.to_json()));
         self.queue.push_back(Bytes::from_static(sse::DONE));
         self.finished = true;
+        for c in &mut self.runs {
+            c.run.end();
+        }
     }
 
-    fn on_step(&mut self, step: Step) {
+    fn on_step(&mut self, i: usize, step: Step) {
         match step {
-            Step::Piece(p) => self.push_piece(&p),
+            Step::Piece(p) => self.push_piece(i, &p),
             Step::Done(last, end) => {
-                self.push_piece(&last);
+                self.push_piece(i, &last);
                 match end {
                     Err(e) => self.push_error(&e),
                     Ok((reason, usage)) => {
+                        let include_usage = self.include_usage;
+                        let c = &mut self.runs[i];
+                        c.done = true;
                         let mut reason = reason;
-                        if self.run.tools.is_some() {
-                            let (content, calls, r) = self.run.split_tools(&std::mem::take(&mut self.held), reason);
+                        if c.run.tools.is_some() {
+                            let (content, calls, r) = c.run.split_tools(&std::mem::take(&mut c.held), reason);
                             reason = r;
-                            if let Some(c) = content {
-                                let v = self.run.chunk_json(json!({ "content": c }), &c, &[], None, self.include_usage);
+                            if let Some(t) = content {
+                                let v = c.run.chunk_json(json!({ "content": t }), &t, &[], None, include_usage);
                                 self.queue.push_back(sse::event(&v));
                             }
                             if !calls.is_empty() {
                                 let d = json!({ "tool_calls": tools::calls_json(&calls, true) });
-                                let v = self.run.chunk_json(d, "", &[], None, self.include_usage);
+                                let v = c.run.chunk_json(d, "", &[], None, include_usage);
                                 self.queue.push_back(sse::event(&v));
                             }
                         }
-                        let fin = self.run.chunk_json(json!({}), "", &[], Some(reason), self.include_usage);
+                        let fin = c.run.chunk_json(json!({}), "", &[], Some(reason), include_usage);
                         self.queue.push_back(sse::event(&fin));
-                        if self.include_usage {
-                            let mut u = json!({"id": self.run.meta.id, "object": self.run.object(true),
-                                               "created": self.run.meta.created, "model": self.run.meta.model,
-                                               "choices": []});
-                            u["usage"] = Run::usage_json(&usage);
-                            self.queue.push_back(sse::event(&u));
+                        // the prompt once (the choices share it), every choice's tokens
+                        let u = self.usage.get_or_insert(Usage { completion: 0, ..usage });
+                        u.completion += usage.completion;
+                        if self.runs.iter().all(|c| c.done) {
+                            self.finish();
                         }
-                        self.queue.push_back(Bytes::from_static(sse::DONE));
-                        self.finished = true;
                     }
                 }
             }
         }
     }
 
+    fn finish(&mut self) {
+        if self.include_usage {
+            let r = &self.runs[0].run;
+            let mut u = json!({"id": r.meta.id, "object": r.object(true), "created": r.meta.created, "model": r.meta.model,
+                               "choices": []});
+            u["usage"] = Run::usage_json(&self.usage.unwrap_or(Usage { prompt: 0, completion: 0, cached: 0 }));
+            self.queue.push_back(sse::event(&u));
+        }
+        self.queue.push_back(Bytes::from_static(sse::DONE));
+        self.finished = true;
+    }
+
     /// Next frame: everything ready now, joined.
     pub fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         let mut n = 0;
-        while !self.finished && n < EVENTS_PER_FRAME {
-            match self.run.gen.poll_event(cx) {
-                Poll::Pending => break,
-                Poll::Ready(None) => {
-                    self.run.end();
-                    self.push_error(&engine_stopped());
-                }
-                Poll::Ready(Some(ev)) => {
-                    n += 1;
-                    if let Some(step) = self.run.on_event(ev) {
-                        self.on_step(step);
+        for i in 0..self.runs.len() {
+            while !self.finished && !self.runs[i].done && n < EVENTS_PER_FRAME {
+                match self.runs[i].run.gen.poll_event(cx) {
+                    Poll::Pending => break,
+                    Poll::Ready(None) => self.push_error(&engine_stopped()),
+                    Poll::Ready(Some(ev)) => {
+                        n += 1;
+                        if let Some(step) = self.runs[i].run.on_event(ev) {
+                            self.on_step(i, step);
+                        }
                     }
                 }
             }

@@ -177,20 +177,42 @@ async fn completion(
         Endpoint::Chat => "messages",
         Endpoint::Completions => "prompt",
     };
-    let gen = app.engine.generate(parsed.job).await.map_err(|e| engine_error(e, prompt_param))?;
-    Metrics::add(&app.metrics.prompt_tokens, gen.n_prompt as u64);
+    // n choices: n requests with seeds seed, seed + 1, ...; submitted together, the later ones
+    // wait for the first one's prompt blocks and fork them from the prefix cache (prefill once)
+    let echo = match (&parsed.job.prompt, parsed.echo) {
+        (_, false) => None,
+        (Prompt::Text(t), true) => Some(t.clone()),
+        (Prompt::Tokens(ids), true) => {
+            let ids = ids.clone();
+            let bytes = app.engine.with(move |b| b.detokenize(&ids)).await.map_err(|e| engine_error(e, "prompt"))?;
+            Some(String::from_utf8_lossy(&bytes.map_err(|m| ApiError::param("prompt", "invalid_value", m))?).into_owned())
+        }
+        (Prompt::Chat { .. }, true) => None,
+    };
     let meta = Meta::new(endpoint, app.engine.model_id.clone());
-    let mut run = Run::new(meta, gen, &parsed.stop, parsed.logprobs, app.metrics.clone(), started);
-    run.tools = tool_parse;
+    let mut runs = Vec::with_capacity(parsed.n as usize);
+    for i in 0..parsed.n {
+        let mut job = parsed.job.clone();
+        job.params.seed = job.params.seed.wrapping_add(i as u64);
+        let gen = app.engine.generate(job).await.map_err(|e| engine_error(e, prompt_param))?;
+        if i == 0 {
+            Metrics::add(&app.metrics.prompt_tokens, gen.n_prompt as u64);
+        }
+        let mut run = Run::new(meta.clone(), gen, &parsed.stop, parsed.logprobs, app.metrics.clone(), started);
+        run.tools = tool_parse.clone();
+        run.index = i as usize;
+        run.echo = echo.clone();
+        runs.push(run);
+    }
     if parsed.stream {
-        let mut r = Response::new(RespBody::sse(SseBody::new(run, parsed.include_usage)));
+        let mut r = Response::new(RespBody::sse(SseBody::new(runs, parsed.include_usage)));
         let h = r.headers_mut();
         h.insert("content-type", HeaderValue::from_static("text/event-stream"));
         h.insert("cache-control", HeaderValue::from_static("no-cache"));
         h.insert("x-accel-buffering", HeaderValue::from_static("no")); // proxies: do not buffer
         return Ok(r);
     }
-    let v = completion::collect(run).await?;
+    let v = completion::collect_all(runs).await?;
     Ok(json_response(200, &v))
 }
 

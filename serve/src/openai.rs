@@ -4,7 +4,8 @@
 //! field (`param`) the way the official API does, and the rules stay explicit: unknown top-level
 //! fields are accepted and ignored (as the official API does); a known field with the wrong type
 //! or an out-of-range value is a 400; `null` means "not given"; a known feature this server does
-//! not implement (echo, n > 1, the legacy `functions`) is a 400 rather than silently ignored.
+//! not implement (echo with logprobs, best_of > 1, the legacy `functions`) is a 400 rather than
+//! silently ignored.
 //! Extensions vLLM also accepts: top_k, min_p, ignore_eos, stop_token_ids, guided_json,
 //! guided_regex.
 
@@ -36,6 +37,10 @@ pub struct ParsedRequest {
     pub job: Job,
     /// The chat request's tools when its tool_choice is not none (tools.rs).
     pub tools: Option<ToolRequest>,
+    /// Choices to generate (1..=MAX_N), each with seed + its index.
+    pub n: u32,
+    /// Completions: the prompt's text starts each choice's text.
+    pub echo: bool,
     pub stop: Vec<String>,
     pub logprobs: Logprobs,
     pub stream: bool,
@@ -43,6 +48,8 @@ pub struct ParsedRequest {
 }
 
 pub const MAX_STOP: usize = 4;
+/// Choices one request may ask for (`n`).
+pub const MAX_N: u32 = 8;
 pub const MAX_TOP_LOGPROBS_CHAT: i64 = 20;
 pub const MAX_LOGPROBS_COMPLETIONS: i64 = 5;
 /// Tokens one request may bias (OpenAI's limit is 300 as well).
@@ -211,11 +218,7 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
         ),
     };
 
-    if let Some(n) = f.int("n", 1, 128)? {
-        if n != 1 {
-            return Err(out_of_range("n", "1 (one choice per request)", n));
-        }
-    }
+    let n = f.int("n", 1, MAX_N as i64)?.unwrap_or(1) as u32;
     if let Some(n) = f.int("best_of", 1, 128)? {
         if n != 1 {
             return Err(unsupported("best_of", "best_of above 1"));
@@ -234,8 +237,12 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
             return Err(unsupported("functions", "the legacy functions field (use tools)"));
         }
     }
-    if f.bool("echo")? == Some(true) {
-        return Err(unsupported("echo", "echo"));
+    let echo = match endpoint {
+        Endpoint::Completions => f.bool("echo")?.unwrap_or(false),
+        Endpoint::Chat => false,
+    };
+    if echo && f.get("logprobs").is_some() {
+        return Err(unsupported("echo", "echo with logprobs (the prompt's logprobs)"));
     }
     if f.str("suffix")?.is_some_and(|s| !s.is_empty()) {
         return Err(unsupported("suffix", "suffix (insertion)"));
@@ -331,6 +338,8 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
         endpoint,
         job: Job { prompt, max_tokens, params },
         tools: tool_request,
+        n,
+        echo,
         stop,
         logprobs,
         stream,
@@ -736,7 +745,9 @@ mod tests {
         bad(completion(json!({"prompt": null})), "prompt");
         bad(completion(json!({"logprobs": 6})), "logprobs");
         bad(completion(json!({"logprobs": true})), "logprobs");
-        bad(completion(json!({"echo": true})), "echo");
+        bad(completion(json!({"echo": true, "logprobs": 1})), "echo");
+        assert!(completion(json!({"echo": true})).unwrap().echo);
+        assert!(!chat(json!({"echo": true})).unwrap().echo, "echo is the completions endpoint's");
         bad(completion(json!({"suffix": "x"})), "suffix");
         bad(completion(json!({"best_of": 2})), "best_of");
     }
@@ -796,7 +807,7 @@ mod tests {
         bad(chat(json!({"top_p": 1.5})), "top_p");
         bad(chat(json!({"top_k": -2})), "top_k");
         bad(chat(json!({"min_p": 2})), "min_p");
-        bad(chat(json!({"n": 2})), "n");
+        bad(chat(json!({"n": 9})), "n");
         bad(chat(json!({"n": 0})), "n");
         bad(chat(json!({"max_tokens": 0})), "max_tokens");
         bad(chat(json!({"max_tokens": -1})), "max_tokens");

@@ -1,6 +1,6 @@
 //! The OpenAI endpoints end to end over raw HTTP, against the fake backend (which answers the
 //! last user message, or the prompt, byte by byte).
-//! EVIDENCE: C-SERVE-003 C-SERVE-008 C-SERVE-009
+//! EVIDENCE: C-SERVE-003 C-SERVE-008 C-SERVE-009 C-SERVE-010
 
 mod common;
 
@@ -365,5 +365,54 @@ fn tool_calls() {
         let r = post(s.addr, "/v1/chat/completions", &with(chat_body("Hi"), json!({"tools": tools})));
         let c = &r.json()["choices"][0];
         assert_eq!((c["finish_reason"].as_str(), c["message"]["content"].as_str()), (Some("stop"), Some("Hi")));
+    });
+}
+
+// C-SERVE-010 (the raw protocol): n choices carry indexes 0..n, usage counts the prompt once and
+// every choice's tokens; streamed, each choice's chunks and finish carry its index, and the usage
+// chunk and [DONE] come once. Completions' echo puts the prompt (text or token ids) before the
+// text, streamed as the first chunk.
+#[test]
+fn n_choices_and_echo() {
+    within(60, || {
+        let s = start_default();
+        let r = post(s.addr, "/v1/chat/completions", &with(chat_body("abc"), json!({"n": 3})));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json();
+        let idx: Vec<u64> = v["choices"].as_array().unwrap().iter().map(|c| c["index"].as_u64().unwrap()).collect();
+        assert_eq!(idx, [0, 1, 2]);
+        assert!(v["choices"].as_array().unwrap().iter().all(|c| c["message"]["content"] == "abc"));
+        let one = post(s.addr, "/v1/chat/completions", &chat_body("abc")).json();
+        assert_eq!(v["usage"]["prompt_tokens"], one["usage"]["prompt_tokens"]);
+        assert_eq!(v["usage"]["completion_tokens"].as_u64(), one["usage"]["completion_tokens"].as_u64().map(|c| 3 * c));
+        let r = post(s.addr, "/v1/chat/completions",
+                     &with(chat_body("abc"), json!({"n": 2, "stream": true, "stream_options": {"include_usage": true}})));
+        let events = r.events();
+        assert_eq!(events.iter().filter(|e| *e == "[DONE]").count(), 1);
+        let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+        let mut text = [String::new(), String::new()];
+        let mut finishes = 0;
+        for c in &chunks {
+            for ch in c["choices"].as_array().unwrap() {
+                let i = ch["index"].as_u64().unwrap() as usize;
+                text[i].push_str(ch["delta"]["content"].as_str().unwrap_or(""));
+                finishes += ch["finish_reason"].is_string() as usize;
+            }
+        }
+        assert_eq!((text[0].as_str(), text[1].as_str(), finishes), ("abc", "abc", 2));
+        let usage: Vec<&Value> = chunks.iter().filter(|c| c["usage"].is_object()).map(|c| &c["usage"]).collect();
+        assert_eq!(usage.len(), 1);
+        assert_eq!(usage[0]["completion_tokens"].as_u64(), one["usage"]["completion_tokens"].as_u64().map(|c| 2 * c));
+        // echo
+        let r = post(s.addr, "/v1/completions", &json!({"prompt": "hey", "echo": true, "max_tokens": 5}));
+        assert_eq!(r.json()["choices"][0]["text"], "heyhey");
+        let r = post(s.addr, "/v1/completions", &json!({"prompt": [104, 105], "echo": true, "max_tokens": 5}));
+        assert_eq!(r.json()["choices"][0]["text"], "hihi");
+        let r = post(s.addr, "/v1/completions", &json!({"prompt": "yo", "echo": true, "max_tokens": 5, "stream": true}));
+        let ev = r.events();
+        let first: Value = serde_json::from_str(&ev[0]).unwrap();
+        assert_eq!(first["choices"][0]["text"], "yo");
+        let all: String = ev[..ev.len() - 1].iter().map(|e| serde_json::from_str::<Value>(e).unwrap()["choices"][0]["text"].as_str().unwrap_or("").to_string()).collect();
+        assert_eq!(all, "yoyo");
     });
 }

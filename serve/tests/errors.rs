@@ -54,7 +54,7 @@ fn bad_requests_are_400_with_openai_bodies() {
         for (extra, param) in [
             (json!({"temperature": "hot"}), "temperature"),
             (json!({"messages": "hi"}), "messages"),
-            (json!({"n": 2}), "n"),
+            (json!({"n": 9}), "n"),
             (json!({"max_tokens": 0}), "max_tokens"),
             (json!({"max_tokens": 65}), "max_tokens"),
             (json!({"stop": ["a", "b", "c", "d", "e"]}), "stop"),

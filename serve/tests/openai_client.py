@@ -273,8 +273,36 @@ def main():
         check("tools: an answer after the tool's result", f.finish_reason in ("stop", "length")
               and isinstance(f.message.content, str) and f.message.content.strip() != "", repr(f.message))
 
+    def choices():
+        # n=3: three choices (indexes 0..2) from one prompt, seeds seed, seed+1, seed+2; the
+        # prompt counted once; streamed, each choice's deltas and finish under its index
+        q = [{"role": "user", "content": "Write a sentence about the sea."}]
+        one = client.chat.completions.create(model=model, messages=q, max_tokens=16, temperature=1.0, seed=5)
+        r = client.chat.completions.create(model=model, messages=q, max_tokens=16, temperature=1.0, seed=5, n=3)
+        check("n=3: three choices", sorted(c.index for c in r.choices) == [0, 1, 2], str([c.index for c in r.choices]))
+        check("n=3: choice 0 is the n=1 answer (same seed)", r.choices[0].message.content == one.choices[0].message.content,
+              f"{r.choices[0].message.content!r} vs {one.choices[0].message.content!r}")
+        check("n=3: the choices differ", len({c.message.content for c in r.choices}) > 1, str([c.message.content for c in r.choices]))
+        check("n=3: the prompt counted once", r.usage.prompt_tokens == one.usage.prompt_tokens, str(r.usage))
+        check("n=3: completion tokens of all choices", r.usage.completion_tokens > one.usage.completion_tokens
+              and r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens, str(r.usage))
+        s = client.chat.completions.create(model=model, messages=q, max_tokens=16, temperature=1.0, seed=5, n=3,
+                                           stream=True, stream_options={"include_usage": True})
+        texts, reasons, usage = {}, {}, None
+        for ch in s:
+            for c in ch.choices:
+                texts[c.index] = texts.get(c.index, "") + (c.delta.content or "")
+                if c.finish_reason:
+                    reasons[c.index] = c.finish_reason
+            usage = ch.usage or usage
+        check("n=3 stream: each choice as without streaming", [texts.get(i) for i in range(3)]
+              == [c.message.content for c in sorted(r.choices, key=lambda c: c.index)], str(texts))
+        check("n=3 stream: a finish per choice", sorted(reasons) == [0, 1, 2], str(reasons))
+        check("n=3 stream: usage once, as without streaming", usage is not None and usage.prompt_tokens == r.usage.prompt_tokens
+              and usage.completion_tokens == r.usage.completion_tokens, str(usage))
+
     def errors():
-        for name, kw in [("n=2", {"n": 2}), ("max_tokens=0", {"max_tokens": 0})]:
+        for name, kw in [("n=9", {"n": 9}), ("max_tokens=0", {"max_tokens": 0})]:
             try:
                 client.chat.completions.create(model=model, messages=greet, **kw)
                 check(f"error {name}: BadRequestError", False, "accepted")
@@ -296,7 +324,8 @@ def main():
     if a.fake:
         print("skip penalties, logit_bias, seed, tools (the fake backend echoes the prompt)")
     else:
-        groups += [("penalties", penalties), ("logit_bias", logit_bias), ("seed", seeds), ("tools", tool_flow)]
+        groups += [("penalties", penalties), ("logit_bias", logit_bias), ("seed", seeds), ("tools", tool_flow),
+                   ("n", choices)]
     only = set(a.only.split(",")) if a.only else None
     for name, fn in groups:
         if only is None or name in only:

@@ -3,7 +3,7 @@
 //! setup runs) and a load of streaming clients of which a third hang up mid-stream
 //! (scripts/serve/load_bench.py, standard library only). The server is the built binary, started
 //! on a loopback port and killed at the end. SKIPPED (printed) without the model file or the venv.
-//! EVIDENCE: C-SERVE-001 C-SERVE-002 C-CHAT-006 C-CHAT-008
+//! EVIDENCE: C-SERVE-001 C-SERVE-002 C-SERVE-010 C-CHAT-006 C-CHAT-008
 
 mod common;
 
@@ -168,6 +168,26 @@ fn non_chatml_templates(model: &PathBuf, py: &PathBuf) {
         "<start_of_turn>user\nYou are a helpful assistant.\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"), "{}", r.text());
 }
 
+// C-SERVE-010: n = 3 prefills the prompt once: on a fresh server the two later choices take every
+// whole 16-token block of the prompt from the prefix cache (they wait for the first choice's
+// blocks instead of computing them), and usage counts the prompt once.
+fn n_choices_prefill_once(model: &PathBuf) {
+    let s = Server::start(model, &["--parallel", "4"]);
+    let words = "The quick brown fox jumps over the lazy dog near the river bank. ".repeat(8);
+    let body = serde_json::json!({"messages": [{"role": "user", "content": format!("{words}Summarise this.")}],
+                                  "max_tokens": 8, "temperature": 0.8, "seed": 1, "n": 3});
+    let r = common::post(s.addr, "/v1/chat/completions", &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["choices"].as_array().map(Vec::len), Some(3), "{v}");
+    let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap();
+    let blocks = (prompt - 1) / 16 * 16; // the whole blocks a lookup can take (the last token runs)
+    assert_eq!(s.metric("ferrite_prefix_cache_misses_total"), 1.0);
+    assert_eq!(s.metric("ferrite_prefix_cache_hits_total"), 2.0);
+    assert_eq!(s.metric("ferrite_prefix_cache_hit_tokens_total"), 2.0 * blocks as f64, "prompt {prompt}");
+    assert!(blocks >= 96, "a prompt of several blocks: {prompt}");
+}
+
 // C-SERVE-002: nothing lost, nothing leaked. 24 streaming requests from 8 clients, a third of them
 // hanging up mid-stream (under ASan 12 shorter ones, so the slower server meets the same client
 // deadlines): every other request completes, then nothing runs or waits, the running
@@ -239,6 +259,7 @@ fn real_clients_on_the_real_model() {
         } else {
             openai_client(&model, &py);
             non_chatml_templates(&model, &py);
+            n_choices_prefill_once(&model);
         }
         nothing_lost_nothing_leaked(&model);
     });
