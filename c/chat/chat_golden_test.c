@@ -17,21 +17,6 @@
 #include "ferrite.h"
 #include "testing/check.h"
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *s = NULL;
-  if (fseek(f, 0, SEEK_END) == 0) {
-    const long n = ftell(f);
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) != NULL) {
-      *len = fread(s, 1, (size_t)n, f);
-      s[*len] = 0;
-    }
-  }
-  fclose(f);
-  return s;
-}
-
 static const char *skip_space(const char *p) {
   while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
   return p;
@@ -125,7 +110,7 @@ static fer_chat_template *open_template(const char *name, const char *bos, const
   char rel[600], path[4096];
   snprintf(rel, sizeof rel, "templates/%s", name);
   size_t slen = 0;
-  char *src = feri_test_data_path(rel, path, sizeof path) ? slurp(path, &slen) : NULL;
+  char *src = feri_test_data_path(rel, path, sizeof path) ? feri_test_read_file(path, &slen) : NULL;
   fer_chat_template_options o;
   fer_chat_template_options_init(&o);
   o.bos_token = bos, o.eos_token = eos, o.now_unix = now;
@@ -202,7 +187,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   size_t clen = 0, glen = 0;
-  char *cases_doc = slurp(argv[1], &clen), *goldens = slurp(argv[2], &glen);
+  char *cases_doc = feri_test_read_file(argv[1], &clen), *goldens = feri_test_read_file(argv[2], &glen);
   if (!cases_doc || !goldens) {
     fprintf(stderr, "chat_golden_test: cannot read %s or %s\n", argv[1], argv[2]);
     return 2;

@@ -28,21 +28,6 @@ static bool known_difference(const char *t, const char *c) {
   return false;
 }
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *s = NULL;
-  if (fseek(f, 0, SEEK_END) == 0) {
-    const long n = ftell(f);
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) != NULL) {
-      *len = fread(s, 1, (size_t)n, f);
-      s[*len] = 0;
-    }
-  }
-  fclose(f);
-  return s;
-}
-
 /* Just past the JSON object starting at p ('{'), strings skipped; NULL when it does not close. */
 static const char *object_end(const char *p) {
   int depth = 0;
@@ -88,7 +73,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   size_t glen = 0, clen = 0;
-  char *goldens = slurp(argv[1], &glen), *contexts = slurp(argv[2], &clen);
+  char *goldens = feri_test_read_file(argv[1], &glen), *contexts = feri_test_read_file(argv[2], &clen);
   if (!goldens || !contexts) {
     fprintf(stderr, "template_golden_test: cannot read %s or %s\n", argv[1], argv[2]);
     return 2;
@@ -126,7 +111,7 @@ int main(int argc, char **argv) {
       char rel[600], path[4096];
       snprintf(rel, sizeof rel, "templates/%s", name);
       size_t slen = 0;
-      char *src = feri_test_data_path(rel, path, sizeof path) ? slurp(path, &slen) : NULL;
+      char *src = feri_test_data_path(rel, path, sizeof path) ? feri_test_read_file(path, &slen) : NULL;
       if (!src || feri_tmpl_parse(src, slen, &t) != FER_STATUS_OK) {
         char msg[512];
         size_t ml;

@@ -51,3 +51,18 @@ uint32_t feri_test_parse_ids(const char *p, int32_t *ids, uint32_t cap) {
   for (long v; n < cap && (v = strtol(p, &e, 10), e != p); p = e) ids[n++] = (int32_t)v;
   return n;
 }
+
+char *feri_test_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *s = NULL;
+  if (fseek(f, 0, SEEK_END) == 0) {
+    const long n = ftell(f);
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) != NULL) {
+      *len = fread(s, 1, (size_t)n, f);
+      s[*len] = 0;
+    }
+  }
+  fclose(f);
+  return s;
+}

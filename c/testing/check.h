@@ -38,6 +38,10 @@ void feri_test_fail(const char *file, int line, const char *what);
  * too). false when it is not there; the caller then prints a line starting "SKIPPED". */
 bool feri_test_data_path(const char *name, char *out, size_t cap);
 
+/* The whole file at path, NUL-terminated (malloc'd: free it), its length in *len; NULL when it
+ * cannot be read. */
+char *feri_test_read_file(const char *path, size_t *len);
+
 /* Index of the largest of v[0..n) (the first on ties): greedy decoding in the model tests. */
 int32_t feri_test_argmax(const float *v, uint32_t n);
 
