@@ -196,7 +196,7 @@ fn c_abi_004_status_str() {
         texts.len(),
         "status texts are not distinct: {texts:?}"
     );
-    for unknown in [-1, 9, 99, 102, 199, 203, 304, 1000, i32::MIN, i32::MAX] {
+    for unknown in [-1, 9, 99, 102, 199, 203, 305, 1000, i32::MIN, i32::MAX] {
         assert_eq!(
             ferrite::status_str(unknown),
             "unknown status",
