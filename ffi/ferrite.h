@@ -1886,6 +1886,26 @@ enum fer_chat_flag {
   FER_CHAT_VERBATIM = 2,
 };
 
+/** Flags of fer_engine_embed. */
+enum fer_embed_flag {
+  /** Scale the embedding to unit L2 norm. */
+  FER_EMBED_NORMALIZE = 1,
+  /** The last token's state instead of the mean over the tokens. */
+  FER_EMBED_POOL_LAST = 2,
+};
+
+/**
+ * The embedding of ids[0..n): the model's final hidden state of each token (after its output norm,
+ * before the output projection), averaged over the tokens (or the last one's with
+ * FER_EMBED_POOL_LAST), in double, unit-length with FER_EMBED_NORMALIZE; n_embd floats into
+ * out[0..cap) and n_embd to *out_n. The ids run on a sequence of their own, admitted and freed
+ * within the call (nothing of other sequences changes). BUFFER_TOO_SMALL with *out_n = n_embd when
+ * cap is short; INVALID_ARG for no ids, an id outside the vocabulary or unknown flags; *out_n 0 on
+ * every failure.
+ */
+fer_status fer_engine_embed(fer_engine *engine, const int32_t *ids, size_t n, uint32_t flags, float *out, size_t cap,
+                            size_t *out_n);
+
 /**
  * A chat template: Jinja source (a GGUF's tokenizer.chat_template, or a .jinja file) compiled by
  * ferrite's own engine, rendered as Hugging Face transformers renders it (Jinja2 with trim_blocks

@@ -3,6 +3,7 @@
  * governor charge it was admitted with. */
 #include <stdatomic.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -393,6 +394,56 @@ fer_status fer_engine_prefill(fer_engine_seq *q, const int32_t *ids, size_t n, f
   st = feri_llama_forward(q->s, e->pool, ids, (uint32_t)n, logits ? logits : e->scratch_logits);
   if (st != FER_STATUS_OK && q->matcher != NULL) (void)feri_matcher_rollback(q->matcher->m, (uint32_t)n);
   return feri_engine_leave(e, st);
+}
+
+fer_status fer_engine_embed(fer_engine *e, const int32_t *ids, size_t n, uint32_t flags, float *out, size_t cap, size_t *out_n) {
+  static const char *const fn = "fer_engine_embed";
+  feri_error_clear();
+  if (out_n) *out_n = 0;
+  if (e == NULL || out_n == NULL || (n > 0 && ids == NULL) || (cap > 0 && out == NULL))
+    return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
+  if (flags & ~(uint32_t)(FER_EMBED_NORMALIZE | FER_EMBED_POOL_LAST))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown flags 0x%x", fn, flags);
+  const uint32_t D = e->info.n_embd;
+  if (n == 0 || n > UINT32_MAX) return feri_fail(FER_STATUS_INVALID_ARG, "%s: %zu ids (at least one)", fn, n);
+  if (cap < D) {
+    *out_n = D;
+    return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "%s: out holds %zu floats, the embedding %u", fn, cap, D);
+  }
+  fer_engine_seq *q = NULL;
+  fer_status st = fer_engine_seq_create(e, (uint32_t)n, &q);
+  if (st != FER_STATUS_OK) return st;
+  float *hidden = malloc((size_t)n * D * sizeof(float));
+  if (hidden == NULL) {
+    fer_engine_seq_free(q);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: %zu x %u floats of hidden states", fn, n, D);
+  }
+  if ((st = feri_engine_enter(e, fn)) == FER_STATUS_OK)
+    st = feri_engine_leave(e, feri_llama_forward_hidden(q->s, e->pool, ids, (uint32_t)n, hidden));
+  if (st == FER_STATUS_OK) {
+    /* pooled in double, in token order: the same bits for the same ids whatever ran before */
+    double norm = 0.0;
+    for (uint32_t j = 0; j < D; j++) {
+      double v = 0.0;
+      if (flags & FER_EMBED_POOL_LAST) v = hidden[(n - 1) * D + j];
+      else {
+        for (size_t i = 0; i < n; i++) v += hidden[i * D + j];
+        v /= (double)n;
+      }
+      out[j] = (float)v;
+      norm += v * v;
+    }
+    if ((flags & FER_EMBED_NORMALIZE) && norm > 0.0) {
+      const double inv = 1.0 / sqrt(norm);
+      for (uint32_t j = 0; j < D; j++) out[j] = (float)((double)out[j] * inv);
+    }
+    *out_n = D;
+  }
+  free(hidden);
+  feri_error_stash keep; /* freeing the sequence clears the message of a failure */
+  feri_error_save(&keep);
+  fer_engine_seq_free(q);
+  return st == FER_STATUS_OK ? st : feri_error_restore(&keep, st);
 }
 
 fer_status fer_engine_decode(fer_engine *e, fer_engine_seq *const *seqs, const int32_t *ids, size_t n, float *logits,

@@ -158,7 +158,13 @@ static fer_status add_head_norm(op_list *l, const feri_llama *m, const feri_vect
   return FER_STATUS_OK;
 }
 
-enum { LOGITS_NONE, LOGITS_LAST, LOGITS_ALL, LOGITS_SELECTED /* mixed steps: per segment */ };
+enum {
+  LOGITS_NONE,
+  LOGITS_LAST,
+  LOGITS_ALL,
+  LOGITS_SELECTED, /* mixed steps: per segment */
+  LOGITS_HIDDEN    /* no logits: every row's final state after the output norm (embeddings) */
+};
 
 /* The rows of a step: n tokens of one sequence `one` (at positions from its length), or the
  * segments `segs` of a mixed step (segment i's rows follow segment i - 1's; n rows in all). */
@@ -253,6 +259,14 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
     o->src = sc->o, o->dst = sc->x, o->n = n * D;
   }
   if (logits == LOGITS_NONE) return FER_STATUS_OK;
+  if (logits == LOGITS_HIDDEN) { /* the output norm of every row into h, then out */
+    TRY(add_use(l, m, m->output_norm.off, m->output_norm.bytes));
+    ADD_OP(OP_NORM);
+    o->vec = &m->output_norm, o->a = x, o->c = h;
+    ADD_OP(OP_COPY_OUT);
+    o->src = sc->h, o->n = n * D;
+    return FER_STATUS_OK;
+  }
   uint32_t n_out = 1; /* rows of logits */
   if (logits == LOGITS_SELECTED) { /* the last row of each segment that wants logits, gathered into o */
     n_out = 0;
@@ -338,6 +352,7 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
         break;
       }
       case OP_COPY_ROW: memcpy(o->dst, o->src, (size_t)o->n * sizeof(float)); break;
+      case OP_COPY_OUT: memcpy(logits, o->src, (size_t)o->n * sizeof(float)); break;
       case OP_ADD:
         for (size_t j = 0; j < o->n; j++) o->dst[j] += o->src[j];
         break;
@@ -444,7 +459,7 @@ static fer_status step(feri_llama_seq *s, fer_threadpool *pool, const int32_t *i
   for (uint32_t i = 0; i < n; i++) s->sc.pos[i] = (int32_t)(p0 + i);
   const step_rows rows = {s, NULL, 0, n};
   const op_list *run;
-  if (n == 1 && logits_mode != LOGITS_NONE && s->plan_policy != FERI_PLAN_OFF) {
+  if (n == 1 && (logits_mode == LOGITS_LAST || logits_mode == LOGITS_ALL) && s->plan_policy != FERI_PLAN_OFF) {
     if (s->plan_held) {
       s->plan_stats.replays++;
     } else {
@@ -488,14 +503,14 @@ static void rewind_keeping_error(feri_llama_seq *s, uint32_t to, fer_status st) 
 /* n tokens in chunks of the scratch's rows; all or nothing: a failure or a cancellation rewinds
  * the sequence to where it was. */
 static fer_status forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits,
-                          bool all_logits) {
+                          int mode) {
   if (n == 0) return feri_fail(FER_STATUS_INVALID_ARG, "forward: no tokens");
   if (n > s->max_tokens - s->len) {
     return feri_fail(FER_STATUS_BUFFER_TOO_SMALL, "forward: %u tokens after %u exceed the sequence's %u", n, s->len, s->max_tokens);
   }
   TRY(check_ids(s->m, ids, n));
   TRY(release_windows(s));
-  const uint32_t start = s->len, V = s->m->cfg.n_vocab;
+  const uint32_t start = s->len, V = s->m->cfg.n_vocab, D = s->m->cfg.n_embd;
   fer_status st = FER_STATUS_OK;
   for (uint32_t off = 0; off < n && st == FER_STATUS_OK; off += s->sc.rows) {
     if (atomic_exchange(&s->cancel, 0)) {
@@ -504,7 +519,8 @@ static fer_status forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t
     }
     const uint32_t k = n - off < s->sc.rows ? n - off : s->sc.rows;
     const bool last = off + k == n;
-    if (all_logits) st = step(s, pool, ids + off, k, logits + (size_t)off * V, LOGITS_ALL);
+    if (mode == LOGITS_ALL) st = step(s, pool, ids + off, k, logits + (size_t)off * V, LOGITS_ALL);
+    else if (mode == LOGITS_HIDDEN) st = step(s, pool, ids + off, k, logits + (size_t)off * D, LOGITS_HIDDEN);
     else st = step(s, pool, ids + off, k, last ? logits : NULL, last ? LOGITS_LAST : LOGITS_NONE);
   }
   if (st != FER_STATUS_OK && s->len != start) rewind_keeping_error(s, start, st);
@@ -512,12 +528,17 @@ static fer_status forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t
 }
 
 fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits) {
-  return forward(s, pool, ids, n, logits, false);
+  return forward(s, pool, ids, n, logits, LOGITS_LAST);
 }
 
 fer_status feri_llama_forward_all(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n,
                                   float *logits) {
-  return forward(s, pool, ids, n, logits, true);
+  return forward(s, pool, ids, n, logits, LOGITS_ALL);
+}
+
+fer_status feri_llama_forward_hidden(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n,
+                                     float *hidden) {
+  return forward(s, pool, ids, n, hidden, LOGITS_HIDDEN);
 }
 
 fer_status feri_llama_seq_rewind(feri_llama_seq *s, uint32_t n_tokens) {

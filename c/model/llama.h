@@ -179,6 +179,10 @@ fer_status feri_llama_forward(feri_llama_seq *s, fer_threadpool *pool, const int
  * after ids[i]) at logits + i * n_vocab. The rows equal what one-token steps give, bit for bit. */
 fer_status feri_llama_forward_all(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n,
                                   float *logits);
+/* As feri_llama_forward without the output projection: each token's final state after the output
+ * norm, row i at hidden + i * n_embd (what an embedding pools). */
+fer_status feri_llama_forward_hidden(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n,
+                                     float *hidden);
 
 /* Prompts longer than this many tokens are prefilled in chunks (a sequence's scratch holds one);
  * every position's result is the same as one-token steps would give. */

@@ -40,6 +40,7 @@ enum {
   OP_STORE_ROWS, /* mixed step: k, v rows [row, row + n) into `seq` at its length */
   OP_ATTN_ROWS,  /* mixed step: query rows [row, row + n) over `seq` */
   OP_COPY_ROW,   /* dst[0 .. n) = src[0 .. n) (a segment's last row gathered for its logits) */
+  OP_COPY_OUT,   /* the call's output buffer [0 .. n) = src[0 .. n) (hidden states for embeddings) */
   OP_ADD,
   OP_SWIGLU,
   OP_GEGLU,      /* a = gelu_tanh(a) * b, n rows of width out */

@@ -1311,6 +1311,17 @@ fn rows(c: &mut Ctx) {
             (st, vec![("out_len", n[3] || ol == 0)])
         });
     }
+    if c.row("fer_engine_embed") {
+        c.each("fer_engine_embed", &[("engine", N), ("ids", N), ("out", N), ("out_n", N)], true, |h, n| {
+            let mut out = vec![0f32; 256];
+            let mut on: usize = sentinel();
+            let st = unsafe {
+                fer_engine_embed(nzm(n, 0, h.engine), nz(n, 1, [1i32, 2, 3].as_ptr()), 3, 0, nzm(n, 2, out.as_mut_ptr()), out.len(),
+                                 nzm(n, 3, &mut on))
+            };
+            (st, vec![("out_n", n[3] || on == 0)])
+        });
+    }
     if c.row("fer_engine_chat_template") {
         // the tiny model has no chat template: the all-valid call is UNSUPPORTED, not run here
         c.each("fer_engine_chat_template", &[("engine", N), ("out_template", N)], false, |h, n| {

@@ -435,3 +435,45 @@ fn wrapper_cancel_rewind_stats_and_chat() {
     let e = Engine::tiny("llama", 1, &bad).err().expect("a bad FERRITE_PLAN");
     assert!(e.code == status::INVALID_ARG && e.message.contains("FERRITE_PLAN"), "{}", e);
 }
+
+// EVIDENCE: C-ENG-021
+/// fer_engine_embed against the f64 oracle on the tiny models: the mean over the tokens of the
+/// final states after the output norm (and the last one's), unit-length when asked, within the
+/// exact route's tolerance; the same ids give the same bits whatever ran before; refusals.
+#[test]
+fn embeddings_match_the_f64_oracle() {
+    use ferrite::engine::embed_flag;
+    let cfg = EngineConfig::default().matmul(matmul::EXACT).kv_dtype(dtype::F32).threads(2);
+    for arch in ARCHS {
+        let image = tiny_model_image(arch, 1).unwrap();
+        let g = Gguf::parse(&image).unwrap();
+        let oracle = Model::new(&g).unwrap();
+        let hs = oracle.hidden(&TINY_IDS, 0).unwrap();
+        let d = oracle.hp.n_embd;
+        let mean: Vec<f64> = (0..d).map(|j| hs.iter().map(|h| h[j]).sum::<f64>() / hs.len() as f64).collect();
+        let norm = mean.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let last = hs.last().unwrap();
+        let engine = Engine::from_image(&image, &cfg).unwrap();
+        let got = engine.embed(&TINY_IDS, 0).unwrap();
+        let unit = engine.embed(&TINY_IDS, embed_flag::NORMALIZE).unwrap();
+        let got_last = engine.embed(&TINY_IDS, embed_flag::POOL_LAST).unwrap();
+        assert_eq!(got.len(), d);
+        let scale = 1.0 + mean.iter().chain(last).fold(0f64, |m, v| m.max(v.abs()));
+        for j in 0..d {
+            assert!((got[j] as f64 - mean[j]).abs() <= TINY_REL_TOL * scale, "{arch}: mean[{j}] {} vs {}", got[j], mean[j]);
+            assert!((unit[j] as f64 - mean[j] / norm).abs() <= TINY_REL_TOL * scale, "{arch}: unit[{j}]");
+            assert!((got_last[j] as f64 - last[j]).abs() <= TINY_REL_TOL * scale, "{arch}: last[{j}]");
+        }
+        let len: f64 = unit.iter().map(|v| (*v as f64) * (*v as f64)).sum::<f64>().sqrt();
+        assert!((len - 1.0).abs() < 1e-6, "{arch}: |unit| = {len}");
+        // the same ids, the same bits, after other work on the engine
+        let seq = engine.seq(16).unwrap();
+        seq.prefill(&TINY_IDS[..3]).unwrap();
+        assert_eq!(engine.embed(&TINY_IDS, 0).unwrap(), got, "{arch}: embeddings do not depend on what ran before");
+        drop(seq);
+        // refusals
+        assert_eq!(engine.embed(&[], 0).unwrap_err().code, status::INVALID_ARG);
+        assert_eq!(engine.embed(&[1, 100_000], 0).unwrap_err().code, status::INVALID_ARG);
+        assert_eq!(engine.embed(&TINY_IDS, 4).unwrap_err().code, status::INVALID_ARG);
+    }
+}

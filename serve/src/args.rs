@@ -10,8 +10,8 @@ pub const USAGE: &str = "\
 usage: ferrite-serve (--model PATH | --fake) [options]
 
 An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,
-GET /v1/models, GET /health, GET /metrics; llama-server's POST /tokenize, /detokenize and
-/apply-template.
+POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics; llama-server's POST /tokenize,
+/detokenize and /apply-template.
 
   --model PATH        the GGUF model to serve
   --chat-template F   a Jinja chat template file to use instead of the model's own (a file

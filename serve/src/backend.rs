@@ -194,6 +194,10 @@ pub trait Backend {
     /// The bytes the ids decode to (special tokens as their text); an id outside the vocabulary
     /// is an error naming it.
     fn detokenize(&mut self, ids: &[i32]) -> Result<Vec<u8>, String>;
+    /// The model's embedding of ids: the mean of its final states, unit length.
+    fn embed(&mut self, ids: &[i32]) -> Result<Vec<f32>, String>;
+    /// The length of an embedding (the model's n_embd).
+    fn n_embd(&self) -> u32;
     /// Renders a chat request (`{"messages": [...], "chat_template_kwargs": {...}}`, the
     /// messages as the client sent them) with the model's chat template, generation prompt added;
     /// an error (the template's own raise among them) is the request's, its message for the 400.

@@ -222,6 +222,20 @@ impl Backend for FakeBackend {
         Ok(text.bytes().map(i32::from).collect())
     }
 
+    /// Eight dimensions: how many ids fall in each eighth of the byte range, unit length.
+    fn embed(&mut self, ids: &[i32]) -> Result<Vec<f32>, String> {
+        let mut v = [0f32; 8];
+        for &t in ids {
+            v[(t.clamp(0, 255) / 32) as usize] += 1.0;
+        }
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        Ok(v.iter().map(|x| x / n).collect())
+    }
+
+    fn n_embd(&self) -> u32 {
+        8
+    }
+
     fn detokenize(&mut self, ids: &[i32]) -> Result<Vec<u8>, String> {
         ids.iter()
             .map(|&t| u8::try_from(t).map_err(|_| format!("token {t} is not in the vocabulary (0..256)")))

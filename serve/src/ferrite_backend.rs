@@ -156,6 +156,14 @@ impl Backend for FerriteBackend {
         self.tok.encode(text.as_bytes(), if add_special { encode_flag::ADD_SPECIAL } else { 0 }).map_err(|e| e.message)
     }
 
+    fn embed(&mut self, ids: &[i32]) -> Result<Vec<f32>, String> {
+        self.engine.embed(ids, ferrite::engine::embed_flag::NORMALIZE).map_err(|e| e.message)
+    }
+
+    fn n_embd(&self) -> u32 {
+        self.engine.model_info().n_embd
+    }
+
     fn detokenize(&mut self, ids: &[i32]) -> Result<Vec<u8>, String> {
         self.tok.decode(ids, 0).map_err(|e| e.message)
     }

@@ -8,6 +8,7 @@ use crate::engine_thread::{Engine, EngineError, Prompt};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::openai::{self, Endpoint};
+use crate::embeddings;
 use crate::tools;
 use hyper::body::HttpBody;
 use hyper::header::{HeaderValue, CONTENT_LENGTH};
@@ -49,6 +50,7 @@ fn route_of(path: &str) -> Option<(&'static str, &'static str)> {
         "/v1/models" => ("/v1/models", "GET"),
         "/health" => ("/health", "GET"),
         "/metrics" => ("/metrics", "GET"),
+        "/v1/embeddings" => ("/v1/embeddings", "POST"),
         "/tokenize" => ("/tokenize", "POST"),
         "/detokenize" => ("/detokenize", "POST"),
         "/apply-template" => ("/apply-template", "POST"),
@@ -87,6 +89,7 @@ async fn route(req: Request<Body>, app: &App) -> (&'static str, Response<RespBod
             }
         }
         "/health" => Ok(json_response(200, &json!({"status": "ok"}))),
+        "/v1/embeddings" => embeddings(req, app).await,
         "/tokenize" => tokenize(req, app).await,
         "/detokenize" => detokenize(req, app).await,
         "/apply-template" => apply_template(req, app).await,
@@ -100,6 +103,42 @@ async fn route(req: Request<Body>, app: &App) -> (&'static str, Response<RespBod
         _ => unreachable!("route_of and this match list the same labels"),
     };
     (label, r.unwrap_or_else(|e| error_response(&e)))
+}
+
+/// POST /v1/embeddings: each input tokenized (BOS as a prompt gets it) and embedded on the engine
+/// thread between steps; an input past the context is a 400 naming it.
+async fn embeddings(req: Request<Body>, app: &App) -> Result<Response<RespBody>, ApiError> {
+    let body = read_body(req, app.body_limit, app.timeout).await?;
+    let v: Value = serde_json::from_slice(&body).map_err(|e| ApiError::invalid(format!("We could not parse the JSON body of your request. [{e}]")))?;
+    let r = embeddings::parse(&v)?;
+    let n_ctx = app.engine.n_ctx as usize;
+    let inputs = r.inputs.clone();
+    let dims = r.dimensions;
+    let out = app
+        .engine
+        .with(move |b| -> Result<(Vec<Vec<f32>>, u64), ApiError> {
+            if let Some(d) = dims.filter(|d| *d != b.n_embd() as u64) {
+                return Err(ApiError::param("dimensions", "invalid_value", format!("'dimensions' is {d}; this model's embeddings have {}.", b.n_embd())));
+            }
+            let mut all = Vec::with_capacity(inputs.len());
+            let mut tokens = 0u64;
+            for (i, input) in inputs.iter().enumerate() {
+                let at = if inputs.len() == 1 { "input".to_string() } else { format!("input[{i}]") };
+                let ids = match input {
+                    embeddings::Input::Text(t) => b.tokenize(t, true).map_err(|m| ApiError::param(&at, "invalid_value", m))?,
+                    embeddings::Input::Tokens(t) => t.clone(),
+                };
+                if ids.len() > n_ctx {
+                    return Err(ApiError::param(&at, "context_length_exceeded", format!("'{at}' is {} tokens; this model's maximum context length is {n_ctx}.", ids.len())));
+                }
+                tokens += ids.len() as u64;
+                all.push(b.embed(&ids).map_err(|m| ApiError::param(&at, "invalid_value", m))?);
+            }
+            Ok((all, tokens))
+        })
+        .await
+        .map_err(|e| engine_error(e, "input"))??;
+    Ok(json_response(200, &embeddings::response(&app.engine.model_id, &out.0, r.base64, out.1)))
 }
 
 /// llama-server's POST /tokenize: {"tokens": [ids]}, or with `with_pieces` [{"id", "piece"}]

@@ -11,6 +11,7 @@ pub mod args;
 pub mod backend;
 pub mod completion;
 pub mod conn;
+pub mod embeddings;
 pub mod engine_thread;
 pub mod error;
 pub mod fake;

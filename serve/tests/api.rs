@@ -1,6 +1,6 @@
 //! The OpenAI endpoints end to end over raw HTTP, against the fake backend (which answers the
 //! last user message, or the prompt, byte by byte).
-//! EVIDENCE: C-SERVE-003 C-SERVE-008 C-SERVE-009 C-SERVE-010
+//! EVIDENCE: C-SERVE-003 C-SERVE-008 C-SERVE-009 C-SERVE-010 C-SERVE-011
 
 mod common;
 
@@ -414,5 +414,35 @@ fn n_choices_and_echo() {
         assert_eq!(first["choices"][0]["text"], "yo");
         let all: String = ev[..ev.len() - 1].iter().map(|e| serde_json::from_str::<Value>(e).unwrap()["choices"][0]["text"].as_str().unwrap_or("").to_string()).collect();
         assert_eq!(all, "yoyo");
+    });
+}
+
+// C-SERVE-011: POST /v1/embeddings over raw HTTP (the fake's embedding: byte-range counts, unit
+// length): a string, a list of strings, token ids and lists of them give one embedding each in
+// order, float or base64 (little-endian f32), usage counting the tokens; bad inputs are 400s
+// naming the field.
+#[test]
+fn embeddings() {
+    within(60, || {
+        let s = start_default();
+        let r = post(s.addr, "/v1/embeddings", &json!({"model": "any", "input": ["ab", "xyz"]}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json();
+        assert_eq!((v["object"].as_str(), v["usage"]["prompt_tokens"].as_u64()), (Some("list"), Some(5)));
+        let data = v["data"].as_array().unwrap();
+        assert_eq!(data.len(), 2);
+        assert_eq!((data[1]["index"].as_u64(), data[1]["object"].as_str()), (Some(1), Some("embedding")));
+        let e0: Vec<f64> = data[0]["embedding"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert_eq!(e0, vec![0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0], "'a' and 'b' are both in 96..128");
+        let ids = post(s.addr, "/v1/embeddings", &json!({"input": [97, 98]})).json();
+        assert_eq!(ids["data"][0]["embedding"], data[0]["embedding"], "token ids embed as their text");
+        let b = post(s.addr, "/v1/embeddings", &json!({"input": [[97, 98]], "encoding_format": "base64"})).json();
+        // [0, 0, 0, 1.0, 0, 0, 0, 0] as little-endian f32
+        assert_eq!(b["data"][0]["embedding"], "AAAAAAAAAAAAAAAAAACAPwAAAAAAAAAAAAAAAAAAAAA=");
+        assert_eq!(assert_error(&post(s.addr, "/v1/embeddings", &json!({"input": ""})), 400)["param"], "input");
+        assert_eq!(assert_error(&post(s.addr, "/v1/embeddings", &json!({"input": ["a", 3]})), 400)["param"], "input[1]");
+        assert_eq!(assert_error(&post(s.addr, "/v1/embeddings", &json!({"input": "a", "dimensions": 4})), 400)["param"], "dimensions");
+        let long = "x".repeat(5000);
+        assert_eq!(assert_error(&post(s.addr, "/v1/embeddings", &json!({"input": long})), 400)["code"], "context_length_exceeded");
     });
 }

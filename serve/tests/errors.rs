@@ -20,8 +20,8 @@ fn chat() -> serde_json::Value {
 fn not_found_and_method_not_allowed() {
     within(60, || {
         let s = start_default();
-        let e = assert_error(&post(s.addr, "/v1/embeddings", &json!({})), 404);
-        assert!(e["message"].as_str().unwrap().contains("/v1/embeddings"));
+        let e = assert_error(&post(s.addr, "/v1/audio/speech", &json!({})), 404);
+        assert!(e["message"].as_str().unwrap().contains("/v1/audio/speech"));
         assert_error(&get(s.addr, "/"), 404);
         let r = get(s.addr, "/v1/chat/completions");
         assert_error(&r, 405);

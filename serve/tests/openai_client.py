@@ -301,6 +301,25 @@ def main():
         check("n=3 stream: usage once, as without streaming", usage is not None and usage.prompt_tokens == r.usage.prompt_tokens
               and usage.completion_tokens == r.usage.completion_tokens, str(usage))
 
+    def embeddings():
+        # the SDK asks for base64 unless told (and decodes it); float on request: the same numbers
+        texts = ["The cat sat on the mat.", "A cat was sitting on a rug.", "Interest rates rose by half a percent."]
+        r = client.embeddings.create(model=model, input=texts)
+        e = [d.embedding for d in sorted(r.data, key=lambda d: d.index)]
+        check("embeddings: one per input", len(e) == 3 and [d.index for d in r.data] == [0, 1, 2], str(len(e)))
+        dim = len(e[0])
+        check("embeddings: unit length", all(abs(sum(x * x for x in v) - 1.0) < 1e-3 for v in e),
+              str([sum(x * x for x in v) for v in e]))
+        f = client.embeddings.create(model=model, input=texts[0], encoding_format="float")
+        check("embeddings: float equals base64", len(f.data[0].embedding) == dim
+              and max(abs(a - b) for a, b in zip(f.data[0].embedding, e[0])) < 1e-6, "differ")
+        check("embeddings: usage", r.usage.prompt_tokens > 0 and r.usage.total_tokens == r.usage.prompt_tokens, str(r.usage))
+
+        def cos(a, b):
+            return sum(x * y for x, y in zip(a, b))
+        check("embeddings: the two cat sentences are nearer than cat and rates", cos(e[0], e[1]) > cos(e[0], e[2]),
+              f"{cos(e[0], e[1]):.4f} vs {cos(e[0], e[2]):.4f}")
+
     def errors():
         for name, kw in [("n=9", {"n": 9}), ("max_tokens=0", {"max_tokens": 0})]:
             try:
@@ -325,7 +344,7 @@ def main():
         print("skip penalties, logit_bias, seed, tools (the fake backend echoes the prompt)")
     else:
         groups += [("penalties", penalties), ("logit_bias", logit_bias), ("seed", seeds), ("tools", tool_flow),
-                   ("n", choices)]
+                   ("n", choices), ("embeddings", embeddings)]
     only = set(a.only.split(",")) if a.only else None
     for name, fn in groups:
         if only is None or name in only:

@@ -3,7 +3,7 @@
 //! setup runs) and a load of streaming clients of which a third hang up mid-stream
 //! (scripts/serve/load_bench.py, standard library only). The server is the built binary, started
 //! on a loopback port and killed at the end. SKIPPED (printed) without the model file or the venv.
-//! EVIDENCE: C-SERVE-001 C-SERVE-002 C-SERVE-010 C-CHAT-006 C-CHAT-008
+//! EVIDENCE: C-SERVE-001 C-SERVE-002 C-SERVE-010 C-SERVE-011 C-CHAT-006 C-CHAT-008
 
 mod common;
 

@@ -2080,6 +2080,30 @@ pub const FER_CHAT_ADD_GENERATION_PROMPT: fer_chat_flag = 1;
 pub const FER_CHAT_VERBATIM: fer_chat_flag = 2;
 #[doc = " Flags of chat rendering."]
 pub type fer_chat_flag = ::std::os::raw::c_uint;
+#[doc = " Scale the embedding to unit L2 norm."]
+pub const FER_EMBED_NORMALIZE: fer_embed_flag = 1;
+#[doc = " The last token's state instead of the mean over the tokens."]
+pub const FER_EMBED_POOL_LAST: fer_embed_flag = 2;
+#[doc = " Flags of fer_engine_embed."]
+pub type fer_embed_flag = ::std::os::raw::c_uint;
+extern "C" {
+    #[doc = " The embedding of ids[0..n): the model's final hidden state of each token (after its output norm,"]
+    #[doc = " before the output projection), averaged over the tokens (or the last one's with"]
+    #[doc = " FER_EMBED_POOL_LAST), in double, unit-length with FER_EMBED_NORMALIZE; n_embd floats into"]
+    #[doc = " out[0..cap) and n_embd to *out_n. The ids run on a sequence of their own, admitted and freed"]
+    #[doc = " within the call (nothing of other sequences changes). BUFFER_TOO_SMALL with *out_n = n_embd when"]
+    #[doc = " cap is short; INVALID_ARG for no ids, an id outside the vocabulary or unknown flags; *out_n 0 on"]
+    #[doc = " every failure."]
+    pub fn fer_engine_embed(
+        engine: *mut fer_engine,
+        ids: *const i32,
+        n: usize,
+        flags: u32,
+        out: *mut f32,
+        cap: usize,
+        out_n: *mut usize,
+    ) -> fer_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct fer_chat_template {

@@ -38,6 +38,12 @@ pub mod chat_flag {
     pub const VERBATIM: u32 = crate::sys::FER_CHAT_VERBATIM;
 }
 
+/// `fer_embed_flag` bits of [`Engine::embed`].
+pub mod embed_flag {
+    pub const NORMALIZE: u32 = crate::sys::FER_EMBED_NORMALIZE;
+    pub const POOL_LAST: u32 = crate::sys::FER_EMBED_POOL_LAST;
+}
+
 /// `fer_chat_cap` bits of [`ChatTemplateInfo::caps`].
 pub mod chat_cap {
     pub const SYSTEM: u32 = crate::sys::FER_CHAT_CAP_SYSTEM;
@@ -447,6 +453,19 @@ impl<'m> Engine<'m> {
             v
         };
         String::from_utf8(bytes).map_err(|_| Error::rust(status::INVALID_UTF8, "chat_apply: the text is not UTF-8"))
+    }
+
+    /// The embedding of `ids` (`fer_engine_embed`): n_embd floats, mean-pooled unless
+    /// [`embed_flag::POOL_LAST`], unit-length with [`embed_flag::NORMALIZE`].
+    pub fn embed(&self, ids: &[i32], flags: u32) -> Result<Vec<f32>> {
+        let mut out = vec![0f32; self.model_info().n_embd as usize];
+        let mut n = 0usize;
+        // SAFETY: ids and out are valid for their lengths; n is a valid out-pointer.
+        check(unsafe {
+            sys::fer_engine_embed(self.raw.as_ptr(), ids.as_ptr(), ids.len(), flags, out.as_mut_ptr(), out.len(), &mut n)
+        })?;
+        out.truncate(n);
+        Ok(out)
     }
 
     /// The engine's chat template's capabilities and tool syntax (`fer_chat_template_get_info`);

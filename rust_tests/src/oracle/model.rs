@@ -162,6 +162,31 @@ impl<'g, 'a> Model<'g, 'a> {
 
     /// Runs `ids` at positions 0.. and returns the next-token logits of positions `from..ids.len()`.
     pub fn logits(&self, ids: &[i32], from: usize) -> Result<Vec<Vec<f64>>, String> {
+        let hs = self.hidden(ids, from)?;
+        let (g, hp, e) = (self.g, &self.hp, self.hp.n_embd);
+        let embd = g.tensor("token_embd.weight").ok_or("token_embd.weight is absent")?;
+        let out = match g.tensor("output.weight") {
+            Some(t) => t,
+            None => embd,
+        };
+        if out.rows() != (e, hp.n_vocab) {
+            return Err(format!("{}: dims {:?}, expected [{}, {}]", out.name, out.dims, e, hp.n_vocab));
+        }
+        // Row by row: the output matrix is the largest (SmolLM2: 49152 x 576), decoded once.
+        let mut logits = vec![vec![0.0; hp.n_vocab]; hs.len()];
+        let mut row = vec![0.0; e];
+        for r in 0..hp.n_vocab {
+            g.row_into(out, r, &mut row)?;
+            for (lt, h) in logits.iter_mut().zip(&hs) {
+                lt[r] = dot(&row, h);
+            }
+        }
+        Ok(logits)
+    }
+
+    /// Runs `ids` at positions 0.. and returns the final states after the output norm of positions
+    /// `from..ids.len()` (what the logits project, and what an embedding pools).
+    pub fn hidden(&self, ids: &[i32], from: usize) -> Result<Vec<Vec<f64>>, String> {
         let (g, hp) = (self.g, &self.hp);
         let (n, e, hd) = (ids.len(), hp.n_embd, hp.head_dim);
         let (nq, nkv) = (hp.n_head * hd, hp.n_head_kv * hd);
@@ -258,23 +283,6 @@ impl<'g, 'a> Model<'g, 'a> {
         }
 
         let out_norm = vector(g, "output_norm.weight", e)?;
-        let hs: Vec<Vec<f64>> = x[from.min(n)..].iter().map(|xt| rms_norm(xt, Some(&out_norm), hp.eps)).collect();
-        let out = match g.tensor("output.weight") {
-            Some(t) => t,
-            None => embd,
-        };
-        if out.rows() != (e, hp.n_vocab) {
-            return Err(format!("{}: dims {:?}, expected [{}, {}]", out.name, out.dims, e, hp.n_vocab));
-        }
-        // Row by row: the output matrix is the largest (SmolLM2: 49152 x 576), decoded once.
-        let mut logits = vec![vec![0.0; hp.n_vocab]; hs.len()];
-        let mut row = vec![0.0; e];
-        for r in 0..hp.n_vocab {
-            g.row_into(out, r, &mut row)?;
-            for (lt, h) in logits.iter_mut().zip(&hs) {
-                lt[r] = dot(&row, h);
-            }
-        }
-        Ok(logits)
+        Ok(x[from.min(n)..].iter().map(|xt| rms_norm(xt, Some(&out_norm), hp.eps)).collect())
     }
 }
