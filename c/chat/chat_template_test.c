@@ -337,21 +337,29 @@ static void test_engine_override(void) {
   fer_buffer_free(img);
 }
 
-/* C-ENG-010: the real SmolLM2 file's own template, through the engine. */
-static void test_smollm2(void) {
-  static const char WANT[] = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
-                             "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+/* An engine on a real file of the data directory (one thread), with the template at
+ * template_path or the file's own; NULL (and SKIPPED printed) without the file. */
+static fer_engine *engine_on_file(const char *name, const char *template_path) {
   char path[4096];
-  if (!feri_test_data_path("smollm2-135m-instruct-q4_1.gguf", path, sizeof path)) {
-    printf("SKIPPED: chat_template_test: the SmolLM2 file is not here\n");
-    return;
+  if (!feri_test_data_path(name, path, sizeof path)) {
+    printf("SKIPPED: chat_template_test: %s is not here\n", name);
+    return NULL;
   }
   fer_engine_config c;
   fer_engine_config_init(&c);
   c.model_path = path;
+  c.chat_template_path = template_path;
   c.n_threads = 1;
   fer_engine *e = NULL;
   CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_OK);
+  return e;
+}
+
+/* C-ENG-010: the real SmolLM2 file's own template, through the engine. */
+static void test_smollm2(void) {
+  static const char WANT[] = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+                             "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+  fer_engine *e = engine_on_file("smollm2-135m-instruct-q4_1.gguf", NULL);
   if (!e) return;
   const fer_chat_message user = {"user", "What is the capital of France?"};
   char out[1024];
@@ -373,17 +381,8 @@ static void test_smollm2(void) {
 /* The Gemma 3 file's tokenizer adds BOS: the engine's prompt drops the template's own <bos>, the
  * template itself keeps it; a base file without a template is refused with the override's name. */
 static void test_gemma3_bos(void) {
-  char path[4096];
-  if (!feri_test_data_path("gemma3-270m-q4_k_m.gguf", path, sizeof path)) {
-    printf("SKIPPED: chat_template_test: the Gemma 3 file is not here\n");
-    return;
-  }
-  fer_engine_config c;
-  fer_engine_config_init(&c);
-  c.model_path = path;
-  c.n_threads = 1;
-  fer_engine *e = NULL;
-  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_OK);
+  fer_engine *e = engine_on_file("gemma3-270m-q4_k_m.gguf", NULL);
+  if (!e) return;
   char text[64];
   size_t len = 0;
   const fer_chat_message m = {"user", "Hi"};
@@ -394,8 +393,7 @@ static void test_gemma3_bos(void) {
   CHECK(mkdtemp(dir) != NULL);
   snprintf(tpath, sizeof tpath, "%s/b.jinja", dir);
   CHECK(write_file(tpath, "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}"));
-  c.chat_template_path = tpath;
-  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_OK);
+  e = engine_on_file("gemma3-270m-q4_k_m.gguf", tpath);
   CHECK_STATUS(fer_engine_chat_render(e, &m, 1, 0, text, sizeof text, &len), FER_STATUS_OK);
   CHECK(strcmp(text, "Hi<eos>") == 0);
   const fer_chat_template *t = NULL;
