@@ -387,7 +387,8 @@ fn max_tokens_field(f: &Fields, k: &str, n_ctx: u32) -> Result<Option<u32>, ApiE
     Ok(Some(n as u32))
 }
 
-fn random_seed() -> u64 {
+/// A seed that differs per call (requests without a seed; tool call ids).
+pub(crate) fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(

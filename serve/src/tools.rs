@@ -160,17 +160,14 @@ pub fn constraint(r: &ToolRequest, format: u32) -> Option<(String, String)> {
 
 /// A call id as OpenAI's look: "call_" and 24 letters and digits.
 fn call_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    let (mut a, mut b) = (h.finish(), h.finish().rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15);
     let mut id = String::from("call_");
-    for i in 0..24 {
-        let x = if i < 12 { &mut a } else { &mut b };
-        id.push(ALPHABET[(*x % 62) as usize] as char);
-        *x /= 62;
-        *x ^= x.rotate_left(17).wrapping_mul(0x2545_f491_4f6c_dd1d);
+    for half in [crate::openai::random_seed(), crate::openai::random_seed()] {
+        let mut x = half;
+        for _ in 0..12 {
+            id.push(ALPHABET[(x % 62) as usize] as char); // 62^12 < 2^64: twelve digits per draw
+            x /= 62;
+        }
     }
     id
 }
