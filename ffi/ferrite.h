@@ -632,7 +632,29 @@ enum fer_sampling_flag {
  *   p_i >= xtc_threshold, all of them but the least likely (ties: the highest id) are removed.
  * - GRAMMAR: first of all, every token the attached matcher's mask does not allow gets -inf
  *   (fer_sampler_set_matcher).
- * Not built yet: DRY and mirostat.
+ * - DRY ("don't repeat yourself", as koboldcpp and llama.cpp), after the sparse processors and
+ *   before temperature, over the last dry_penalty_last_n tokens of prompt ++ generated (all when
+ *   0). Scanning back from the newest token, the first position i (0 = newest) that ends a
+ *   sequence breaker (its head at i, its tail the tokens after it) limits repeats to i minus the
+ *   tail's length. For every earlier position j, let m be the length of the longest common suffix
+ *   of the window up to j and the whole window, capped at that limit; when m >= dry_allowed_length
+ *   the token after j would extend the repeat, and it gets logit -= dry_multiplier x
+ *   dry_base^(M - dry_allowed_length) with M the largest such m for that token (the penalty as
+ *   (float)((double)multiplier x pow(base, e)), subtracted in float; the exponent is capped at
+ *   (int)(88.7228391f / logf(dry_base)) when dry_base > 1.000001). Single-token breakers are never
+ *   penalized. Nothing happens when the window holds dry_allowed_length tokens or fewer, or the
+ *   limit is below dry_allowed_length.
+ * - MIROSTAT (Basu et al.; llama.cpp's v1 and v2), in place of top-k, top-p, min-p, typical-p and
+ *   XTC (INVALID_ARG when combined with them): the sampler keeps mu, 2 x tau at creation. With
+ *   w_j = exp(l_j - max) in double over the survivors (summed in ascending id order) and p_j their
+ *   share: v2 keeps the tokens with -log2(p_j) <= mu (at least the first maximum); v1 estimates
+ *   s from the m = 100 most likely tokens (t_i = ln((i+2)/(i+1)), b_i = ln(w_i / w_(i+1)),
+ *   s = sum t_i b_i / sum t_i^2, sorted by weight descending then id), takes
+ *   k = ((s-1) 2^mu / (1 - vocab^(1-s)))^(1/s), floored, clamped to [1, survivors] (1 when not a
+ *   number or fewer than 2 survivors), and keeps the tokens whose weight is >= the k-th largest.
+ *   After each draw (fer_sampler_sample*, not fer_sampler_process), mu -= eta x (surprise - tau),
+ *   where surprise = -log2 of the drawn token's probability among the kept tokens. So with
+ *   mirostat, a sampler's draws depend on its earlier draws: one sampler per sequence.
  */
 enum fer_logit_processor {
   FER_PROCESSOR_LOGIT_BIAS = 1,
@@ -651,6 +673,8 @@ enum fer_logit_processor {
   FER_PROCESSOR_XTC = 8192,
   /** The grammar's mask (fer_sampler_set_matcher), before every other processor. */
   FER_PROCESSOR_GRAMMAR = 16384,
+  FER_PROCESSOR_DRY = 32768,
+  FER_PROCESSOR_MIROSTAT = 65536,
 };
 
 /**
@@ -706,6 +730,31 @@ typedef struct fer_sampling_params {
   const int32_t *logit_bias_tokens;
   /** n_logit_bias biases: finite, or -inf to ban. */
   const float *logit_bias_values;
+  /** DRY multiplier: 0 = off; otherwise finite and > 0 (llama.cpp suggests 0.8). */
+  float dry_multiplier;
+  /** DRY base: finite and >= 1 when DRY is on (init: 1.75). */
+  float dry_base;
+  /** DRY allowed length: repeats up to this long go unpenalized; >= 0 (init: 2). */
+  int32_t dry_allowed_length;
+  /** DRY window: 0 = all of prompt ++ generated; N > 0 = the last N tokens. */
+  int32_t dry_penalty_last_n;
+  /**
+   * DRY sequence breakers as token sequences: n_dry_breakers sequences of
+   * dry_breaker_lengths[i] tokens each (1..64), concatenated in dry_breaker_tokens (ids >= 0; the
+   * lengths sum to n_dry_breaker_tokens). Copied at creation. fer_engine_dry_breakers turns
+   * strings into these as llama.cpp does.
+   */
+  uint32_t n_dry_breakers;
+  uint32_t n_dry_breaker_tokens;
+  const uint32_t *dry_breaker_lengths;
+  const int32_t *dry_breaker_tokens;
+  /** 0 = off, 1 = mirostat v1, 2 = mirostat v2. */
+  int32_t mirostat;
+  /** Mirostat's target surprise tau: finite and > 0 (init: 5). */
+  float mirostat_tau;
+  /** Mirostat's learning rate eta: finite and > 0 (init: 0.1). */
+  float mirostat_eta;
+  uint32_t reserved2;
 } fer_sampling_params;
 
 /** The token history the penalties read. Borrowed for the duration of one call. */
@@ -716,7 +765,11 @@ typedef struct fer_sampling_context {
   size_t n_generated;
 } fer_sampling_context;
 
-/** Fills *params with every processor off: temperature 1, top_p 1, typical_p 1, penalty 1, eos -1. */
+/**
+ * Fills *params with every processor off: temperature 1, top_p 1, typical_p 1, penalty 1, eos -1,
+ * and the defaults of the processors' other knobs (dry_base 1.75, dry_allowed_length 2,
+ * mirostat_tau 5, mirostat_eta 0.1).
+ */
 fer_status fer_sampling_params_init(fer_sampling_params *params);
 
 /**
@@ -1551,6 +1604,21 @@ fer_status fer_tokenizer_encode(const fer_tokenizer *tok, const char *text, size
  */
 fer_status fer_tokenizer_decode(const fer_tokenizer *tok, const int32_t *ids, size_t n,
                                 uint32_t flags, char *out, size_t cap, size_t *out_len);
+
+/**
+ * DRY's sequence breakers (fer_sampling_params.dry_breaker_*) for strings[0..n_strings), made as
+ * llama.cpp makes them: each token whose text (decoded alone, specials kept) contains a string is
+ * a breaker of its own; each token whose text ends with a start of a string heads a breaker whose
+ * tail is the rest of that string, encoded without specials (at most 19 tail tokens; strings cut
+ * at 40 bytes; empty strings skipped; duplicates per token dropped). Breakers come in token order.
+ * Writes their lengths and concatenated tokens and their counts into *out_n_breakers and
+ * *out_n_tokens; when either array is short, BUFFER_TOO_SMALL with the counts needed (the arrays
+ * may be NULL when their caps are 0, to ask for the counts). Reads the whole vocabulary: call it
+ * once per set of strings and keep the result. Claims: C-SAMP-015.
+ */
+fer_status fer_tokenizer_dry_breakers(const fer_tokenizer *tok, const char *const *strings, size_t n_strings,
+                                      uint32_t *out_lengths, size_t lengths_cap, int32_t *out_tokens,
+                                      size_t tokens_cap, size_t *out_n_breakers, size_t *out_n_tokens);
 
 /** The id of a token's exact text (model vocabulary or added token) into *out_id; -1 and INVALID_ARG if none. */
 fer_status fer_tokenizer_token_to_id(const fer_tokenizer *tok, const char *text, size_t len,

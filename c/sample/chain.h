@@ -67,4 +67,25 @@ void feri_min_p(feri_chain *c, float min_p);
 void feri_typical_p(feri_chain *c, float p);
 void feri_xtc(feri_chain *c, float threshold, float probability, double uniform);
 
+/* DRY's sequence breakers, sorted by head token (ties in the caller's order); a breaker's tail is
+ * tails[tail_start[k] .. + tail_len[k]]. */
+typedef struct feri_dry_breakers {
+  size_t n;
+  int32_t *heads;
+  uint32_t *tail_start;
+  uint32_t *tail_len;
+  int32_t *tails;
+} feri_dry_breakers;
+
+/* DRY over the window of prompt ++ generated; window and repeat are scratch of the window's
+ * length. */
+void feri_dry(feri_chain *c, const fer_sampling_params *p, const feri_dry_breakers *b, int32_t *window,
+              uint32_t *repeat);
+
+/* Mirostat's truncation (version 1 or 2) at the current mu; needs `scored` for version 1. */
+void feri_mirostat(feri_chain *c, int version, double mu);
+
+/* mu after a draw whose token had natural-log probability logprob among the kept tokens. */
+double feri_mirostat_update(double mu, float tau, float eta, double logprob);
+
 #endif

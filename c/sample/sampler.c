@@ -25,6 +25,11 @@ struct fer_sampler {
   fer_matcher *matcher;  /* borrowed (fer_sampler_set_matcher), or NULL */
   uint32_t *mask;        /* its mask, one step's */
   size_t mask_words;
+  feri_dry_breakers dry;  /* the params' breakers, sorted by head */
+  int32_t *dry_window;    /* DRY's scratch, dry_cap long */
+  uint32_t *dry_repeat;
+  size_t dry_cap;
+  double mirostat_mu; /* mirostat's state: 2 tau at creation, moved by each draw */
   _Atomic int in_use;
 };
 
@@ -40,10 +45,63 @@ fer_status fer_sampling_params_init(fer_sampling_params *p) {
   p->typical_p = 1.0f;
   p->repetition_penalty = 1.0f;
   p->eos_token_id = -1;
+  p->dry_base = 1.75f;
+  p->dry_allowed_length = 2;
+  p->mirostat_tau = 5.0f;
+  p->mirostat_eta = 0.1f;
   return FER_STATUS_OK;
 }
 
 static int finite_in(float v, float lo, float hi) { return v == v && v >= lo && v <= hi; }
+
+enum { FERI_DRY_MAX_BREAKERS = 1 << 20, FERI_DRY_MAX_BREAKER_LEN = 64 };
+
+static fer_status check_dry(const fer_sampling_params *p) {
+  static const char *const fn = "fer_sampler_create";
+  if (!finite_in(p->dry_multiplier, 0.0f, 1e30f))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: dry_multiplier %g must be finite and >= 0 (0 is off)", fn,
+                     (double)p->dry_multiplier);
+  if (p->dry_multiplier > 0.0f && !finite_in(p->dry_base, 1.0f, 1e30f))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: dry_base %g must be finite and >= 1", fn, (double)p->dry_base);
+  if (p->dry_allowed_length < 0 || p->dry_penalty_last_n < 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: dry_allowed_length %d and dry_penalty_last_n %d must be >= 0", fn,
+                     p->dry_allowed_length, p->dry_penalty_last_n);
+  if (p->n_dry_breakers > FERI_DRY_MAX_BREAKERS)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: n_dry_breakers %u > %d", fn, p->n_dry_breakers,
+                     FERI_DRY_MAX_BREAKERS);
+  if (p->n_dry_breakers > 0 && (p->dry_breaker_lengths == NULL || p->dry_breaker_tokens == NULL))
+    return feri_fail(FER_STATUS_NULL_ARG, "%s: n_dry_breakers %u but a breaker array is NULL", fn, p->n_dry_breakers);
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < p->n_dry_breakers; i++) {
+    uint32_t len = p->dry_breaker_lengths[i];
+    if (len < 1 || len > FERI_DRY_MAX_BREAKER_LEN)
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: dry_breaker_lengths[%u] = %u outside 1..%d", fn, i, len,
+                       FERI_DRY_MAX_BREAKER_LEN);
+    sum += len;
+  }
+  if (sum != p->n_dry_breaker_tokens)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: dry_breaker_lengths sum to %llu, n_dry_breaker_tokens is %u", fn,
+                     (unsigned long long)sum, p->n_dry_breaker_tokens);
+  for (uint32_t i = 0; i < p->n_dry_breaker_tokens; i++)
+    if (p->dry_breaker_tokens[i] < 0)
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: dry_breaker_tokens[%u] = %d < 0", fn, i, p->dry_breaker_tokens[i]);
+  return FER_STATUS_OK;
+}
+
+static fer_status check_mirostat(const fer_sampling_params *p) {
+  static const char *const fn = "fer_sampler_create";
+  if (p->mirostat < 0 || p->mirostat > 2)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: mirostat %d must be 0 (off), 1 or 2", fn, p->mirostat);
+  if (p->mirostat == 0) return FER_STATUS_OK;
+  if (!finite_in(p->mirostat_tau, 1e-30f, 1e30f) || !finite_in(p->mirostat_eta, 1e-30f, 1e30f))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: mirostat_tau %g and mirostat_eta %g must be finite and > 0", fn,
+                     (double)p->mirostat_tau, (double)p->mirostat_eta);
+  if (p->top_k > 0 || p->top_p < 1.0f || p->min_p > 0.0f || p->typical_p < 1.0f || p->xtc_probability > 0.0f)
+    return feri_fail(FER_STATUS_INVALID_ARG,
+                     "%s: mirostat replaces top_k, top_p, min_p, typical_p and xtc: turn those off", fn);
+  return FER_STATUS_OK;
+}
+
 
 static fer_status check_params(const fer_sampling_params *p) {
   static const char *const fn = "fer_sampler_create";
@@ -83,7 +141,8 @@ static fer_status check_params(const fer_sampling_params *p) {
     if (v != v || v == INFINITY)
       return feri_fail(FER_STATUS_INVALID_ARG, "%s: logit_bias_values[%u] is NaN or +inf (-inf bans)", fn, i);
   }
-  return FER_STATUS_OK;
+  fer_status st = check_dry(p);
+  return st != FER_STATUS_OK ? st : check_mirostat(p);
 }
 
 static void free_scratch(fer_sampler *s) {
@@ -107,7 +166,7 @@ static fer_status ensure_scratch(fer_sampler *s, size_t vocab) {
   s->weights = malloc(vocab * sizeof *s->weights);
   s->marks = calloc(vocab, sizeof *s->marks);
   s->cmax = malloc((vocab / FERI_FAST_CHUNK + 1) * sizeof *s->cmax);
-  int need_scored = s->params.typical_p < 1.0f;
+  int need_scored = s->params.typical_p < 1.0f || s->params.mirostat == 1;
   s->scored = need_scored ? malloc(vocab * sizeof *s->scored) : NULL;
   if (!s->cand || !s->keys || !s->ids || !s->counts || !s->weights || !s->marks || !s->cmax ||
       (need_scored && !s->scored)) {
@@ -125,6 +184,66 @@ fer_status feri_sampler_set_impl(fer_sampler *s, feri_sample_impl impl) {
   if (impl >= FERI_SAMPLE_IMPL_FAST_PORTABLE && feri_fast_ops_for(impl) == NULL)
     return feri_fail(FER_STATUS_UNSUPPORTED, "feri_sampler_set_impl: this CPU lacks implementation %d", (int)impl);
   s->impl = impl;
+  return FER_STATUS_OK;
+}
+
+/* One breaker's place in the caller's arrays, for sorting by head. */
+typedef struct dry_entry {
+  int32_t head;
+  uint32_t index, start;
+} dry_entry;
+
+static int cmp_dry_entry(const void *a, const void *b) {
+  const dry_entry *x = a, *y = b;
+  if (x->head != y->head) return x->head < y->head ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static fer_status copy_dry_breakers(fer_sampler *s, const fer_sampling_params *p) {
+  s->params.dry_breaker_lengths = NULL;
+  s->params.dry_breaker_tokens = NULL;
+  const size_t n = p->n_dry_breakers;
+  if (n == 0) return FER_STATUS_OK;
+  feri_dry_breakers *b = &s->dry;
+  dry_entry *e = malloc(n * sizeof *e);
+  b->heads = malloc(n * sizeof *b->heads);
+  b->tail_start = malloc(n * sizeof *b->tail_start);
+  b->tail_len = malloc(n * sizeof *b->tail_len);
+  b->tails = malloc(p->n_dry_breaker_tokens * sizeof *b->tails);
+  if (!e || !b->heads || !b->tail_start || !b->tail_len || !b->tails) {
+    free(e);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_sampler_create: no memory for %zu DRY breakers", n);
+  }
+  uint32_t start = 0;
+  for (size_t i = 0; i < n; i++) {
+    e[i] = (dry_entry){.head = p->dry_breaker_tokens[start], .index = (uint32_t)i, .start = start};
+    start += p->dry_breaker_lengths[i];
+  }
+  qsort(e, n, sizeof *e, cmp_dry_entry);
+  uint32_t at = 0;
+  for (size_t k = 0; k < n; k++) {
+    const uint32_t len = p->dry_breaker_lengths[e[k].index] - 1;
+    b->heads[k] = e[k].head;
+    b->tail_start[k] = at;
+    b->tail_len[k] = len;
+    memcpy(b->tails + at, p->dry_breaker_tokens + e[k].start + 1, len * sizeof *b->tails);
+    at += len;
+  }
+  b->n = n;
+  free(e);
+  return FER_STATUS_OK;
+}
+
+static fer_status ensure_dry_scratch(fer_sampler *s, size_t n) {
+  if (n <= s->dry_cap) return FER_STATUS_OK;
+  int32_t *window = malloc(n * sizeof *window);
+  uint32_t *repeat = malloc(n * sizeof *repeat);
+  if (!window || !repeat) {
+    free(window), free(repeat);
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "fer_sampler: no memory for a DRY window of %zu tokens", n);
+  }
+  free(s->dry_window), free(s->dry_repeat);
+  s->dry_window = window, s->dry_repeat = repeat, s->dry_cap = n;
   return FER_STATUS_OK;
 }
 
@@ -152,6 +271,11 @@ fer_status fer_sampler_create(const fer_sampling_params *params, fer_sampler **o
   }
   s->params.logit_bias_tokens = s->bias_tokens;
   s->params.logit_bias_values = s->bias_values;
+  if ((st = copy_dry_breakers(s, params)) != FER_STATUS_OK) {
+    fer_sampler_free(s);
+    return st;
+  }
+  s->mirostat_mu = 2.0 * (double)params->mirostat_tau;
   *out_sampler = s;
   return FER_STATUS_OK;
 }
@@ -162,6 +286,8 @@ void fer_sampler_free(fer_sampler *s) {
   free(s->bias_tokens);
   free(s->bias_values);
   free(s->mask);
+  free(s->dry.heads), free(s->dry.tail_start), free(s->dry.tail_len), free(s->dry.tails);
+  free(s->dry_window), free(s->dry_repeat);
   free(s);
 }
 
@@ -253,10 +379,19 @@ static fer_status run_chain(fer_sampler *s, const char *fn, float *logits, size_
    * front when it can decide (it hands back untouched logits when it meets NaN or +inf), else the
    * reference processors one at a time. Both give the same logits and candidates (fast.h). */
   const feri_fast_ops *ops = feri_fast_ops_for(s->impl);
-  if (ops == NULL || !feri_fast_front(&c, p, ops)) {
+  const int dry = p->dry_multiplier > 0.0f;
+  if (dry) { /* the window's scratch, before anything touches the logits */
+    const size_t len = ctx->n_prompt + ctx->n_generated;
+    const size_t n = p->dry_penalty_last_n > 0 && (size_t)p->dry_penalty_last_n < len ? (size_t)p->dry_penalty_last_n : len;
+    if ((st = ensure_dry_scratch(s, n)) != FER_STATUS_OK) return st;
+  }
+  /* DRY sits between the sparse processors and temperature, inside what the fast front fuses:
+   * with DRY on, the reference processors run. */
+  if (ops == NULL || dry || !feri_fast_front(&c, p, ops)) {
     if ((st = check_logits(fn, logits, vocab, p->flags & FER_SAMPLING_FLAG_ALLOW_NONFINITE)) != FER_STATUS_OK)
       return st;
     feri_chain_sparse(&c, p);
+    if (dry) feri_dry(&c, p, &s->dry, s->dry_window, s->dry_repeat);
     if (p->temperature == 0.0f) {
       feri_greedy(&c);
     } else if (p->temperature != 1.0f) {
@@ -265,7 +400,7 @@ static fer_status run_chain(fer_sampler *s, const char *fn, float *logits, size_
     if (p->top_k > 0) feri_top_k(&c, p->top_k);
   }
   int fuse = (p->flags & FER_SAMPLING_FLAG_FUSE_TOP_K_TOP_P) && p->top_k > 0 && p->top_p < 1.0f;
-  a |= front_bits(p, fuse);
+  a |= front_bits(p, fuse) | (dry ? FER_PROCESSOR_DRY : 0);
   if (p->top_p < 1.0f) {
     feri_top_p(&c, p->top_p);
     a |= fuse ? 0 : FER_PROCESSOR_TOP_P;
@@ -281,6 +416,10 @@ static fer_status run_chain(fer_sampler *s, const char *fn, float *logits, size_
   if (p->xtc_probability > 0.0f) {
     feri_xtc(&c, p->xtc_threshold, p->xtc_probability, feri_uniform(p->seed, ctx->n_generated, 1));
     a |= FER_PROCESSOR_XTC;
+  }
+  if (p->mirostat > 0) {
+    feri_mirostat(&c, p->mirostat, s->mirostat_mu);
+    a |= FER_PROCESSOR_MIROSTAT;
   }
   *applied = a;
   feri_chain_candidates(&c);
@@ -341,7 +480,7 @@ fer_status fer_sampler_process(fer_sampler *s, float *logits, size_t vocab, cons
 /* Draws from the candidates' softmax in ascending id order: the first id whose running weight
  * passes uniform x total. */
 static fer_status draw(fer_sampler *s, const float *logits, size_t n, double u, int32_t *out_token,
-                       float *out_logprob) {
+                       double *out_logprob) {
   float mx = -INFINITY;
   for (size_t j = 0; j < n; j++) mx = logits[s->cand[j]] > mx ? logits[s->cand[j]] : mx;
   double total = 0;
@@ -366,7 +505,7 @@ static fer_status draw(fer_sampler *s, const float *logits, size_t n, double u, 
         break;
       }
   *out_token = (int32_t)s->cand[pick];
-  if (out_logprob != NULL) *out_logprob = (float)(log(s->weights[pick]) - log(total));
+  *out_logprob = log(s->weights[pick]) - log(total);
   return FER_STATUS_OK;
 }
 
@@ -386,7 +525,11 @@ static fer_status sample_common(fer_sampler *s, const char *fn, float *logits, s
   st = run_chain(s, fn, logits, vocab, ctx, &applied, &n_cand);
   if (st == FER_STATUS_OK) {
     if (!have_u) u = feri_uniform(s->params.seed, ctx->n_generated, 0);
-    st = draw(s, logits, n_cand, u, out_token, out_logprob);
+    double logprob;
+    st = draw(s, logits, n_cand, u, out_token, &logprob);
+    if (out_logprob != NULL) *out_logprob = (float)logprob;
+    if (s->params.mirostat > 0)
+      s->mirostat_mu = feri_mirostat_update(s->mirostat_mu, s->params.mirostat_tau, s->params.mirostat_eta, logprob);
   }
   leave(s);
   return st;

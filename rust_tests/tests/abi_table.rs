@@ -1169,6 +1169,27 @@ fn rows(c: &mut Ctx) {
             (st, vec![("out_id (-1)", n[2] || id == -1)])
         });
     }
+    if c.row("fer_tokenizer_dry_breakers") {
+        c.each("fer_tokenizer_dry_breakers", &[("tok", N), ("strings", N), ("out_n_breakers", N), ("out_n_tokens", N)], true, |h, n| {
+            let strings: [*const c_char; 1] = [b"zz\0".as_ptr().cast()];
+            let (mut lengths, mut tokens) = (vec![0u32; 1 << 16], vec![0i32; 1 << 18]);
+            let (mut nb, mut nt): (usize, usize) = (sentinel(), sentinel());
+            let st = unsafe {
+                fer_tokenizer_dry_breakers(
+                    nz(n, 0, h.tok),
+                    nz(n, 1, strings.as_ptr()),
+                    1,
+                    lengths.as_mut_ptr(),
+                    lengths.len(),
+                    tokens.as_mut_ptr(),
+                    tokens.len(),
+                    nzm(n, 2, &mut nb),
+                    nzm(n, 3, &mut nt),
+                )
+            };
+            (st, vec![("out_n_breakers (0)", n[2] || st == OK || nb == 0), ("out_n_tokens (0)", n[3] || st == OK || nt == 0)])
+        });
+    }
     if c.row("fer_detokenizer_create") {
         c.each("fer_detokenizer_create", &[("tok", N), ("out", N)], true, |h, n| {
             let mut d: *mut fer_detokenizer = bad_ptr();

@@ -477,3 +477,164 @@ fn c_samp_001_edges_k_at_or_above_vocab_and_p_one() {
     assert_eq!(s.process(&mut l, &ctx).unwrap(), processor::MIN_P);
     assert_eq!(l, vec![f32::NEG_INFINITY, f32::NEG_INFINITY, 2.0, 2.0, f32::NEG_INFINITY]);
 }
+
+/// A history over a few tokens (so it repeats), with breakers over the same tokens.
+#[derive(Clone, Debug)]
+struct DryCase {
+    logits: Vec<f32>,
+    prompt: Vec<i32>,
+    generated: Vec<i32>,
+    breakers: Vec<Vec<i32>>,
+}
+
+fn dry_case() -> impl Strategy<Value = DryCase> {
+    (2usize..300, 2i32..7, 0usize..50, 0usize..50, 0usize..4).prop_flat_map(|(vocab, alphabet, np, ng, nb)| {
+        let a = alphabet.min(vocab as i32);
+        (
+            proptest::collection::vec(prop_oneof![12 => -8.0f32..8.0, 1 => Just(f32::NEG_INFINITY)], vocab),
+            proptest::collection::vec(0..a, np),
+            proptest::collection::vec(0..a, ng),
+            proptest::collection::vec(proptest::collection::vec(0..a, 1..4), nb),
+        )
+            .prop_map(|(logits, prompt, generated, breakers)| DryCase { logits, prompt, generated, breakers })
+    })
+}
+
+proptest! {
+    #![proptest_config(common::config(300, file!()))]
+
+    // EVIDENCE: C-SAMP-014
+    /// DRY over repetitive histories with breakers of one to three tokens: the processed logits
+    /// equal the oracle's (a quadratic search for repeats) bit for bit, with and without the
+    /// penalties before it and a window.
+    #[test]
+    fn c_samp_014_dry_matches_oracle(c in dry_case(), mult in 0.05f32..3.0, base_one in any::<bool>(), base in 1.0f32..3.0,
+                                     allowed in 0i32..5, last_n in prop_oneof![Just(0i32), 1i32..40], rep in prop_oneof![Just(1.0f32), 0.5f32..2.0],
+                                     temperature in prop_oneof![Just(1.0f32), Just(0.0f32), 0.3f32..2.0]) {
+        let p = Params {
+            dry_multiplier: mult,
+            dry_base: if base_one { 1.0 } else { base },
+            dry_allowed_length: allowed,
+            dry_penalty_last_n: last_n,
+            dry_breakers: c.breakers.clone(),
+            repetition_penalty: rep,
+            temperature,
+            ..Params::default()
+        };
+        let want = oracle::process(&p, &c.logits, &c.prompt, &c.generated);
+        let mut s = Sampler::with_breakers(&p.to_c(), &[], &p.breakers()).expect("valid params");
+        let mut l = c.logits.clone();
+        let got = s.process(&mut l, &Context { prompt: &c.prompt, generated: &c.generated });
+        match (got, want) {
+            (Ok(applied), Some(want)) => {
+                prop_assert!(applied & processor::DRY != 0);
+                prop_assert!(same_bits(&l, &want), "DRY differs\n  C:      {:?}\n  oracle: {:?}", l, want);
+            }
+            (Err(e), None) => prop_assert_eq!(e.code, status::NO_CANDIDATES),
+            (got, want) => prop_assert!(false, "C {:?} vs oracle {:?}", got, want.is_some()),
+        }
+    }
+
+    // EVIDENCE: C-SAMP-016
+    /// Mirostat v1 and v2 over a dozen steps: each step's token and log-probability equal the
+    /// oracle's, with the oracle carrying mu from step to step as the header says the sampler does.
+    #[test]
+    fn c_samp_016_mirostat_steps_match_oracle(c in case(2000), version in 1i32..3, tau in 0.3f32..8.0, eta in 0.01f32..1.0,
+                                              seed in any::<u64>(), temperature in prop_oneof![Just(1.0f32), 0.3f32..2.0]) {
+        let mut p = Params { mirostat: version, mirostat_tau: tau, mirostat_eta: eta, seed, temperature, ..Params::default() };
+        p.mu = 2.0 * tau as f64;
+        let mut s = Sampler::new(&p.to_c(), &[]).expect("valid params");
+        let mut generated = c.generated.clone();
+        for _ in 0..12 {
+            let want = oracle::process(&p, &c.logits, &c.prompt, &generated);
+            let mut l = c.logits.clone();
+            let got = s.sample(&mut l, &Context { prompt: &c.prompt, generated: &generated });
+            let Some(processed) = want else {
+                prop_assert_eq!(got.unwrap_err().code, status::NO_CANDIDATES);
+                return Ok(());
+            };
+            prop_assert!(same_bits(&l, &processed), "mirostat v{} kept a different set", version);
+            let (want_tok, want_lp) = oracle::draw(&processed, oracle::uniform(seed, generated.len() as u64, 0));
+            let (tok, lp) = got.unwrap();
+            prop_assert_eq!(tok, want_tok);
+            prop_assert!((lp as f64 - want_lp).abs() <= 1e-5 * (1.0 + want_lp.abs()));
+            p.mu = oracle::mirostat_update(&p, p.mu, want_lp);
+            generated.push(tok);
+        }
+    }
+}
+
+// EVIDENCE: C-SAMP-014
+/// llama.cpp's own DRY cases (tests/test-sampling.cpp, test_dry): probabilities in, the history
+/// accepted, breakers as token sequences, the probabilities after DRY and a softmax out.
+#[test]
+fn c_samp_014_dry_reproduces_llama_cpp_cases() {
+    type DryTest = (Vec<f32>, Vec<i32>, Vec<f32>, f32, f32, i32, i32, Vec<Vec<i32>>);
+    let cases: Vec<DryTest> = vec![
+        (vec![0.25; 4], vec![0, 1], vec![0.25; 4], 1.0, 1.1, 2, 4, vec![]),
+        (vec![0.25; 4], vec![0, 1, 2, 0, 1], vec![0.296923, 0.296923, 0.109232, 0.296923], 1.0, 1.1, 2, 5, vec![]),
+        (vec![0.2; 5], vec![0, 1, 3, 4, 0, 1], vec![0.2; 5], 1.0, 1.1, 2, 6, vec![vec![3]]),
+        (vec![0.2; 5], vec![0, 1, 2, 0, 1], vec![0.241818, 0.241818, 0.032727, 0.241818, 0.241818], 2.0, 1.1, 2, 5, vec![]),
+        (vec![0.2; 5], vec![0, 1, 2, 3, 4, 0, 1], vec![0.2; 5], 1.0, 1.1, 4, 7, vec![]),
+    ];
+    for (i, (probs, history, expected, mult, base, allowed, last_n, breakers)) in cases.into_iter().enumerate() {
+        let mut p = sampling::params_init();
+        p.dry_multiplier = mult;
+        p.dry_base = base;
+        p.dry_allowed_length = allowed;
+        p.dry_penalty_last_n = last_n;
+        let seqs: Vec<&[i32]> = breakers.iter().map(|b| b.as_slice()).collect();
+        let mut s = Sampler::with_breakers(&p, &[], &sampling::DryBreakers::from_sequences(&seqs)).unwrap();
+        let mut l: Vec<f32> = probs.iter().map(|p| p.ln()).collect();
+        s.process(&mut l, &Context { prompt: &history, generated: &[] }).unwrap();
+        let got = oracle::probabilities(&l);
+        for (t, (&g, &e)) in got.iter().zip(&expected).enumerate() {
+            assert!((g - e as f64).abs() < 1e-5, "case {i} token {t}: {g} vs llama.cpp's {e}");
+        }
+    }
+}
+
+// EVIDENCE: C-SAMP-010
+/// DRY's and mirostat's parameters out of range, each refused and named.
+#[test]
+fn c_samp_010_dry_and_mirostat_bad_params_are_named() {
+    let p = sampling::params_init();
+    assert_eq!((p.dry_base, p.dry_allowed_length, p.mirostat_tau, p.mirostat_eta), (1.75, 2, 5.0, 0.1));
+    let bad: Vec<(&str, Box<dyn Fn(&mut sampling::Params)>)> = vec![
+        ("dry_multiplier", Box::new(|p| p.dry_multiplier = -1.0)),
+        ("dry_multiplier", Box::new(|p| p.dry_multiplier = f32::NAN)),
+        ("dry_base", Box::new(|p| (p.dry_multiplier, p.dry_base) = (0.8, 0.5))),
+        ("dry_allowed_length", Box::new(|p| p.dry_allowed_length = -1)),
+        ("dry_penalty_last_n", Box::new(|p| p.dry_penalty_last_n = -1)),
+        ("mirostat", Box::new(|p| p.mirostat = 3)),
+        ("mirostat_tau", Box::new(|p| (p.mirostat, p.mirostat_tau) = (2, 0.0))),
+        ("mirostat_eta", Box::new(|p| (p.mirostat, p.mirostat_eta) = (1, f32::INFINITY))),
+        ("mirostat replaces", Box::new(|p| (p.mirostat, p.top_k) = (2, 40))),
+        ("mirostat replaces", Box::new(|p| (p.mirostat, p.top_p) = (1, 0.9))),
+    ];
+    for (name, set) in bad {
+        let mut q = p;
+        set(&mut q);
+        let e = Sampler::new(&q, &[]).unwrap_err();
+        assert_eq!(e.code, status::INVALID_ARG, "{name}");
+        assert!(e.message.contains(name), "{name}: {}", e.message);
+    }
+    let bad_breakers: Vec<(&str, sampling::DryBreakers)> = vec![
+        ("dry_breaker_lengths[0] = 0", sampling::DryBreakers { lengths: vec![0], tokens: vec![7] }),
+        ("dry_breaker_lengths[1] = 65", sampling::DryBreakers { lengths: vec![1, 65], tokens: vec![0; 66] }),
+        ("sum to 3", sampling::DryBreakers { lengths: vec![1, 2], tokens: vec![0; 4] }),
+        ("dry_breaker_tokens[1] = -2", sampling::DryBreakers { lengths: vec![2], tokens: vec![0, -2] }),
+    ];
+    for (needle, b) in bad_breakers {
+        let e = Sampler::with_breakers(&p, &[], &b).unwrap_err();
+        assert_eq!(e.code, status::INVALID_ARG, "{needle}");
+        assert!(e.message.contains(needle), "{needle}: {}", e.message);
+    }
+    let mut q = p;
+    q.n_dry_breakers = 1;
+    q.n_dry_breaker_tokens = 1;
+    let mut out: *mut ferrite::sys::fer_sampler = std::ptr::null_mut();
+    // SAFETY: a count with NULL breaker arrays; the ABI must refuse it without reading them.
+    assert_eq!(unsafe { ferrite::sys::fer_sampler_create(&q, &mut out) }, status::NULL_ARG);
+    assert!(out.is_null());
+}

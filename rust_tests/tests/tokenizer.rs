@@ -654,3 +654,78 @@ fn c_tok_008_bad_tokenizer_files_get_a_status_and_a_message() {
     assert!(e.message.contains("position 2"), "{}", e.message);
     assert_eq!(tok.encode(b"x", 0x80).unwrap_err().code, status::INVALID_ARG);
 }
+
+// EVIDENCE: C-SAMP-015
+/// DRY's breakers from strings on the SmolLM2 vocabulary equal koboldcpp's construction written
+/// here with the tokenizer's own decode and encode: per token, the set of breakers (a token whose
+/// text contains a string alone; a token ending with a start of a string plus the rest encoded).
+/// Also the counts-only call, a short buffer, and NULLs.
+#[test]
+fn c_samp_015_dry_breakers_from_strings_match_the_construction() {
+    let Some(path) = real_file("smollm2-135m-instruct-q4_1.gguf") else { return };
+    let tok = Tokenizer::from_gguf_file(&path).unwrap();
+    let strings = ["\n", ":", "\"", "*", "### Response", "", "é!"];
+    let got = tok.dry_breakers(&strings).unwrap();
+    let mut got_sets: HashMap<i32, Vec<Vec<i32>>> = HashMap::new();
+    let mut at = 0usize;
+    for &len in &got.lengths {
+        let seq = &got.tokens[at..at + len as usize];
+        got_sets.entry(seq[0]).or_default().push(seq[1..].to_vec());
+        at += len as usize;
+    }
+    assert_eq!(at, got.tokens.len());
+    let mut want: HashMap<i32, Vec<Vec<i32>>> = HashMap::new();
+    let vocab = tok.info().vocab_size as i32;
+    for id in 0..vocab {
+        let word = tok.decode(&[id], 0).unwrap();
+        for s in strings.iter().map(|s| s.as_bytes()).filter(|s| !s.is_empty()) {
+            let mut add = |tail: Vec<i32>| {
+                let e = want.entry(id).or_default();
+                if !e.contains(&tail) {
+                    e.push(tail);
+                }
+            };
+            if word.windows(s.len()).any(|w| w == s) {
+                add(Vec::new());
+                continue;
+            }
+            for pos in 0..word.len() {
+                let n = (word.len() - pos).min(s.len());
+                if n < s.len() && word[pos..pos + n] == s[..n] {
+                    let mut tail = tok.encode(&s[n..], encode_flag::NO_SPECIAL_SPLIT | encode_flag::REPLACE_INVALID_UTF8).unwrap();
+                    tail.truncate(19);
+                    add(tail);
+                }
+            }
+        }
+    }
+    for v in got_sets.values_mut().chain(want.values_mut()) {
+        v.sort();
+    }
+    assert_eq!(got_sets.len(), want.len());
+    assert_eq!(got_sets, want);
+    // the default breakers make hundreds of single-token breakers on this vocabulary, and the
+    // multi-token string heads tails
+    assert!(got_sets.values().filter(|v| v.contains(&Vec::new())).count() > 300);
+    assert!(got_sets.values().flatten().any(|t| t.len() >= 2));
+
+    use ferrite::sys;
+    let c: Vec<std::ffi::CString> = ["\n"].iter().map(|s| std::ffi::CString::new(*s).unwrap()).collect();
+    let ptrs: Vec<*const std::os::raw::c_char> = c.iter().map(|s| s.as_ptr()).collect();
+    let (mut nb, mut nt) = (7usize, 7usize);
+    let mut lengths = [0u32; 2];
+    let mut tokens = [0i32; 2];
+    // SAFETY: live tokenizer and strings; the arrays hold the caps given.
+    unsafe {
+        let st = sys::fer_tokenizer_dry_breakers(tok.as_ptr(), ptrs.as_ptr(), 1, lengths.as_mut_ptr(), 2, tokens.as_mut_ptr(), 2, &mut nb, &mut nt);
+        assert_eq!(st, status::BUFFER_TOO_SMALL);
+        assert!(nb > 2 && nt >= nb, "{nb} {nt}");
+        assert_eq!(lengths, [0, 0], "a short buffer is left alone");
+        let st = sys::fer_tokenizer_dry_breakers(tok.as_ptr(), std::ptr::null(), 1, std::ptr::null_mut(), 0, std::ptr::null_mut(), 0, &mut nb, &mut nt);
+        assert_eq!(st, status::NULL_ARG);
+        assert_eq!((nb, nt), (0, 0));
+        let nul: [*const std::os::raw::c_char; 1] = [std::ptr::null()];
+        let st = sys::fer_tokenizer_dry_breakers(tok.as_ptr(), nul.as_ptr(), 1, std::ptr::null_mut(), 0, std::ptr::null_mut(), 0, &mut nb, &mut nt);
+        assert_eq!(st, status::NULL_ARG);
+    }
+}

@@ -57,6 +57,35 @@ pub struct GenParams {
     pub repetition_penalty: f32,
     /// (token, bias) added to the logits; -inf bans the token.
     pub logit_bias: Vec<(i32, f32)>,
+    /// 1.0 disables locally typical sampling.
+    pub typical_p: f32,
+    /// XTC (exclude top choices): the chance per step (0: off) and the probability threshold.
+    pub xtc_probability: f32,
+    pub xtc_threshold: f32,
+    /// DRY, the repeated-sequence penalty (None: off).
+    pub dry: Option<Dry>,
+    /// Mirostat (None: off); it replaces top-k, top-p, min-p, typical-p and XTC, as in llama-server.
+    pub mirostat: Option<Mirostat>,
+}
+
+/// DRY's settings as llama-server takes them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dry {
+    pub multiplier: f32,
+    pub base: f32,
+    pub allowed_length: i32,
+    /// 0: the whole prompt and output.
+    pub penalty_last_n: i32,
+    /// Strings that end a repeated sequence (llama-server's default: newline, colon, quote, star).
+    pub sequence_breakers: Vec<String>,
+}
+
+/// Mirostat's version (1 or 2), target surprise and learning rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Mirostat {
+    pub version: i32,
+    pub tau: f32,
+    pub eta: f32,
 }
 
 #[cfg(test)]
@@ -78,6 +107,11 @@ impl GenParams {
             frequency_penalty: 0.0,
             repetition_penalty: 1.0,
             logit_bias: vec![],
+            typical_p: 1.0,
+            xtc_probability: 0.0,
+            xtc_threshold: 0.1,
+            dry: None,
+            mirostat: None,
         }
     }
 }

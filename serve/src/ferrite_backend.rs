@@ -11,6 +11,7 @@ use crate::args::Options;
 use crate::backend::{Backend, BackendMetrics, Event, Finish, GenRequest, GrammarSpec, SubmitError, TokenOut};
 use ferrite::engine::{chat_flag, EngineTokenizer};
 use ferrite::scheduler::{finish, request_flag, Event as SchedEvent, Request, Scheduler, SchedulerOptions};
+use ferrite::sampling::DryBreakers;
 use ferrite::tokenizer::encode_flag;
 use ferrite::{status, Detokenizer, Engine, EngineConfig, Grammar, GrammarVocab};
 use std::collections::HashMap;
@@ -34,6 +35,9 @@ pub struct FerriteBackend {
     n_ctx: u32,
     n_vocab: u32,
     pending: Vec<Event>,
+    /// DRY's breakers per set of strings (reading the vocabulary for each request would cost
+    /// about as much as a decode step).
+    dry_breakers: HashMap<Vec<String>, Arc<DryBreakers>>,
 }
 
 impl FerriteBackend {
@@ -77,7 +81,7 @@ impl FerriteBackend {
         let model_id = path.file_stem().map_or_else(|| "ferrite".to_string(), |s| s.to_string_lossy().into_owned());
         let n_ctx = e.config().max_tokens;
         let n_vocab = e.model_info().n_vocab;
-        Ok(FerriteBackend { detok: HashMap::new(), sched, vocab, tok, engine, model_id, n_ctx, n_vocab, pending: Vec::new() })
+        Ok(FerriteBackend { detok: HashMap::new(), sched, vocab, tok, engine, model_id, n_ctx, n_vocab, pending: Vec::new(), dry_breakers: HashMap::new() })
     }
 
     fn compile(&self, g: &GrammarSpec) -> Result<Arc<Grammar<'static>>, String> {
@@ -199,6 +203,33 @@ impl Backend for FerriteBackend {
         s.presence_penalty = p.presence_penalty;
         s.frequency_penalty = p.frequency_penalty;
         s.repetition_penalty = p.repetition_penalty;
+        s.typical_p = p.typical_p;
+        s.xtc_probability = p.xtc_probability;
+        s.xtc_threshold = p.xtc_threshold;
+        if let Some(d) = &p.dry {
+            s.dry_multiplier = d.multiplier;
+            s.dry_base = d.base;
+            s.dry_allowed_length = d.allowed_length;
+            s.dry_penalty_last_n = d.penalty_last_n;
+            req.dry_breakers = match self.dry_breakers.get(&d.sequence_breakers) {
+                Some(b) => b.clone(),
+                None => {
+                    let strings: Vec<&str> = d.sequence_breakers.iter().map(|s| s.as_str()).collect();
+                    let b = Arc::new(self.tok.dry_breakers(&strings).map_err(|e| SubmitError::Invalid(format!("dry_sequence_breakers: {e}")))?);
+                    if self.dry_breakers.len() >= 64 {
+                        self.dry_breakers.clear(); // a bound: clients rarely vary them
+                    }
+                    self.dry_breakers.insert(d.sequence_breakers.clone(), b.clone());
+                    b
+                }
+            };
+        }
+        if let Some(m) = p.mirostat {
+            let s = &mut req.sampling;
+            (s.mirostat, s.mirostat_tau, s.mirostat_eta) = (m.version, m.tau, m.eta);
+            // as llama-server: mirostat takes the place of the truncation samplers
+            (s.top_k, s.top_p, s.min_p, s.typical_p, s.xtc_probability) = (0, 1.0, 0.0, 1.0, 0.0);
+        }
         let id = self.sched.submit(&req, grammar).map_err(|e| match e.code {
             status::BUSY => SubmitError::QueueFull { retry_after_s: 1 },
             status::BUDGET_EXCEEDED => SubmitError::TooLarge(e.message),

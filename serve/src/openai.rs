@@ -9,7 +9,7 @@
 //! Extensions vLLM also accepts: top_k, min_p, ignore_eos, stop_token_ids, guided_json,
 //! guided_regex.
 
-use crate::backend::{GenParams, GrammarSpec};
+use crate::backend::{Dry, GenParams, GrammarSpec, Mirostat};
 use crate::engine_thread::{Job, Prompt};
 use crate::error::ApiError;
 use crate::tools::{self, ToolRequest};
@@ -190,6 +190,46 @@ pub fn parse_apply_template(body: &[u8]) -> Result<String, ApiError> {
     chat_request(parse_messages(f.get("messages"))?, f.get("chat_template_kwargs"), tool_request.as_ref())
 }
 
+/// A number in (0, hi].
+fn positive(f: &Fields, k: &str, hi: f64) -> Result<Option<f32>, ApiError> {
+    match f.num(k, 0.0, hi)? {
+        Some(v) if v == 0.0 => Err(out_of_range(k, &format!("a number in (0, {hi}]"), v)),
+        v => Ok(v.map(|v| v as f32)),
+    }
+}
+
+/// Most DRY sequence breakers a request may give, and their longest (llama.cpp cuts at 40 bytes).
+const MAX_DRY_BREAKERS: usize = 32;
+
+/// llama-server's DRY fields: dry_multiplier (0: off), dry_base, dry_allowed_length,
+/// dry_penalty_last_n (-1: the whole context; 0: off) and dry_sequence_breakers.
+fn parse_dry(f: &Fields) -> Result<Option<Dry>, ApiError> {
+    let multiplier = f.num("dry_multiplier", 0.0, 100.0)?.unwrap_or(0.0) as f32;
+    let base = f.num("dry_base", 1.0, 100.0)?.unwrap_or(1.75) as f32;
+    let allowed_length = f.int("dry_allowed_length", 0, 1 << 20)?.unwrap_or(2) as i32;
+    let last_n = f.int("dry_penalty_last_n", -1, i32::MAX as i64)?.unwrap_or(-1) as i32;
+    let sequence_breakers = match f.get("dry_sequence_breakers") {
+        None => ["\n", ":", "\"", "*"].iter().map(|s| s.to_string()).collect(),
+        Some(v) => {
+            let want = "an array of 1 to 32 non-empty strings";
+            let a = v.as_array().ok_or_else(|| wrong_type("dry_sequence_breakers", want, v))?;
+            if a.is_empty() || a.len() > MAX_DRY_BREAKERS {
+                return Err(wrong_type("dry_sequence_breakers", want, v));
+            }
+            a.iter()
+                .map(|s| match s.as_str() {
+                    Some(s) if !s.is_empty() && !s.contains('\0') => Ok(s.to_string()),
+                    _ => Err(wrong_type("dry_sequence_breakers", want, v)),
+                })
+                .collect::<Result<_, _>>()?
+        }
+    };
+    if multiplier == 0.0 || last_n == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Dry { multiplier, base, allowed_length, penalty_last_n: last_n.max(0), sequence_breakers }))
+}
+
 /// Parses a request body for `endpoint`. `n_ctx` bounds max_tokens.
 pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<ParsedRequest, ApiError> {
     let obj = body_object(body)?;
@@ -231,6 +271,15 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
         r => r.unwrap_or(1.0) as f32,
     };
     let logit_bias = parse_logit_bias(f.get("logit_bias"))?;
+    let dry = parse_dry(&f)?;
+    let mirostat = match f.int("mirostat", 0, 2)?.unwrap_or(0) {
+        0 => None,
+        version => Some(Mirostat {
+            version: version as i32,
+            tau: positive(&f, "mirostat_tau", 100.0)?.unwrap_or(5.0),
+            eta: positive(&f, "mirostat_eta", 10.0)?.unwrap_or(0.1),
+        }),
+    };
     if let Some(t) = f.get("functions") {
         let a = t.as_array().ok_or_else(|| wrong_type("functions", "an array", t))?;
         if !a.is_empty() {
@@ -333,6 +382,14 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
         frequency_penalty,
         repetition_penalty,
         logit_bias,
+        typical_p: match f.num("typical_p", 0.0, 1.0)? {
+            Some(t) if t == 0.0 => return Err(out_of_range("typical_p", "a number in (0, 1]", t)),
+            t => t.unwrap_or(1.0) as f32,
+        },
+        xtc_probability: f.num("xtc_probability", 0.0, 1.0)?.unwrap_or(0.0) as f32,
+        xtc_threshold: f.num("xtc_threshold", 0.0, 1.0)?.unwrap_or(0.1) as f32,
+        dry,
+        mirostat,
     };
     Ok(ParsedRequest {
         endpoint,
@@ -856,6 +913,45 @@ mod tests {
         let d = chat(json!({})).unwrap();
         assert_eq!((d.job.params.presence_penalty, d.job.params.frequency_penalty, d.job.params.repetition_penalty), (0.0, 0.0, 1.0));
         assert!(d.job.params.logit_bias.is_empty());
+    }
+
+    #[test]
+    fn dry_mirostat_typical_and_xtc_reach_the_params() {
+        let r = chat(json!({"dry_multiplier": 0.8, "dry_base": 2, "dry_allowed_length": 3, "dry_penalty_last_n": 64,
+                            "dry_sequence_breakers": ["\n", "###"], "mirostat": 2, "mirostat_tau": 4, "mirostat_eta": 0.2,
+                            "typical_p": 0.9, "xtc_probability": 0.5, "xtc_threshold": 0.2}))
+        .unwrap();
+        let p = &r.job.params;
+        let d = p.dry.as_ref().expect("DRY on");
+        assert_eq!((d.multiplier, d.base, d.allowed_length, d.penalty_last_n), (0.8, 2.0, 3, 64));
+        assert_eq!(d.sequence_breakers, vec!["\n".to_string(), "###".to_string()]);
+        assert_eq!(p.mirostat, Some(Mirostat { version: 2, tau: 4.0, eta: 0.2 }));
+        assert_eq!((p.typical_p, p.xtc_probability, p.xtc_threshold), (0.9, 0.5, 0.2));
+        // llama-server's defaults: breakers newline, colon, quote, star; -1 is the whole context
+        let r = chat(json!({"dry_multiplier": 0.8})).unwrap();
+        let d = r.job.params.dry.unwrap();
+        assert_eq!((d.base, d.allowed_length, d.penalty_last_n), (1.75, 2, 0));
+        assert_eq!(d.sequence_breakers, vec!["\n", ":", "\"", "*"]);
+        assert_eq!(chat(json!({"dry_multiplier": 0.8, "dry_penalty_last_n": 0})).unwrap().job.params.dry, None, "0 turns DRY off");
+        let d = chat(json!({})).unwrap();
+        assert_eq!((d.job.params.dry.clone(), d.job.params.mirostat, d.job.params.typical_p), (None, None, 1.0));
+        let m = chat(json!({"mirostat": 1})).unwrap().job.params.mirostat.unwrap();
+        assert_eq!((m.version, m.tau, m.eta), (1, 5.0, 0.1));
+        bad(chat(json!({"dry_multiplier": -1})), "dry_multiplier");
+        bad(chat(json!({"dry_base": 0.5})), "dry_base");
+        bad(chat(json!({"dry_allowed_length": -1})), "dry_allowed_length");
+        bad(chat(json!({"dry_penalty_last_n": -2})), "dry_penalty_last_n");
+        bad(chat(json!({"dry_sequence_breakers": "\n"})), "dry_sequence_breakers");
+        bad(chat(json!({"dry_sequence_breakers": [""]})), "dry_sequence_breakers");
+        bad(chat(json!({"dry_sequence_breakers": []})), "dry_sequence_breakers");
+        bad(chat(json!({"dry_sequence_breakers": [1]})), "dry_sequence_breakers");
+        let many: Vec<String> = (0..33).map(|i| i.to_string()).collect();
+        bad(chat(json!({ "dry_sequence_breakers": many })), "dry_sequence_breakers");
+        bad(chat(json!({"mirostat": 3})), "mirostat");
+        bad(chat(json!({"mirostat": 2, "mirostat_tau": 0})), "mirostat_tau");
+        bad(chat(json!({"mirostat": 2, "mirostat_eta": 11})), "mirostat_eta");
+        bad(chat(json!({"typical_p": 0})), "typical_p");
+        bad(chat(json!({"xtc_probability": 1.5})), "xtc_probability");
     }
 
     #[test]

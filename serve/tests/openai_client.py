@@ -199,6 +199,38 @@ def main():
         check("penalties: fewer repeated tokens", repeats(pen) < repeats(base), f"{repeats(pen)} vs {repeats(base)}")
         check("penalties: repetition_penalty changes the output", rep != base, f"{rep!r}")
 
+    def dry_mirostat():
+        # DRY (llama-server's fields, through extra_body, its default breakers and base) on a
+        # greedy answer that loops: the output changes and its longest repeated token run is
+        # shorter.
+        prompt = [{"role": "user", "content": "Write the word hello twenty times."}]
+        kw = dict(model=model, messages=prompt, max_tokens=48, temperature=0, logprobs=True)
+        base = tokens_of(client.chat.completions.create(**kw))
+        dry = tokens_of(client.chat.completions.create(**kw, extra_body={"dry_multiplier": 0.8}))
+
+        def longest_repeat(ts):
+            best = 0
+            for m in range(1, len(ts)):
+                grams = [tuple(ts[i:i + m]) for i in range(len(ts) - m + 1)]
+                if len(grams) == len(set(grams)):
+                    break
+                best = m
+            return best
+        check("dry: changes the output", dry != base, f"{dry!r}")
+        check("dry: repeats less", longest_repeat(dry) < longest_repeat(base),
+              f"{longest_repeat(dry)} vs {longest_repeat(base)}")
+        # mirostat keeps state across a sequence's draws: the same seed gives the same text
+        q = [{"role": "user", "content": "Write one sentence about the sea."}]
+        for version in (1, 2):
+            mk = dict(model=model, messages=q, max_tokens=24, temperature=1, seed=11,
+                      extra_body={"mirostat": version, "mirostat_tau": 3.0, "top_p": 0.5})
+            r1 = client.chat.completions.create(**mk)
+            r2 = client.chat.completions.create(**mk)
+            check(f"mirostat v{version}: answers", bool(r1.choices[0].message.content), str(r1))
+            check(f"mirostat v{version}: same seed, same text",
+                  r1.choices[0].message.content == r2.choices[0].message.content,
+                  f"{r1.choices[0].message.content!r} vs {r2.choices[0].message.content!r}")
+
     def logit_bias():
         # -100 bans the greedy first token; +100 on another token makes it the first
         q = [{"role": "user", "content": "What is the capital of France?"}]
@@ -343,7 +375,7 @@ def main():
     if a.fake:
         print("skip penalties, logit_bias, seed, tools (the fake backend echoes the prompt)")
     else:
-        groups += [("penalties", penalties), ("logit_bias", logit_bias), ("seed", seeds), ("tools", tool_flow),
+        groups += [("penalties", penalties), ("dry_mirostat", dry_mirostat), ("logit_bias", logit_bias), ("seed", seeds), ("tools", tool_flow),
                    ("n", choices), ("embeddings", embeddings)]
     only = set(a.only.split(",")) if a.only else None
     for name, fn in groups:

@@ -626,6 +626,10 @@ pub const FER_PROCESSOR_TYPICAL_P: fer_logit_processor = 4096;
 pub const FER_PROCESSOR_XTC: fer_logit_processor = 8192;
 #[doc = " The grammar's mask (fer_sampler_set_matcher), before every other processor."]
 pub const FER_PROCESSOR_GRAMMAR: fer_logit_processor = 16384;
+#[doc = " The grammar's mask (fer_sampler_set_matcher), before every other processor."]
+pub const FER_PROCESSOR_DRY: fer_logit_processor = 32768;
+#[doc = " The grammar's mask (fer_sampler_set_matcher), before every other processor."]
+pub const FER_PROCESSOR_MIROSTAT: fer_logit_processor = 65536;
 #[doc = " The processors of the chain, in the order they run, as bits of the `applied` out-parameter of"]
 #[doc = " fer_sampler_process (a bit is set when the processor is enabled and ran, whether or not it"]
 #[doc = " changed anything). Append-only."]
@@ -656,7 +660,29 @@ pub const FER_PROCESSOR_GRAMMAR: fer_logit_processor = 16384;
 #[doc = "   p_i >= xtc_threshold, all of them but the least likely (ties: the highest id) are removed."]
 #[doc = " - GRAMMAR: first of all, every token the attached matcher's mask does not allow gets -inf"]
 #[doc = "   (fer_sampler_set_matcher)."]
-#[doc = " Not built yet: DRY and mirostat."]
+#[doc = " - DRY (\"don't repeat yourself\", as koboldcpp and llama.cpp), after the sparse processors and"]
+#[doc = "   before temperature, over the last dry_penalty_last_n tokens of prompt ++ generated (all when"]
+#[doc = "   0). Scanning back from the newest token, the first position i (0 = newest) that ends a"]
+#[doc = "   sequence breaker (its head at i, its tail the tokens after it) limits repeats to i minus the"]
+#[doc = "   tail's length. For every earlier position j, let m be the length of the longest common suffix"]
+#[doc = "   of the window up to j and the whole window, capped at that limit; when m >= dry_allowed_length"]
+#[doc = "   the token after j would extend the repeat, and it gets logit -= dry_multiplier x"]
+#[doc = "   dry_base^(M - dry_allowed_length) with M the largest such m for that token (the penalty as"]
+#[doc = "   (float)((double)multiplier x pow(base, e)), subtracted in float; the exponent is capped at"]
+#[doc = "   (int)(88.7228391f / logf(dry_base)) when dry_base > 1.000001). Single-token breakers are never"]
+#[doc = "   penalized. Nothing happens when the window holds dry_allowed_length tokens or fewer, or the"]
+#[doc = "   limit is below dry_allowed_length."]
+#[doc = " - MIROSTAT (Basu et al.; llama.cpp's v1 and v2), in place of top-k, top-p, min-p, typical-p and"]
+#[doc = "   XTC (INVALID_ARG when combined with them): the sampler keeps mu, 2 x tau at creation. With"]
+#[doc = "   w_j = exp(l_j - max) in double over the survivors (summed in ascending id order) and p_j their"]
+#[doc = "   share: v2 keeps the tokens with -log2(p_j) <= mu (at least the first maximum); v1 estimates"]
+#[doc = "   s from the m = 100 most likely tokens (t_i = ln((i+2)/(i+1)), b_i = ln(w_i / w_(i+1)),"]
+#[doc = "   s = sum t_i b_i / sum t_i^2, sorted by weight descending then id), takes"]
+#[doc = "   k = ((s-1) 2^mu / (1 - vocab^(1-s)))^(1/s), floored, clamped to [1, survivors] (1 when not a"]
+#[doc = "   number or fewer than 2 survivors), and keeps the tokens whose weight is >= the k-th largest."]
+#[doc = "   After each draw (fer_sampler_sample*, not fer_sampler_process), mu -= eta x (surprise - tau),"]
+#[doc = "   where surprise = -log2 of the drawn token's probability among the kept tokens. So with"]
+#[doc = "   mirostat, a sampler's draws depend on its earlier draws: one sampler per sequence."]
 pub type fer_logit_processor = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -709,6 +735,29 @@ pub struct fer_sampling_params {
     pub logit_bias_tokens: *const i32,
     #[doc = " n_logit_bias biases: finite, or -inf to ban."]
     pub logit_bias_values: *const f32,
+    #[doc = " DRY multiplier: 0 = off; otherwise finite and > 0 (llama.cpp suggests 0.8)."]
+    pub dry_multiplier: f32,
+    #[doc = " DRY base: finite and >= 1 when DRY is on (init: 1.75)."]
+    pub dry_base: f32,
+    #[doc = " DRY allowed length: repeats up to this long go unpenalized; >= 0 (init: 2)."]
+    pub dry_allowed_length: i32,
+    #[doc = " DRY window: 0 = all of prompt ++ generated; N > 0 = the last N tokens."]
+    pub dry_penalty_last_n: i32,
+    #[doc = " DRY sequence breakers as token sequences: n_dry_breakers sequences of"]
+    #[doc = " dry_breaker_lengths[i] tokens each (1..64), concatenated in dry_breaker_tokens (ids >= 0; the"]
+    #[doc = " lengths sum to n_dry_breaker_tokens). Copied at creation. fer_engine_dry_breakers turns"]
+    #[doc = " strings into these as llama.cpp does."]
+    pub n_dry_breakers: u32,
+    pub n_dry_breaker_tokens: u32,
+    pub dry_breaker_lengths: *const u32,
+    pub dry_breaker_tokens: *const i32,
+    #[doc = " 0 = off, 1 = mirostat v1, 2 = mirostat v2."]
+    pub mirostat: i32,
+    #[doc = " Mirostat's target surprise tau: finite and > 0 (init: 5)."]
+    pub mirostat_tau: f32,
+    #[doc = " Mirostat's learning rate eta: finite and > 0 (init: 0.1)."]
+    pub mirostat_eta: f32,
+    pub reserved2: u32,
 }
 #[doc = " The token history the penalties read. Borrowed for the duration of one call."]
 #[repr(C)]
@@ -720,7 +769,9 @@ pub struct fer_sampling_context {
     pub n_generated: usize,
 }
 extern "C" {
-    #[doc = " Fills *params with every processor off: temperature 1, top_p 1, typical_p 1, penalty 1, eos -1."]
+    #[doc = " Fills *params with every processor off: temperature 1, top_p 1, typical_p 1, penalty 1, eos -1,"]
+    #[doc = " and the defaults of the processors' other knobs (dry_base 1.75, dry_allowed_length 2,"]
+    #[doc = " mirostat_tau 5, mirostat_eta 0.1)."]
     pub fn fer_sampling_params_init(params: *mut fer_sampling_params) -> fer_status;
 }
 extern "C" {
@@ -1701,6 +1752,28 @@ extern "C" {
         out: *mut ::std::os::raw::c_char,
         cap: usize,
         out_len: *mut usize,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " DRY's sequence breakers (fer_sampling_params.dry_breaker_*) for strings[0..n_strings), made as"]
+    #[doc = " llama.cpp makes them: each token whose text (decoded alone, specials kept) contains a string is"]
+    #[doc = " a breaker of its own; each token whose text ends with a start of a string heads a breaker whose"]
+    #[doc = " tail is the rest of that string, encoded without specials (at most 19 tail tokens; strings cut"]
+    #[doc = " at 40 bytes; empty strings skipped; duplicates per token dropped). Breakers come in token order."]
+    #[doc = " Writes their lengths and concatenated tokens and their counts into *out_n_breakers and"]
+    #[doc = " *out_n_tokens; when either array is short, BUFFER_TOO_SMALL with the counts needed (the arrays"]
+    #[doc = " may be NULL when their caps are 0, to ask for the counts). Reads the whole vocabulary: call it"]
+    #[doc = " once per set of strings and keep the result. Claims: C-SAMP-015."]
+    pub fn fer_tokenizer_dry_breakers(
+        tok: *const fer_tokenizer,
+        strings: *const *const ::std::os::raw::c_char,
+        n_strings: usize,
+        out_lengths: *mut u32,
+        lengths_cap: usize,
+        out_tokens: *mut i32,
+        tokens_cap: usize,
+        out_n_breakers: *mut usize,
+        out_n_tokens: *mut usize,
     ) -> fer_status;
 }
 extern "C" {

@@ -551,6 +551,12 @@ impl<'e> EngineTokenizer<'e> {
         unsafe { crate::grammar::GrammarVocab::on(self.raw.as_ptr(), n_vocab, eos) }
     }
 
+    /// DRY's sequence breakers for these strings (`fer_tokenizer_dry_breakers`).
+    pub fn dry_breakers(&self, strings: &[&str]) -> Result<crate::sampling::DryBreakers> {
+        // SAFETY: the engine's tokenizer lives as long as the engine.
+        unsafe { crate::sampling::DryBreakers::from_strings_raw(self.raw.as_ptr(), strings) }
+    }
+
     /// `fer_tokenizer_encode` (flags: [`crate::tokenizer::encode_flag`]).
     pub fn encode(&self, text: &[u8], flags: u32) -> Result<Vec<i32>> {
         let mut n = 0usize;

@@ -23,6 +23,74 @@ pub mod processor {
     pub const MIN_P: u32 = crate::sys::FER_PROCESSOR_MIN_P;
     pub const TYPICAL_P: u32 = crate::sys::FER_PROCESSOR_TYPICAL_P;
     pub const XTC: u32 = crate::sys::FER_PROCESSOR_XTC;
+    pub const GRAMMAR: u32 = crate::sys::FER_PROCESSOR_GRAMMAR;
+    pub const DRY: u32 = crate::sys::FER_PROCESSOR_DRY;
+    pub const MIROSTAT: u32 = crate::sys::FER_PROCESSOR_MIROSTAT;
+}
+
+/// DRY's sequence breakers as token sequences (`fer_sampling_params.dry_breaker_*`), made from
+/// strings by `Tokenizer::dry_breakers` or written by hand.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DryBreakers {
+    /// Tokens per breaker (each 1..=64).
+    pub lengths: Vec<u32>,
+    /// The breakers' tokens, concatenated.
+    pub tokens: Vec<i32>,
+}
+
+impl DryBreakers {
+    /// From explicit sequences (head first).
+    pub fn from_sequences(seqs: &[&[i32]]) -> DryBreakers {
+        DryBreakers {
+            lengths: seqs.iter().map(|s| s.len() as u32).collect(),
+            tokens: seqs.iter().flat_map(|s| s.iter().copied()).collect(),
+        }
+    }
+
+    /// Points params' breaker fields at self (which must outlive the create call that reads them).
+    pub fn fill(&self, p: &mut Params) {
+        p.n_dry_breakers = self.lengths.len() as u32;
+        p.n_dry_breaker_tokens = self.tokens.len() as u32;
+        p.dry_breaker_lengths = if self.lengths.is_empty() { ptr::null() } else { self.lengths.as_ptr() };
+        p.dry_breaker_tokens = if self.tokens.is_empty() { ptr::null() } else { self.tokens.as_ptr() };
+    }
+
+    /// `fer_tokenizer_dry_breakers` on a raw tokenizer.
+    ///
+    /// # Safety
+    /// `tok` must be a live tokenizer for the duration of the call.
+    pub unsafe fn from_strings_raw(tok: *const sys::fer_tokenizer, strings: &[&str]) -> Result<DryBreakers> {
+        let owned: Vec<std::ffi::CString> = strings
+            .iter()
+            .map(|s| std::ffi::CString::new(s.replace('\0', "")).expect("NULs removed"))
+            .collect();
+        let ptrs: Vec<*const std::os::raw::c_char> = owned.iter().map(|s| s.as_ptr()).collect();
+        let (mut nb, mut nt) = (0usize, 0usize);
+        // SAFETY: tok is live (caller); ptrs point at NUL-terminated strings alive through the
+        // call; NULL arrays with caps 0 ask for the counts.
+        let st = unsafe {
+            sys::fer_tokenizer_dry_breakers(tok, ptrs.as_ptr(), ptrs.len(), ptr::null_mut(), 0, ptr::null_mut(), 0, &mut nb, &mut nt)
+        };
+        if st != crate::status::BUFFER_TOO_SMALL {
+            check(st)?;
+        }
+        let mut out = DryBreakers { lengths: vec![0; nb], tokens: vec![0; nt] };
+        // SAFETY: as above, with arrays of the sizes asked for.
+        check(unsafe {
+            sys::fer_tokenizer_dry_breakers(
+                tok,
+                ptrs.as_ptr(),
+                ptrs.len(),
+                out.lengths.as_mut_ptr(),
+                nb,
+                out.tokens.as_mut_ptr(),
+                nt,
+                &mut nb,
+                &mut nt,
+            )
+        })?;
+        Ok(out)
+    }
 }
 
 /// `fer_sampling_flag` bits.
@@ -71,12 +139,18 @@ unsafe impl Send for Sampler {}
 impl Sampler {
     /// Creates a sampler; `bias` is copied by C (it overrides the params' bias fields).
     pub fn new(params: &Params, bias: &[(i32, f32)]) -> Result<Sampler> {
+        Sampler::with_breakers(params, bias, &DryBreakers::default())
+    }
+
+    /// As `new`, with DRY's sequence breakers (copied by C).
+    pub fn with_breakers(params: &Params, bias: &[(i32, f32)], breakers: &DryBreakers) -> Result<Sampler> {
         let tokens: Vec<i32> = bias.iter().map(|b| b.0).collect();
         let values: Vec<f32> = bias.iter().map(|b| b.1).collect();
         let mut p = *params;
         p.n_logit_bias = bias.len() as u32;
         p.logit_bias_tokens = if bias.is_empty() { ptr::null() } else { tokens.as_ptr() };
         p.logit_bias_values = if bias.is_empty() { ptr::null() } else { values.as_ptr() };
+        breakers.fill(&mut p);
         let mut out: *mut sys::fer_sampler = ptr::null_mut();
         // SAFETY: p and the bias vectors live through the call; C copies what it keeps.
         check(unsafe { sys::fer_sampler_create(&p, &mut out) })?;

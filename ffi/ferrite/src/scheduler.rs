@@ -85,6 +85,8 @@ pub struct Request {
     /// (token, bias) pairs added to the logits before sampling (-inf bans the token); they fill
     /// the sampling params' logit_bias arrays at submit (the sampler copies them).
     pub logit_bias: Vec<(i32, f32)>,
+    /// DRY's sequence breakers; they fill the sampling params' breaker arrays at submit.
+    pub dry_breakers: std::sync::Arc<sampling::DryBreakers>,
     pub user_data: u64,
 }
 
@@ -99,6 +101,7 @@ impl Request {
             sampling: sampling::params_init(),
             stop_ids: Vec::new(),
             logit_bias: Vec::new(),
+            dry_breakers: Default::default(),
             user_data: 0,
         }
     }
@@ -193,6 +196,7 @@ impl<'e> Scheduler<'e> {
             p.sampling.logit_bias_tokens = bias_tokens.as_ptr();
             p.sampling.logit_bias_values = bias_values.as_ptr();
         }
+        r.dry_breakers.fill(&mut p.sampling);
         p.grammar = grammar.as_ref().map_or(ptr::null(), |g| g.as_ptr());
         p.stop_ids = if r.stop_ids.is_empty() { ptr::null() } else { r.stop_ids.as_ptr() };
         p.n_stop_ids = r.stop_ids.len();

@@ -114,6 +114,12 @@ impl Tokenizer {
         Ok(out)
     }
 
+    /// DRY's sequence breakers for these strings (`fer_tokenizer_dry_breakers`).
+    pub fn dry_breakers(&self, strings: &[&str]) -> Result<crate::sampling::DryBreakers> {
+        // SAFETY: self is a live tokenizer.
+        unsafe { crate::sampling::DryBreakers::from_strings_raw(self.raw.as_ptr(), strings) }
+    }
+
     /// `fer_tokenizer_token_to_id`.
     pub fn token_to_id(&self, text: &[u8]) -> Result<i32> {
         let mut id = 0;

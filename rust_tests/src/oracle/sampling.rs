@@ -24,6 +24,18 @@ pub struct Params {
     pub xtc_threshold: f32,
     pub xtc_probability: f32,
     pub bias: Vec<(i32, f32)>,
+    pub dry_multiplier: f32,
+    pub dry_base: f32,
+    pub dry_allowed_length: i32,
+    pub dry_penalty_last_n: i32,
+    /// Breakers, head first.
+    pub dry_breakers: Vec<Vec<i32>>,
+    pub mirostat: i32,
+    pub mirostat_tau: f32,
+    pub mirostat_eta: f32,
+    /// Mirostat's state for this step (the C sampler keeps it; start at 2 tau, then
+    /// [`mirostat_update`] after each draw).
+    pub mu: f64,
 }
 
 impl Default for Params {
@@ -45,6 +57,15 @@ impl Default for Params {
             xtc_threshold: 0.0,
             xtc_probability: 0.0,
             bias: Vec::new(),
+            dry_multiplier: 0.0,
+            dry_base: 1.75,
+            dry_allowed_length: 2,
+            dry_penalty_last_n: 0,
+            dry_breakers: Vec::new(),
+            mirostat: 0,
+            mirostat_tau: 5.0,
+            mirostat_eta: 0.1,
+            mu: 10.0,
         }
     }
 }
@@ -68,7 +89,20 @@ impl Params {
         p.eos_token_id = self.eos_token_id;
         p.xtc_threshold = self.xtc_threshold;
         p.xtc_probability = self.xtc_probability;
+        p.dry_multiplier = self.dry_multiplier;
+        p.dry_base = self.dry_base;
+        p.dry_allowed_length = self.dry_allowed_length;
+        p.dry_penalty_last_n = self.dry_penalty_last_n;
+        p.mirostat = self.mirostat;
+        p.mirostat_tau = self.mirostat_tau;
+        p.mirostat_eta = self.mirostat_eta;
         p
+    }
+
+    /// The breakers in the C form (`Sampler::with_breakers`).
+    pub fn breakers(&self) -> ferrite::sampling::DryBreakers {
+        let seqs: Vec<&[i32]> = self.dry_breakers.iter().map(|b| b.as_slice()).collect();
+        ferrite::sampling::DryBreakers::from_sequences(&seqs)
     }
 }
 
@@ -207,6 +241,113 @@ pub fn xtc(l: &mut [f32], threshold: f32, probability: f32, u: f64) {
     }
 }
 
+/// DRY, written from the header's description with a quadratic search for repeats.
+pub fn dry(p: &Params, l: &mut [f32], history: &[usize]) {
+    let len = history.len();
+    let n = if p.dry_penalty_last_n > 0 && (p.dry_penalty_last_n as usize) < len { p.dry_penalty_last_n as usize } else { len };
+    let w: Vec<i32> = history[len - n..].iter().map(|&t| t as i32).collect();
+    let allowed = p.dry_allowed_length as usize;
+    if n <= allowed {
+        return;
+    }
+    // the newest breaker: its head i tokens from the end, its tail after it
+    let mut limit = n;
+    for i in 0..n {
+        let longest = p
+            .dry_breakers
+            .iter()
+            .filter(|b| b[0] == w[n - 1 - i])
+            .map(|b| &b[1..])
+            .filter(|tail| tail.len() <= i && (0..tail.len()).all(|t| tail[t] == w[n - 1 - (i - t - 1)]))
+            .map(|tail| tail.len())
+            .max();
+        if let Some(l) = longest {
+            limit = i - l;
+            break;
+        }
+    }
+    if limit < allowed {
+        return;
+    }
+    let mut longest_repeat: HashMap<i32, usize> = HashMap::new();
+    for j in 0..n - 1 {
+        let mut m = 0;
+        while m <= j && w[j - m] == w[n - 1 - m] {
+            m += 1;
+        }
+        let m = m.min(limit);
+        if m >= allowed {
+            let e = longest_repeat.entry(w[j + 1]).or_default();
+            *e = (*e).max(m);
+        }
+    }
+    let max_exponent = if p.dry_base > 1.000001 { (88.7228391f32 / p.dry_base.ln()) as i64 } else { 0 };
+    for (t, m) in longest_repeat {
+        if p.dry_breakers.iter().any(|b| b.len() == 1 && b[0] == t) {
+            continue;
+        }
+        let mut e = m as i64 - allowed as i64;
+        if max_exponent > 0 && e > max_exponent {
+            e = max_exponent;
+        }
+        let penalty = (p.dry_multiplier as f64 * (p.dry_base as f64).powf(e as f64)) as f32;
+        l[t as usize] -= penalty;
+    }
+}
+
+/// Mirostat's truncation at mu (version 1 or 2), from the header's description.
+pub fn mirostat(l: &mut [f32], version: i32, mu: f64) {
+    let ids = finite_ids(l);
+    if ids.is_empty() {
+        return;
+    }
+    let (w, total) = weights(l, &ids);
+    let keep: Vec<bool> = if version == 2 {
+        let mut keep: Vec<bool> = w.iter().map(|&x| -(x / total).log2() <= mu).collect();
+        if !keep.iter().any(|&k| k) {
+            let first_max = (0..w.len()).fold(0, |b, j| if w[j] > w[b] { j } else { b });
+            keep[first_max] = true;
+        }
+        keep
+    } else {
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by(|&a, &b| w[b].partial_cmp(&w[a]).unwrap().then(ids[a].cmp(&ids[b])));
+        let n = ids.len();
+        let mut k = 1.0f64;
+        if n >= 2 {
+            let (mut sum_tb, mut sum_tt) = (0.0f64, 0.0f64);
+            for i in 0..(n - 1).min(99) {
+                let t = ((i + 2) as f64 / (i + 1) as f64).ln();
+                let b = (w[order[i]] / w[order[i + 1]]).ln();
+                sum_tb += t * b;
+                sum_tt += t * t;
+            }
+            let s_hat = sum_tb / sum_tt;
+            let eps = s_hat - 1.0;
+            k = (eps * 2f64.powf(mu) / (1.0 - (l.len() as f64).powf(-eps))).powf(1.0 / s_hat);
+        }
+        if !(k >= 1.0) {
+            k = 1.0;
+        }
+        if k > n as f64 {
+            k = n as f64;
+        }
+        let threshold = w[order[k as usize - 1]];
+        w.iter().map(|&x| x >= threshold).collect()
+    };
+    for (j, &i) in ids.iter().enumerate() {
+        if !keep[j] {
+            l[i] = NEG_INF;
+        }
+    }
+}
+
+/// Mirostat's mu after a draw whose token had natural-log probability `logprob`.
+pub fn mirostat_update(p: &Params, mu: f64, logprob: f64) -> f64 {
+    let surprise = -logprob / 2f64.ln();
+    mu - p.mirostat_eta as f64 * (surprise - p.mirostat_tau as f64)
+}
+
 /// Runs the chain in the header's order. Returns the processed logits, or `None` when every logit
 /// ends masked (ferrite's FER_STATUS_NO_CANDIDATES). Logits must be free of NaN and +inf.
 pub fn process(p: &Params, logits: &[f32], prompt: &[i32], generated: &[i32]) -> Option<Vec<f32>> {
@@ -249,6 +390,9 @@ pub fn process(p: &Params, logits: &[f32], prompt: &[i32], generated: &[i32]) ->
     if p.min_new_tokens > 0 && p.eos_token_id >= 0 && generated.len() < p.min_new_tokens as usize {
         l[p.eos_token_id as usize] = NEG_INF;
     }
+    if p.dry_multiplier > 0.0 {
+        dry(p, &mut l, &history);
+    }
     if p.temperature == 0.0 {
         let mut best = 0;
         for i in 0..l.len() {
@@ -280,6 +424,9 @@ pub fn process(p: &Params, logits: &[f32], prompt: &[i32], generated: &[i32]) ->
     }
     if p.xtc_probability > 0.0 {
         xtc(&mut l, p.xtc_threshold, p.xtc_probability, uniform(p.seed, generated.len() as u64, 1));
+    }
+    if p.mirostat > 0 {
+        mirostat(&mut l, p.mirostat, p.mu);
     }
     if l.iter().all(|&x| x == NEG_INF) {
         None
