@@ -2290,7 +2290,19 @@ typedef struct fer_request_params {
   size_t n_stop_ids;
   /** Returned in every event of the request. */
   uint64_t user_data;
+  /**
+   * A lazy grammar (llama.cpp's grammar triggers): with a grammar and n_grammar_triggers > 0
+   * (at most FER_MAX_GRAMMAR_TRIGGERS), the output is free until one of these tokens is generated;
+   * that token stays in the output, and from the next token on the grammar holds (its end ends the
+   * request with STOP). 0: the grammar holds from the first token. Triggers without a grammar, or
+   * outside the vocabulary, are INVALID_ARG.
+   */
+  const int32_t *grammar_triggers;
+  size_t n_grammar_triggers;
 } fer_request_params;
+
+/** The most grammar triggers a request may give. */
+#define FER_MAX_GRAMMAR_TRIGGERS 64
 
 /** Fills *params: no prompt, max_new_tokens 16, fer_sampling_params_init's sampling, no grammar. */
 fer_status fer_request_params_init(fer_request_params *params);

@@ -39,6 +39,9 @@ typedef struct request {
   int32_t grammar_end;  /* the grammar's end token, or -1 without a grammar */
   fer_sampler *sampler;
   fer_matcher *matcher;
+  bool grammar_on;      /* the matcher constrains the sampler (a lazy one waits for a trigger) */
+  uint32_t n_triggers;
+  int32_t triggers[FER_MAX_GRAMMAR_TRIGGERS];
   uint64_t projected;   /* the admission charge to take (projected commit at prompt + max_new) */
   uint64_t admitted;    /* the charge held while running */
   feri_llama_seq *seq;
@@ -242,6 +245,17 @@ static fer_status request_make(fer_scheduler *s, const fer_request_params *p, re
   if (p->grammar != NULL && p->grammar->vocab->trie.n_vocab != V)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: the grammar's vocabulary has %u tokens, the model %u", fn,
                      p->grammar->vocab->trie.n_vocab, V);
+  if (p->n_grammar_triggers > 0 && p->grammar == NULL)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: grammar triggers without a grammar", fn);
+  if (p->n_grammar_triggers > FER_MAX_GRAMMAR_TRIGGERS)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: %zu grammar triggers (at most %d)", fn, p->n_grammar_triggers,
+                     FER_MAX_GRAMMAR_TRIGGERS);
+  if (p->n_grammar_triggers > 0 && p->grammar_triggers == NULL)
+    return feri_fail(FER_STATUS_NULL_ARG, "%s: grammar_triggers is NULL", fn);
+  for (size_t i = 0; i < p->n_grammar_triggers; i++)
+    if (p->grammar_triggers[i] < 0 || (uint32_t)p->grammar_triggers[i] >= V)
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: grammar_triggers[%zu] = %d is outside the vocabulary of %u", fn, i,
+                       p->grammar_triggers[i], V);
   const uint32_t need = (uint32_t)p->n_prompt + p->max_new_tokens;
   uint64_t granules = 0;
   fer_status st = fer_kv_committed_granules(&s->geometry, need, s->granule, &granules);
@@ -271,7 +285,10 @@ static fer_status request_make(fer_scheduler *s, const fer_request_params *p, re
   }
   if (st == FER_STATUS_OK && p->grammar != NULL) {
     st = fer_matcher_create(p->grammar, &r->matcher);
-    if (st == FER_STATUS_OK) st = fer_sampler_set_matcher(r->sampler, r->matcher);
+    r->n_triggers = (uint32_t)p->n_grammar_triggers;
+    if (r->n_triggers > 0) memcpy(r->triggers, p->grammar_triggers, r->n_triggers * sizeof(int32_t));
+    r->grammar_on = r->n_triggers == 0;
+    if (st == FER_STATUS_OK && r->grammar_on) st = fer_sampler_set_matcher(r->sampler, r->matcher);
     r->grammar_end = p->grammar->vocab->eos;
   }
   if (st != FER_STATUS_OK) {
@@ -553,6 +570,12 @@ static void fail_running(fer_scheduler *s, uint32_t i, fer_status st) {
   finish_running(s, i, FER_FINISH_ERROR, -1, st, msg);
 }
 
+static bool is_trigger(const request *r, int32_t t) {
+  for (uint32_t k = 0; k < r->n_triggers; k++)
+    if (r->triggers[k] == t) return true;
+  return false;
+}
+
 /* Samples running request i from its logits row (overwritten); ends it when it stops. */
 static void sample_one(fer_scheduler *s, uint32_t i, float *row) {
   request *r = s->running[i];
@@ -562,13 +585,17 @@ static void sample_one(fer_scheduler *s, uint32_t i, float *row) {
   fer_sampling_context ctx = {r->tokens, r->n_prompt, r->tokens + r->n_prompt, r->n_gen};
   int32_t t = -1;
   fer_status st = fer_sampler_sample(r->sampler, row, V, &ctx, &t, NULL);
-  if (st == FER_STATUS_OK && r->matcher != NULL && t != r->grammar_end && !is_stop(r, t))
+  if (st == FER_STATUS_OK && r->grammar_on && t != r->grammar_end && !is_stop(r, t))
     st = fer_matcher_accept(r->matcher, t);
+  if (st == FER_STATUS_OK && !r->grammar_on && is_trigger(r, t)) { /* a lazy grammar holds from the next token */
+    st = fer_sampler_set_matcher(r->sampler, r->matcher);
+    r->grammar_on = true;
+  }
   if (st != FER_STATUS_OK) {
     fail_running(s, i, st);
     return;
   }
-  if ((r->matcher != NULL && t == r->grammar_end) || is_stop(r, t)) {
+  if ((r->grammar_on && t == r->grammar_end) || is_stop(r, t)) {
     finish_running(s, i, FER_FINISH_STOP, t, FER_STATUS_OK, NULL);
     return;
   }

@@ -806,6 +806,90 @@ static void test_q8_0_kv(void) {
   fer_buffer_free(t.img);
 }
 
+/* C-SCHED-008: a lazy grammar (triggers). Free until the trigger token: the output up to and
+ * including it equals the unconstrained run; from the next token on the regex [ab]{3,6} holds and
+ * its end stops the request. A trigger never generated leaves the output free. Triggers without a
+ * grammar, outside the vocabulary or too many are refused. */
+static void test_lazy_grammar(void) {
+  tiny t;
+  CHECK_STATUS(fer_tiny_model_image("llama", 8, &t.img, &t.bytes), FER_STATUS_OK);
+  fer_engine *e = engine_on(&t, 0, 2);
+  fer_model_info info;
+  fer_engine_model_info(e, &info);
+  const fer_tokenizer *tok = NULL;
+  CHECK_STATUS(fer_engine_tokenizer(e, &tok), FER_STATUS_OK);
+  fer_grammar_vocab *gv = NULL;
+  CHECK_STATUS(fer_grammar_vocab_create(tok, info.n_vocab, info.eos_id, &gv), FER_STATUS_OK);
+  fer_grammar *g = NULL;
+  const char *re = "[ab]{3,6}";
+  CHECK_STATUS(fer_grammar_compile(gv, FER_GRAMMAR_REGEX, re, strlen(re), 0, &g), FER_STATUS_OK);
+  fer_scheduler *s = scheduler_on(e, 2, 64, 0);
+  static job free_run, lazy, never;
+  memset(&free_run, 0, sizeof free_run);
+  make_prompt(&free_run, 12, 0, 0, 5);
+  free_run.max_new = 24, free_run.stop_id = -1;
+  lazy = free_run, never = free_run;
+  fer_request_params p;
+  params_of(&free_run, &p);
+  p.flags = FER_REQUEST_IGNORE_EOS;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &free_run.id), FER_STATUS_OK);
+  drive(s, 1, NULL, 0);
+  /* the trigger: the first generated token (past the first) not seen before it */
+  uint32_t k = 1;
+  for (; k < free_run.n_got; k++) {
+    bool seen = false;
+    for (uint32_t i = 0; i < k; i++) seen = seen || free_run.got[i] == free_run.got[k];
+    if (!seen) break;
+  }
+  CHECK(k < free_run.n_got);
+  int32_t trigger = free_run.got[k];
+  /* a token the free run never produced, for the trigger that never comes */
+  int32_t absent = 0;
+  for (bool clash = true; clash; absent++) {
+    clash = false;
+    for (uint32_t i = 0; i < free_run.n_got; i++) clash = clash || free_run.got[i] == absent;
+    if (!clash) break;
+  }
+  params_of(&lazy, &p);
+  p.flags = FER_REQUEST_IGNORE_EOS, p.grammar = g, p.grammar_triggers = &trigger, p.n_grammar_triggers = 1;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &lazy.id), FER_STATUS_OK);
+  params_of(&never, &p);
+  p.flags = FER_REQUEST_IGNORE_EOS, p.grammar = g, p.grammar_triggers = &absent, p.n_grammar_triggers = 1;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &never.id), FER_STATUS_OK);
+  drive(s, 2, NULL, 0);
+  CHECK(lazy.n_got > k + 1 && memcmp(lazy.got, free_run.got, (k + 1) * sizeof(int32_t)) == 0);
+  char text[64];
+  size_t len = 0;
+  CHECK_STATUS(fer_tokenizer_decode(tok, lazy.got + k + 1, lazy.n_got - k - 1, 0, text, sizeof text - 1, &len),
+               FER_STATUS_OK);
+  text[len] = 0;
+  bool ok = len >= 3 && len <= 6;
+  for (size_t c = 0; c < len; c++) ok = ok && (text[c] == 'a' || text[c] == 'b');
+  CHECK(ok && lazy.fin.finish_reason == FER_FINISH_STOP && lazy.fin.stop_token == info.eos_id);
+  if (!ok) fprintf(stderr, "  lazy grammar after the trigger: '%s'\n", text);
+  CHECK(never.n_got == free_run.n_got && memcmp(never.got, free_run.got, never.n_got * sizeof(int32_t)) == 0);
+  CHECK(never.fin.finish_reason == FER_FINISH_LENGTH);
+  /* refused */
+  uint64_t id = 7;
+  params_of(&lazy, &p);
+  p.grammar_triggers = &trigger, p.n_grammar_triggers = 1;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &id), FER_STATUS_INVALID_ARG);
+  CHECK(id == 0 && last_error_has("without a grammar"));
+  int32_t outside = (int32_t)info.n_vocab;
+  p.grammar = g, p.grammar_triggers = &outside;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &id), FER_STATUS_INVALID_ARG);
+  CHECK(last_error_has("grammar_triggers[0]"));
+  p.grammar_triggers = NULL;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &id), FER_STATUS_NULL_ARG);
+  p.grammar_triggers = &trigger, p.n_grammar_triggers = FER_MAX_GRAMMAR_TRIGGERS + 1;
+  CHECK_STATUS(fer_scheduler_submit(s, &p, &id), FER_STATUS_INVALID_ARG);
+  CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
+  CHECK_STATUS(fer_grammar_free(g), FER_STATUS_OK);
+  CHECK_STATUS(fer_grammar_vocab_free(gv), FER_STATUS_OK);
+  CHECK_STATUS(fer_engine_free(e), FER_STATUS_OK);
+  fer_buffer_free(t.img);
+}
+
 int main(void) {
   test_equivalence("llama");
   test_equivalence("qwen3");
@@ -815,6 +899,7 @@ int main(void) {
   test_admission();
   test_cancel();
   test_grammar_and_logprobs();
+  test_lazy_grammar();
   test_bad_input();
   test_q8_0_kv();
   test_real_model("smollm2-135m-instruct-q4_1.gguf");

@@ -47,6 +47,10 @@ pub struct GenParams {
     /// How many alternatives `TokenOut::top` carries under `logprobs` (0..=20).
     pub top_logprobs: u32,
     pub grammar: Option<GrammarSpec>,
+    /// A lazy grammar: the texts of the tokens that switch `grammar` on (llama.cpp's grammar
+    /// triggers). Empty: the grammar holds from the first token. The backend keeps those that are
+    /// one token of its vocabulary; when none is, the output is left free.
+    pub grammar_triggers: Vec<String>,
     /// Keep generating past the end-of-generation token(s) until `max_new_tokens`.
     pub ignore_eos: bool,
     /// OpenAI's penalties on tokens already in the output (0: off): presence subtracts once per
@@ -102,6 +106,7 @@ impl GenParams {
             logprobs: false,
             top_logprobs: 0,
             grammar: None,
+            grammar_triggers: vec![],
             ignore_eos: false,
             presence_penalty: 0.0,
             frequency_penalty: 0.0,

@@ -86,8 +86,8 @@ pub struct Run {
     stopped_by_string: bool,
     done: bool,
     /// A chat request with tools: (the syntax, text the prompt already ends with that belongs to
-    /// the output, a required call's opening marker). The text is then held to the end and the
-    /// calls parsed out of it (tools.rs).
+    /// the output, a required call's opening marker). The calls are parsed out of the text at the
+    /// end; streaming sends the content as it becomes certain (tools::ContentStream).
     pub tools: Option<(u32, String)>,
     /// The choice this run is (n > 1 runs one per choice).
     pub index: usize,
@@ -357,8 +357,8 @@ pub struct SseBody {
 /// One choice of a stream.
 struct Choice {
     run: Run,
-    /// With tools: the text so far, sent at the end as content and tool-call deltas.
-    held: String,
+    /// With tools: the content streamed as it becomes certain, the calls at the end.
+    content: Option<tools::ContentStream>,
     done: bool,
 }
 
@@ -377,7 +377,8 @@ impl SseBody {
                 let first = run.chunk_json(json!({}), e, &[], None, include_usage);
                 s.queue.push_back(sse::event(&first));
             }
-            s.runs.push(Choice { run, held: String::new(), done: false });
+            let content = run.tools.as_ref().map(|(format, prefix)| tools::ContentStream::new(*format, prefix));
+            s.runs.push(Choice { run, content, done: false });
         }
         s
     }
@@ -387,8 +388,12 @@ impl SseBody {
             return;
         }
         let c = &mut self.runs[i];
-        if c.run.tools.is_some() {
-            c.held.push_str(&p.text); // a tool call is only known whole: sent at the end
+        if let Some(stream) = &mut c.content {
+            let d = stream.push(&p.text); // what cannot be part of a call
+            if !d.is_empty() {
+                let v = c.run.chunk_json(json!({ "content": d }), &d, &[], None, self.include_usage);
+                self.queue.push_back(sse::event(&v));
+            }
             return;
         }
         let v = c.run.chunk_json(json!({"content": p.text}), &p.text, &p.logprobs, None, self.include_usage);
@@ -416,9 +421,11 @@ impl SseBody {
                         let c = &mut self.runs[i];
                         c.done = true;
                         let mut reason = reason;
-                        if c.run.tools.is_some() {
-                            let (content, calls, r) = c.run.split_tools(&std::mem::take(&mut c.held), reason);
-                            reason = r;
+                        if let Some(stream) = &c.content {
+                            let (content, calls) = stream.finish();
+                            if !calls.is_empty() {
+                                reason = "tool_calls";
+                            }
                             if let Some(t) = content {
                                 let v = c.run.chunk_json(json!({ "content": t }), &t, &[], None, include_usage);
                                 self.queue.push_back(sse::event(&v));

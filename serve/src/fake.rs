@@ -96,10 +96,16 @@ impl FakeBackend {
 
     /// What the fake answers for a prompt: the last user message of a chat prompt, else the
     /// prompt itself; `{}` under a JSON grammar; under a required tool call's grammar, a call in
-    /// the generic form of the first function the schema names, without arguments.
+    /// the generic form of the first function the schema names, without arguments; under an auto
+    /// choice's generic grammar (a call or a response), the echo as {"response": ...}.
     fn script_for(req: &GenRequest) -> Vec<u8> {
         if let Some(GrammarSpec::ToolCalls(schema)) = &req.params.grammar {
             let v: serde_json::Value = serde_json::from_str(schema).unwrap_or_default();
+            let auto = v["anyOf"].as_array().is_some_and(|a| a.iter().any(|x| x["properties"].get("response").is_some()));
+            if auto {
+                let echo = Self::echo(req);
+                return serde_json::json!({ "response": String::from_utf8_lossy(&echo) }).to_string().into_bytes();
+            }
             let first = |v: &serde_json::Value| -> String {
                 let text = v.to_string();
                 let at = text.find("{\"const\":\"").map_or(text.len(), |i| i + 10);
@@ -117,6 +123,11 @@ impl FakeBackend {
         if matches!(req.params.grammar, Some(GrammarSpec::JsonObject | GrammarSpec::JsonSchema(_))) {
             return b"{}".to_vec();
         }
+        Self::echo(req)
+    }
+
+    /// The last user message of a chat prompt, else the prompt itself.
+    fn echo(req: &GenRequest) -> Vec<u8> {
         let bytes: Vec<u8> = req.prompt.iter().map(|&t| t as u8).collect();
         match rfind(&bytes, USER_MARK) {
             Some(at) => {

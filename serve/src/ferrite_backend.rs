@@ -178,7 +178,11 @@ impl Backend for FerriteBackend {
 
     fn submit(&mut self, r: GenRequest) -> Result<u64, SubmitError> {
         let GenRequest { prompt, max_new_tokens, params: p } = r;
+        // a lazy grammar's triggers: the texts that are one token here
+        let triggers: Vec<i32> = p.grammar_triggers.iter().filter_map(|t| self.tok.token_to_id(t.as_bytes()).ok()).collect();
+        let lazy_without_trigger = !p.grammar_triggers.is_empty() && triggers.is_empty();
         let grammar = match &p.grammar {
+            Some(_) if lazy_without_trigger => None,
             Some(g) => {
                 let what = if matches!(g, GrammarSpec::ToolCalls(_)) { "tools (a function's parameters)" } else { "response_format" };
                 Some(self.compile(g).map_err(|m| SubmitError::Invalid(format!("{what}: {m}")))?)
@@ -190,6 +194,7 @@ impl Backend for FerriteBackend {
         req.flags = if p.logprobs { request_flag::LOGPROBS } else { 0 } | if p.ignore_eos { request_flag::IGNORE_EOS } else { 0 };
         req.top_logprobs = if p.logprobs { p.top_logprobs } else { 0 };
         req.stop_ids = p.stop_ids;
+        req.grammar_triggers = triggers;
         if let Some(&(bad, _)) = p.logit_bias.iter().find(|b| b.0 as u32 >= self.n_vocab) {
             return Err(SubmitError::Invalid(format!("logit_bias: token {bad} is not in the vocabulary (0..{})", self.n_vocab)));
         }

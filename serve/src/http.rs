@@ -204,12 +204,16 @@ async fn completion(
     // a required tool call: the syntax's opening marker after the prompt, the rest by grammar
     let tool_format = app.engine.tool_format;
     let mut tool_prefix = String::new();
-    if let Some((prefix, schema)) = parsed.tools.as_ref().and_then(|t| tools::constraint(t, tool_format)) {
+    if let Some(c) = parsed.tools.as_ref().and_then(|t| tools::constraint(t, tool_format)) {
         if let Prompt::Chat { suffix, .. } = &mut parsed.job.prompt {
-            suffix.push_str(&prefix);
+            suffix.push_str(&c.prefix);
         }
-        parsed.job.params.grammar = Some(GrammarSpec::ToolCalls(schema));
-        tool_prefix = prefix;
+        // an auto choice with a response_format: the response format wins (no tool grammar)
+        if parsed.job.params.grammar.is_none() {
+            parsed.job.params.grammar = Some(GrammarSpec::ToolCalls(c.schema));
+            parsed.job.params.grammar_triggers = c.triggers;
+        }
+        tool_prefix = c.prefix;
     }
     let tool_parse = parsed.tools.as_ref().map(|_| (tool_format, tool_prefix));
     let prompt_param = match endpoint {

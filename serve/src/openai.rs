@@ -377,6 +377,7 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
             }
             (g, _) => g,
         },
+        grammar_triggers: Vec::new(),
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
         presence_penalty,
         frequency_penalty,

@@ -8,7 +8,8 @@
 //! with the tools and these instructions put into the system message by the engine). `required`
 //! and a named function constrain the whole output with a JSON Schema grammar built from the tools'
 //! parameter schemas, after the syntax's opening marker is put at the end of the prompt; `auto`
-//! lets the model choose and parses what it wrote.
+//! lets the model choose, with a lazy grammar that holds from the syntax's marker on where the
+//! marker is a token (Hermes, Mistral), and parses what it wrote.
 
 use crate::error::ApiError;
 use ferrite::engine::tool_format;
@@ -118,12 +119,24 @@ fn function(t: &Value) -> (&str, Value) {
     (f["name"].as_str().unwrap_or(""), params)
 }
 
-/// What a required call adds to the request: text after the prompt (the syntax's opening marker)
-/// and the JSON Schema the rest of the output must follow. None for `auto`.
-pub fn constraint(r: &ToolRequest, format: u32) -> Option<(String, String)> {
-    if r.choice == Choice::Auto {
-        return None;
-    }
+/// What tools add to a request's generation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Constraint {
+    /// Text put after the prompt (a required call's opening marker), which belongs to the output.
+    pub prefix: String,
+    /// The JSON Schema the output (or, with triggers, the output after a trigger) must follow.
+    pub schema: String,
+    /// A lazy grammar's triggers: the syntax's opening marker (empty: the grammar holds from the
+    /// first token).
+    pub triggers: Vec<String>,
+}
+
+/// The constraint a request's tools put on the output, as llama.cpp's chat formats do it:
+/// `required` and a named function constrain the whole output after the syntax's opening marker;
+/// `auto` waits for the marker (a lazy grammar) in the Hermes and Mistral syntaxes, and in the
+/// generic one holds the whole output to a call or a {"response": ...} object. None for `auto` in
+/// the Llama 3.x syntax, whose call is a bare JSON object with no marker to wait for.
+pub fn constraint(r: &ToolRequest, format: u32) -> Option<Constraint> {
     let args_key = if format == tool_format::LLAMA3 { "parameters" } else { "arguments" };
     let calls: Vec<Value> = r
         .tools
@@ -137,7 +150,7 @@ pub fn constraint(r: &ToolRequest, format: u32) -> Option<(String, String)> {
             let mut props = Map::new();
             props.insert("name".into(), json!({ "const": name }));
             props.insert(args_key.into(), params);
-            json!({"type": "object", "properties": props, "required": ["name", args_key]})
+            json!({"type": "object", "properties": props, "required": ["name", args_key], "additionalProperties": false})
         })
         .collect();
     let one = if calls.len() == 1 { calls[0].clone() } else { json!({ "anyOf": calls }) };
@@ -148,14 +161,32 @@ pub fn constraint(r: &ToolRequest, format: u32) -> Option<(String, String)> {
         }
         a
     };
-    let (prefix, schema) = match format {
-        tool_format::HERMES => ("<tool_call>\n", one),
-        tool_format::LLAMA3 => ("", one),
-        tool_format::MISTRAL => ("[TOOL_CALLS]", list(one)),
-        _ if r.parallel => ("", json!({"type": "object", "properties": {"tool_calls": list(one)}, "required": ["tool_calls"]})),
-        _ => ("", json!({"type": "object", "properties": {"tool_call": one}, "required": ["tool_call"]})),
+    let generic_call = if r.parallel {
+        json!({"type": "object", "properties": {"tool_calls": list(one.clone())}, "required": ["tool_calls"], "additionalProperties": false})
+    } else {
+        json!({"type": "object", "properties": {"tool_call": one.clone()}, "required": ["tool_call"], "additionalProperties": false})
     };
-    Some((prefix.to_string(), schema.to_string()))
+    let made = |prefix: &str, schema: Value, trigger: Option<&str>| {
+        Some(Constraint { prefix: prefix.to_string(), schema: schema.to_string(), triggers: trigger.into_iter().map(String::from).collect() })
+    };
+    if r.choice == Choice::Auto {
+        return match format {
+            tool_format::HERMES => made("", one, Some("<tool_call>")),
+            tool_format::MISTRAL => made("", list(one), Some("[TOOL_CALLS]")),
+            tool_format::LLAMA3 => None,
+            _ => {
+                let response = json!({"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"],
+                                      "additionalProperties": false});
+                made("", json!({ "anyOf": [generic_call, response] }), None)
+            }
+        };
+    }
+    match format {
+        tool_format::HERMES => made("<tool_call>\n", one, None),
+        tool_format::LLAMA3 => made("", one, None),
+        tool_format::MISTRAL => made("[TOOL_CALLS]", list(one), None),
+        _ => made("", generic_call, None),
+    }
 }
 
 /// A call id as OpenAI's look: "call_" and 24 letters and digits.
@@ -252,8 +283,147 @@ pub fn extract(format: u32, text: &str) -> (Option<String>, Vec<ToolCall>) {
                     (_, false) => (None, calls),
                 }
             }
-            _ => (non_empty(text), calls),
+            // an answer cut short (max_tokens) inside its response string: what it said so far
+            _ => match generic_response(text) {
+                Some((r, false)) => (Some(r), calls),
+                _ => (non_empty(text), calls),
+            },
         },
+    }
+}
+
+/// The decoded characters of a JSON string's body (s starts just after its opening quote), as
+/// far as they are known: stops at the closing quote (true) or before an escape not yet whole.
+fn partial_json_string(s: &str) -> (String, bool) {
+    let mut out = String::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    let hex = |at: usize| -> Option<u32> { s.get(at..at + 4).and_then(|h| u32::from_str_radix(h, 16).ok()) };
+    while i < b.len() {
+        match b[i] {
+            b'"' => return (out, true),
+            b'\\' => {
+                let Some(&e) = b.get(i + 1) else { break };
+                let simple = match e {
+                    b'n' => Some('\n'),
+                    b't' => Some('\t'),
+                    b'r' => Some('\r'),
+                    b'b' => Some('\u{8}'),
+                    b'f' => Some('\u{c}'),
+                    b'/' => Some('/'),
+                    b'\\' => Some('\\'),
+                    b'"' => Some('"'),
+                    _ => None,
+                };
+                if let Some(c) = simple {
+                    out.push(c);
+                    i += 2;
+                    continue;
+                }
+                if e != b'u' {
+                    break; // not JSON: nothing more is known
+                }
+                let Some(u) = hex(i + 2) else { break };
+                if (0xD800..0xDC00).contains(&u) {
+                    // a high surrogate: its pair must be whole too
+                    if s.get(i + 6..i + 8) != Some("\\u") {
+                        if i + 8 > b.len() {
+                            break;
+                        }
+                        out.push('\u{fffd}');
+                        i += 6;
+                        continue;
+                    }
+                    let Some(lo) = hex(i + 8) else { break };
+                    let c = 0x10000 + ((u - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3ff);
+                    out.push(char::from_u32(c).unwrap_or('\u{fffd}'));
+                    i += 12;
+                } else {
+                    out.push(char::from_u32(u).unwrap_or('\u{fffd}'));
+                    i += 6;
+                }
+            }
+            _ => {
+                let c = s[i..].chars().next().expect("i is on a char boundary");
+                out.push(c);
+                i += c.len_utf8();
+            }
+        }
+    }
+    (out, false)
+}
+
+/// The generic syntax's answer as it streams: after `{"response": "` (JSON whitespace allowed),
+/// the string's characters so far and whether it closed. None while the text could still be that
+/// opening, or when it is something else (a call).
+fn generic_response(text: &str) -> Option<(String, bool)> {
+    let mut rest = text.trim_start_matches([' ', '\t', '\n', '\r']);
+    for part in ["{", "\"response\"", ":", "\""] {
+        rest = rest.strip_prefix(part)?;
+        rest = if part == "\"" { rest } else { rest.trim_start_matches([' ', '\t', '\n', '\r']) };
+    }
+    Some(partial_json_string(rest))
+}
+
+/// The content of an answer with tools as it streams: the text `extract` will call content, sent
+/// as soon as it can no longer turn out to be part of a call (text before a call's marker, the
+/// generic syntax's response string, and nothing in the Llama 3.x syntax once the answer starts
+/// as a JSON object). What is sent is always a prefix of `extract`'s content; `finish` gives the
+/// rest and the calls.
+#[derive(Debug)]
+pub struct ContentStream {
+    format: u32,
+    text: String,
+    sent: String,
+}
+
+impl ContentStream {
+    /// `prefix`: text the prompt already ends with that belongs to the answer.
+    pub fn new(format: u32, prefix: &str) -> ContentStream {
+        ContentStream { format, text: prefix.to_string(), sent: String::new() }
+    }
+
+    /// The content known now (whitespace at either end held back, as extract trims it).
+    fn ready(&self) -> String {
+        let t = self.text.as_str();
+        let before_marker = |marker: &str| -> String {
+            let end = match t.find(marker) {
+                Some(at) => at,
+                // hold back an end that may be the start of the marker
+                None => (1..marker.len().min(t.len() + 1)).rev().find(|&k| t.ends_with(&marker[..k])).map_or(t.len(), |k| t.len() - k),
+            };
+            t[..end].trim().to_string()
+        };
+        match self.format {
+            tool_format::HERMES => before_marker("<tool_call>"),
+            tool_format::MISTRAL => before_marker("[TOOL_CALLS]"),
+            tool_format::LLAMA3 => match t.trim_start().chars().next() {
+                None | Some('{') | Some('<') => String::new(),
+                Some(_) => t.trim().to_string(),
+            },
+            _ => generic_response(t).map_or_else(String::new, |(r, _)| r),
+        }
+    }
+
+    /// Appends generated text; returns the content to send now (possibly empty).
+    pub fn push(&mut self, piece: &str) -> String {
+        self.text.push_str(piece);
+        let ready = self.ready();
+        match ready.strip_prefix(self.sent.as_str()) {
+            Some(d) if !d.is_empty() => {
+                let d = d.to_string();
+                self.sent = ready;
+                d
+            }
+            _ => String::new(),
+        }
+    }
+
+    /// The rest of the content (None when nothing is left to send) and the calls.
+    pub fn finish(&self) -> (Option<String>, Vec<ToolCall>) {
+        let (content, calls) = extract(self.format, &self.text);
+        let rest = content.and_then(|c| c.strip_prefix(self.sent.as_str()).map(str::to_string)).filter(|r| !r.is_empty());
+        (rest, calls)
     }
 }
 
@@ -315,23 +485,98 @@ mod tests {
         let named = parse(Some(&t), Some(&json!({"type": "function", "function": {"name": "get_weather"}})), Some(&json!(false)))
             .unwrap()
             .unwrap();
-        let (p, s) = constraint(&named, tool_format::HERMES).unwrap();
-        assert_eq!(p, "<tool_call>\n");
-        let v: Value = serde_json::from_str(&s).unwrap();
+        let c = constraint(&named, tool_format::HERMES).unwrap();
+        assert_eq!((c.prefix.as_str(), c.triggers.len()), ("<tool_call>\n", 0));
+        let v: Value = serde_json::from_str(&c.schema).unwrap();
         assert_eq!(v["properties"]["name"], json!({"const": "get_weather"}));
         assert_eq!(v["required"], json!(["name", "arguments"]));
-        let (_, s) = constraint(&named, tool_format::LLAMA3).unwrap();
-        assert!(s.contains("\"parameters\":{\"type\":\"object\""), "{s}");
-        let (p, s) = constraint(&named, tool_format::MISTRAL).unwrap();
-        assert_eq!((p.as_str(), serde_json::from_str::<Value>(&s).unwrap()["maxItems"].clone()), ("[TOOL_CALLS]", json!(1)));
-        let (_, s) = constraint(&named, tool_format::GENERIC).unwrap();
-        assert_eq!(serde_json::from_str::<Value>(&s).unwrap()["required"], json!(["tool_call"]));
+        let c = constraint(&named, tool_format::LLAMA3).unwrap();
+        assert!(c.schema.contains("\"parameters\":{\"type\":\"object\""), "{}", c.schema);
+        let c = constraint(&named, tool_format::MISTRAL).unwrap();
+        assert_eq!((c.prefix.as_str(), serde_json::from_str::<Value>(&c.schema).unwrap()["maxItems"].clone()), ("[TOOL_CALLS]", json!(1)));
+        let c = constraint(&named, tool_format::GENERIC).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&c.schema).unwrap()["required"], json!(["tool_call"]));
         let req = parse(Some(&t), Some(&json!("required")), Some(&json!(true))).unwrap().unwrap();
-        let (_, s) = constraint(&req, tool_format::GENERIC).unwrap();
-        let v: Value = serde_json::from_str(&s).unwrap();
+        let c = constraint(&req, tool_format::GENERIC).unwrap();
+        let v: Value = serde_json::from_str(&c.schema).unwrap();
         assert_eq!(v["properties"]["tool_calls"]["items"]["anyOf"].as_array().unwrap().len(), 2);
+        // auto: a lazy grammar from the marker on (Hermes, Mistral), the whole output in the
+        // generic syntax (a call or a response), nothing for Llama 3.x's bare object
         let auto = parse(Some(&t), None, None).unwrap().unwrap();
-        assert_eq!(constraint(&auto, tool_format::HERMES), None);
+        let c = constraint(&auto, tool_format::HERMES).unwrap();
+        assert_eq!((c.prefix.as_str(), c.triggers.clone()), ("", vec!["<tool_call>".to_string()]));
+        assert_eq!(serde_json::from_str::<Value>(&c.schema).unwrap()["anyOf"].as_array().unwrap().len(), 2);
+        let c = constraint(&auto, tool_format::MISTRAL).unwrap();
+        assert_eq!((c.prefix.as_str(), c.triggers.clone()), ("", vec!["[TOOL_CALLS]".to_string()]));
+        assert_eq!(serde_json::from_str::<Value>(&c.schema).unwrap()["type"], json!("array"));
+        let c = constraint(&auto, tool_format::GENERIC).unwrap();
+        let v: Value = serde_json::from_str(&c.schema).unwrap();
+        assert!(c.triggers.is_empty() && c.prefix.is_empty());
+        assert_eq!(v["anyOf"][1]["required"], json!(["response"]));
+        assert_eq!(v["anyOf"][0]["required"], json!(["tool_call"]));
+        assert_eq!(constraint(&auto, tool_format::LLAMA3), None);
+    }
+
+    /// Streams `pieces`; returns what was sent while streaming, the rest at the end, the calls.
+    fn stream(format: u32, pieces: &[&str]) -> (Vec<String>, Option<String>, Vec<ToolCall>) {
+        let mut s = ContentStream::new(format, "");
+        let sent: Vec<String> = pieces.iter().map(|p| s.push(p)).filter(|d| !d.is_empty()).collect();
+        let (rest, calls) = s.finish();
+        (sent, rest, calls)
+    }
+
+    #[test]
+    fn content_streams_before_a_call_and_never_part_of_one() {
+        let (sent, rest, calls) = stream(
+            tool_format::HERMES,
+            &["Let me ", "check.", "\n<tool", "_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"],
+        );
+        assert_eq!((sent, rest, calls.len()), (vec!["Let me".to_string(), " check.".to_string()], None, 1));
+        let (sent, rest, calls) = stream(tool_format::GENERIC, &["{\"resp", "onse\": \"Hel", "lo \\u00e9", "\\n wor", "ld\"}"]);
+        assert_eq!((sent.concat(), rest, calls.len()), ("Hello é\n world".to_string(), None, 0));
+        assert_eq!(sent[0], "Hel", "streamed as it comes");
+        let (sent, rest, calls) = stream(tool_format::GENERIC, &["{\"tool_call\": {\"name\": \"add\",", " \"arguments\": {}}}"]);
+        assert_eq!((sent.len(), rest, calls[0].name.as_str()), (0, None, "add"));
+        let (sent, _, calls) = stream(tool_format::LLAMA3, &["{\"name\": \"add\", ", "\"parameters\": {\"a\": 1}}"]);
+        assert_eq!((sent.len(), calls.len()), (0, 1));
+        let (sent, rest, _) = stream(tool_format::LLAMA3, &["Sure, ", "2 plus 3 is 5."]);
+        assert_eq!((sent.concat(), rest), ("Sure, 2 plus 3 is 5.".to_string(), None));
+        let (sent, _, calls) = stream(tool_format::MISTRAL, &["[TOOL", "_CALLS][{\"name\": \"add\", \"arguments\": {}}]"]);
+        assert_eq!((sent.len(), calls.len()), (0, 1));
+        // an escape split across pieces waits until whole (a surrogate pair too)
+        let (sent, _, _) = stream(tool_format::GENERIC, &["{\"response\": \"a\\", "n\\ud83d", "\\ude00\"}"]);
+        assert_eq!(sent, vec!["a".to_string(), "\n".to_string(), "😀".to_string()]);
+        // a generic answer cut by max_tokens inside its string: what it said so far
+        assert_eq!(extract(tool_format::GENERIC, "{\"response\": \"Hi th").0.as_deref(), Some("Hi th"));
+        assert_eq!(partial_json_string("x\\u00"), ("x".to_string(), false));
+        assert_eq!(partial_json_string("\\ud800x\""), ("\u{fffd}x".to_string(), true), "a lone surrogate");
+    }
+
+    // EVIDENCE: C-SERVE-009
+    /// For every way of cutting each answer into three pieces, the streamed content plus the rest
+    /// at the end is exactly what the non-streaming response carries.
+    #[test]
+    fn streamed_content_is_the_response_content_at_every_cut() {
+        let answers: [(u32, &str); 7] = [
+            (tool_format::HERMES, "  Sure.  <tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call> Done. "),
+            (tool_format::HERMES, "No call here, just <tool text."),
+            (tool_format::HERMES, "<tool_call>{\"name\": \"a\""),
+            (tool_format::MISTRAL, "Hm [TOOL_CALLS] not json"),
+            (tool_format::LLAMA3, " Plain answer. "),
+            (tool_format::GENERIC, "{ \"response\" : \"q\\\"uo\\\\te\\t\\u00e9\\ud83d\\ude00\" }"),
+            (tool_format::GENERIC, "Not JSON at all"),
+        ];
+        for (format, text) in answers {
+            let want = extract(format, text).0;
+            let cuts: Vec<usize> = (0..=text.len()).filter(|&i| text.is_char_boundary(i)).collect();
+            for &a in &cuts {
+                for &b in cuts.iter().filter(|&&b| b >= a) {
+                    let (sent, rest, _) = stream(format, &[&text[..a], &text[a..b], &text[b..]]);
+                    let got = sent.concat() + rest.as_deref().unwrap_or("");
+                    assert_eq!(got, want.clone().unwrap_or_default(), "{text:?} cut at {a}, {b}");
+                }
+            }
+        }
     }
 
     #[test]

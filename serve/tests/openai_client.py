@@ -299,11 +299,35 @@ def main():
               and set(json.loads(nc[0].function.arguments)) == {"a", "b"}, str(nc))
         msgs2 = msgs + [c.message, {"role": "tool", "tool_call_id": calls[0].id,
                                     "content": json.dumps({"temperature_c": 18, "condition": "sunny"})}]
+        # the final answer: tool_choice none (SmolLM2-135M, offered the tool again, calls it again)
         final = client.chat.completions.create(model=model, messages=msgs2, tools=[weather], max_tokens=48,
-                                               temperature=0)
+                                               temperature=0, tool_choice="none")
         f = final.choices[0]
         check("tools: an answer after the tool's result", f.finish_reason in ("stop", "length")
               and isinstance(f.message.content, str) and f.message.content.strip() != "", repr(f.message))
+        # auto: a call or an answer, never the syntax's JSON or markers as content; streamed, the
+        # same content (sent as it becomes certain) and the same calls
+        kw2 = dict(model=model, messages=msgs, max_tokens=64, temperature=0, tools=[weather, add])
+        a = client.chat.completions.create(**kw2).choices[0]
+        check("tools auto: a call or a plain answer", bool(a.message.tool_calls) or (
+              isinstance(a.message.content, str) and not a.message.content.lstrip().startswith(("{", "<tool_call>"))),
+              repr(a.message))
+        pieces, acc, sreasons = [], {}, []
+        for ch in client.chat.completions.create(**kw2, stream=True):
+            for d in ch.choices:
+                if d.delta.content:
+                    pieces.append(d.delta.content)
+                for tc in d.delta.tool_calls or []:
+                    e = acc.setdefault(tc.index, {"name": "", "arguments": ""})
+                    e["name"] += (tc.function.name or "") if tc.function else ""
+                    e["arguments"] += (tc.function.arguments or "") if tc.function else ""
+                if d.finish_reason:
+                    sreasons.append(d.finish_reason)
+        want_calls = [{"name": c.function.name, "arguments": c.function.arguments} for c in a.message.tool_calls or []]
+        check("tools auto stream: the same content", "".join(pieces) == (a.message.content or ""),
+              f"{''.join(pieces)!r} vs {a.message.content!r}")
+        check("tools auto stream: the same calls", [acc[i] for i in sorted(acc)] == want_calls, f"{acc} vs {want_calls}")
+        check("tools auto stream: the same finish", sreasons == [a.finish_reason], str(sreasons))
 
     def choices():
         # n=3: three choices (indexes 0..2) from one prompt, seeds seed, seed+1, seed+2; the

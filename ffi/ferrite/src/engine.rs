@@ -551,6 +551,14 @@ impl<'e> EngineTokenizer<'e> {
         unsafe { crate::grammar::GrammarVocab::on(self.raw.as_ptr(), n_vocab, eos) }
     }
 
+    /// `fer_tokenizer_token_to_id`: the id of a token's exact text.
+    pub fn token_to_id(&self, text: &[u8]) -> Result<i32> {
+        let mut id = 0;
+        // SAFETY: the engine's tokenizer is live; text is valid for its length; id a valid out-pointer.
+        check(unsafe { sys::fer_tokenizer_token_to_id(self.raw.as_ptr(), text.as_ptr().cast(), text.len(), &mut id) })?;
+        Ok(id)
+    }
+
     /// DRY's sequence breakers for these strings (`fer_tokenizer_dry_breakers`).
     pub fn dry_breakers(&self, strings: &[&str]) -> Result<crate::sampling::DryBreakers> {
         // SAFETY: the engine's tokenizer lives as long as the engine.

@@ -85,6 +85,9 @@ pub struct Request {
     /// (token, bias) pairs added to the logits before sampling (-inf bans the token); they fill
     /// the sampling params' logit_bias arrays at submit (the sampler copies them).
     pub logit_bias: Vec<(i32, f32)>,
+    /// A lazy grammar's triggers (empty: the grammar holds from the first token): the output is
+    /// free until one of these tokens is generated, constrained after it.
+    pub grammar_triggers: Vec<i32>,
     /// DRY's sequence breakers; they fill the sampling params' breaker arrays at submit.
     pub dry_breakers: std::sync::Arc<sampling::DryBreakers>,
     pub user_data: u64,
@@ -102,6 +105,7 @@ impl Request {
             stop_ids: Vec::new(),
             logit_bias: Vec::new(),
             dry_breakers: Default::default(),
+            grammar_triggers: Vec::new(),
             user_data: 0,
         }
     }
@@ -197,6 +201,8 @@ impl<'e> Scheduler<'e> {
             p.sampling.logit_bias_values = bias_values.as_ptr();
         }
         r.dry_breakers.fill(&mut p.sampling);
+        p.grammar_triggers = if r.grammar_triggers.is_empty() { ptr::null() } else { r.grammar_triggers.as_ptr() };
+        p.n_grammar_triggers = r.grammar_triggers.len();
         p.grammar = grammar.as_ref().map_or(ptr::null(), |g| g.as_ptr());
         p.stop_ids = if r.stop_ids.is_empty() { ptr::null() } else { r.stop_ids.as_ptr() };
         p.n_stop_ids = r.stop_ids.len();
