@@ -6,7 +6,10 @@
 # ${FERRITE_PEERS_DIR:-~/.cache/ferrite-peers}/dl/ and downloaded the same way when absent), into
 #   ${FERRITE_DATA_DIR:-~/.cache/ferrite}/templates/
 # Each file must match its sha256 in testdata/template/templates.sha256, the list the committed
-# goldens (testdata/template/goldens.jsonl) were made from. Prints that directory on stdout (the
+# goldens (testdata/template/goldens.jsonl) were made from. Beside them it writes
+# llamacpp-chat-template-cases.json: llama.cpp's own chat-template test cases
+# (tests/test-chat-template.cpp of the same sdist, through extract_llamacpp_cases.py), checked
+# against its sha256 in testdata/template/llamacpp-cases.sha256. Prints that directory on stdout (the
 # only thing it prints there; progress goes to stderr). Idempotent: when the files are there and
 # match, it returns at once (the 70 files' sha256 are checked, a few milliseconds).
 set -euo pipefail
@@ -17,7 +20,11 @@ SDIST_FILE="llama_cpp_python-0.3.36.tar.gz"
 SDIST_SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 PREFIX="llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates"
 
-manifest="$(cd "$(dirname "$0")/../.." && pwd)/testdata/template/templates.sha256"
+here="$(cd "$(dirname "$0")" && pwd)"
+manifest="$here/../../testdata/template/templates.sha256"
+cases_manifest="$here/../../testdata/template/llamacpp-cases.sha256"
+CASES_FILE="llamacpp-chat-template-cases.json"
+CASES_SRC="llama_cpp_python-0.3.36/vendor/llama.cpp/tests/test-chat-template.cpp"
 data="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}"
 out="$data/templates"
 peers="${FERRITE_PEERS_DIR:-$HOME/.cache/ferrite-peers}"
@@ -26,9 +33,11 @@ log() { echo "fetch-templates: $*" >&2; }
 
 [ -f "$manifest" ] || die "no $manifest"
 want=$(wc -l < "$manifest")
-# already there: every listed file present with its sha256, and no other .jinja beside them
+[ -f "$cases_manifest" ] || die "no $cases_manifest"
+cases_ok() { [ -f "$out/$CASES_FILE" ] && (cd "$out" && sha256sum --check --quiet --strict "$cases_manifest" >/dev/null 2>&1); }
+# already there: every listed file present with its sha256, no other .jinja beside them, the cases
 if [ -d "$out" ] && [ "$(find "$out" -maxdepth 1 -name '*.jinja' | wc -l)" -eq "$want" ] \
-  && (cd "$out" && sha256sum --check --quiet --strict "$manifest" >/dev/null 2>&1); then
+  && (cd "$out" && sha256sum --check --quiet --strict "$manifest" >/dev/null 2>&1) && cases_ok; then
   echo "$out"
   exit 0
 fi
@@ -48,6 +57,21 @@ if [ ! -f "$sdist" ] || [ "$(sha256sum "$sdist" | cut -d' ' -f1)" != "$SDIST_SHA
   mv -f "$tmp/$SDIST_FILE" "$sdist"
 fi
 
+# --- llama.cpp's chat-template test cases, extracted from its test source ---
+make_cases() { # into directory $1
+  tar -xzOf "$sdist" "$CASES_SRC" > "$tmp/test-chat-template.cpp" || die "no $CASES_SRC in the sdist"
+  python3 "$here/extract_llamacpp_cases.py" "$tmp/test-chat-template.cpp" "$1/$CASES_FILE" >&2
+  (cd "$1" && sha256sum --check --quiet --strict "$cases_manifest" >&2) \
+    || die "the extracted cases do not match $cases_manifest"
+}
+# the templates are fine and only the cases are missing: make them in place
+if [ -d "$out" ] && [ "$(find "$out" -maxdepth 1 -name '*.jinja' | wc -l)" -eq "$want" ] \
+  && (cd "$out" && sha256sum --check --quiet --strict "$manifest" >/dev/null 2>&1); then
+  make_cases "$out"
+  echo "$out"
+  exit 0
+fi
+
 # --- extract the .jinja files, check them against the manifest, then put them in place ---
 log "extracting $PREFIX/*.jinja into $out"
 mkdir -p "$tmp/x"
@@ -56,6 +80,7 @@ got=$(find "$tmp/x" -maxdepth 1 -name '*.jinja' | wc -l)
 [ "$got" -eq "$want" ] || die "the sdist has $got templates, $manifest lists $want"
 (cd "$tmp/x" && sha256sum --check --quiet --strict "$manifest" >&2) \
   || die "the extracted templates do not match $manifest"
+make_cases "$tmp/x"
 rm -rf "$out.new"
 mv "$tmp/x" "$out.new"
 rm -rf "$out"
