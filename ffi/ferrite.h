@@ -1954,6 +1954,20 @@ enum fer_chat_flag {
   FER_CHAT_VERBATIM = 2,
 };
 
+/**
+ * How likely the model finds each token of ids[0..n) after the ones before it (a prompt's
+ * logprobs, what OpenAI's completions give with echo and logprobs, and what evaluation harnesses
+ * score with): out_logprobs[i] = ln p(ids[i] | ids[0..i)) under softmax of the model's logits (in
+ * double), for i >= 1; out_logprobs[0] is NaN (nothing precedes it). With top_n > 0 (at most
+ * FER_MAX_TOP_LOGPROBS), the top_n most likely tokens at each position i >= 1, descending with ties
+ * by id, into out_top_tokens[i * top_n ..] and out_top_logprobs[i * top_n ..] (row 0: -1 and NaN);
+ * both may be NULL when top_n is 0. The rows are what one-token steps give, bit for bit. The ids
+ * run on a sequence of their own, admitted and freed within the call. INVALID_ARG for no ids, an id
+ * outside the vocabulary or top_n too large; on failure the outputs are left as they were.
+ */
+fer_status fer_engine_prompt_logprobs(fer_engine *engine, const int32_t *ids, size_t n, uint32_t top_n,
+                                      float *out_logprobs, int32_t *out_top_tokens, float *out_top_logprobs);
+
 /** Flags of fer_engine_embed. */
 enum fer_embed_flag {
   /** Scale the embedding to unit L2 norm. */

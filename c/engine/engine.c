@@ -446,6 +446,65 @@ fer_status fer_engine_embed(fer_engine *e, const int32_t *ids, size_t n, uint32_
   return st == FER_STATUS_OK ? st : feri_error_restore(&keep, st);
 }
 
+fer_status fer_engine_prompt_logprobs(fer_engine *e, const int32_t *ids, size_t n, uint32_t top_n, float *out_logprobs,
+                                      int32_t *out_top_tokens, float *out_top_logprobs) {
+  static const char *const fn = "fer_engine_prompt_logprobs";
+  feri_error_clear();
+  if (e == NULL || (n > 0 && ids == NULL) || out_logprobs == NULL ||
+      (top_n > 0 && (out_top_tokens == NULL || out_top_logprobs == NULL)))
+    return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
+  if (n == 0 || n > UINT32_MAX) return feri_fail(FER_STATUS_INVALID_ARG, "%s: %zu ids (at least one)", fn, n);
+  if (top_n > FER_MAX_TOP_LOGPROBS)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: top_n %u (at most %d)", fn, top_n, FER_MAX_TOP_LOGPROBS);
+  const uint32_t V = e->info.n_vocab;
+  for (size_t i = 0; i < n; i++)
+    if (ids[i] < 0 || (uint32_t)ids[i] >= V)
+      return feri_fail(FER_STATUS_INVALID_ARG, "%s: ids[%zu] = %d is outside the vocabulary of %u", fn, i, ids[i], V);
+  /* rows of logits in chunks of about 16M floats: a long prompt never holds n x vocab at once */
+  const size_t chunk = (size_t)(16u << 20) / V > 0 ? (size_t)(16u << 20) / V : 1;
+  float *rows = malloc((chunk < n ? chunk : n) * (size_t)V * sizeof(float));
+  float *lp = malloc(n * sizeof(float));
+  int32_t *tt = top_n ? malloc(n * top_n * sizeof(int32_t)) : NULL;
+  float *tl = top_n ? malloc(n * top_n * sizeof(float)) : NULL;
+  fer_engine_seq *q = NULL;
+  fer_status st = FER_STATUS_OK;
+  if (!rows || !lp || (top_n && (!tt || !tl)))
+    st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: rows of %u logits for %zu ids", fn, V, n);
+  if (st == FER_STATUS_OK) st = fer_engine_seq_create(e, (uint32_t)n, &q);
+  if (st == FER_STATUS_OK) lp[0] = NAN;
+  for (uint32_t k = 0; st == FER_STATUS_OK && k < top_n; k++) tt[k] = -1, tl[k] = NAN;
+  /* row r of a chunk starting at `at` predicts ids[at + r + 1]; the last id predicts nothing */
+  for (size_t at = 0; st == FER_STATUS_OK && at + 1 < n; at += chunk) {
+    const size_t m = at + chunk < n - 1 ? chunk : n - 1 - at;
+    if ((st = feri_engine_enter(e, fn)) == FER_STATUS_OK)
+      st = feri_engine_leave(e, feri_llama_forward_all(q->s, e->pool, ids + at, (uint32_t)m, rows));
+    for (size_t r = 0; st == FER_STATUS_OK && r < m; r++) {
+      const float *row = rows + r * V;
+      float mx = -INFINITY;
+      for (uint32_t t = 0; t < V; t++) mx = row[t] > mx ? row[t] : mx;
+      double sum = 0.0;
+      for (uint32_t t = 0; t < V; t++) sum += exp((double)row[t] - (double)mx);
+      const size_t i = at + r + 1;
+      lp[i] = (float)((double)row[ids[i]] - (double)mx - log(sum));
+      size_t got = 0;
+      if (top_n > 0) st = fer_logits_top_logprobs(row, V, top_n, tt + i * top_n, tl + i * top_n, &got);
+      for (size_t k = got; st == FER_STATUS_OK && k < top_n; k++) tt[i * top_n + k] = -1, tl[i * top_n + k] = NAN;
+    }
+  }
+  if (st == FER_STATUS_OK) {
+    memcpy(out_logprobs, lp, n * sizeof(float));
+    if (top_n) {
+      memcpy(out_top_tokens, tt, n * top_n * sizeof(int32_t));
+      memcpy(out_top_logprobs, tl, n * top_n * sizeof(float));
+    }
+  }
+  free(rows), free(lp), free(tt), free(tl);
+  feri_error_stash keep; /* freeing the sequence clears the message of a failure */
+  feri_error_save(&keep);
+  fer_engine_seq_free(q);
+  return st == FER_STATUS_OK ? st : feri_error_restore(&keep, st);
+}
+
 fer_status fer_engine_decode(fer_engine *e, fer_engine_seq *const *seqs, const int32_t *ids, size_t n, float *logits,
                              size_t cap) {
   static const char *const fn = "fer_engine_decode";

@@ -1343,6 +1343,25 @@ fn rows(c: &mut Ctx) {
             (st, vec![("out_n", n[3] || on == 0)])
         });
     }
+    if c.row("fer_engine_prompt_logprobs") {
+        c.each(
+            "fer_engine_prompt_logprobs",
+            &[("engine", N), ("ids", N), ("out_logprobs", N), ("out_top_tokens", N), ("out_top_logprobs", N)],
+            true,
+            |h, n| {
+                let mut lp = [7f32; 3];
+                let mut tt = [7i32; 6];
+                let mut tl = [7f32; 6];
+                let st = unsafe {
+                    fer_engine_prompt_logprobs(nzm(n, 0, h.engine), nz(n, 1, [1i32, 2, 3].as_ptr()), 3, 2, nzm(n, 2, lp.as_mut_ptr()),
+                                               nzm(n, 3, tt.as_mut_ptr()), nzm(n, 4, tl.as_mut_ptr()))
+                };
+                // a refused call leaves the outputs as they were
+                let untouched = lp.iter().all(|&v| v == 7.0) && tt.iter().all(|&v| v == 7);
+                (st, vec![("outputs (untouched)", st == OK || untouched)])
+            },
+        );
+    }
     if c.row("fer_engine_chat_template") {
         // the tiny model has no chat template: the all-valid call is UNSUPPORTED, not run here
         c.each("fer_engine_chat_template", &[("engine", N), ("out_template", N)], false, |h, n| {

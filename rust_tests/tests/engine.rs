@@ -477,3 +477,59 @@ fn embeddings_match_the_f64_oracle() {
         assert_eq!(engine.embed(&TINY_IDS, 4).unwrap_err().code, status::INVALID_ARG);
     }
 }
+
+/// ln softmax(row)[t] as fer_engine_prompt_logprobs computes it (double, in vocabulary order).
+fn log_softmax_at(row: &[f32], t: usize) -> f32 {
+    let mx = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = row.iter().map(|&v| (v as f64 - mx as f64).exp()).sum();
+    (row[t] as f64 - mx as f64 - sum.ln()) as f32
+}
+
+// EVIDENCE: C-ENG-022
+/// Prompt logprobs: position i's log-probability and top alternatives are those of the logits a
+/// one-token step gives after ids[0..i), bit for bit; position 0 has none; bad input is refused.
+#[test]
+fn prompt_logprobs_equal_one_token_steps() {
+    let cfg = EngineConfig::default().threads(2);
+    for arch in ARCHS {
+        let image = tiny_model_image(arch, 1).unwrap();
+        let engine = Engine::from_image(&image, &cfg).unwrap();
+        let got = engine.prompt_logprobs(&TINY_IDS, 3).unwrap();
+        assert_eq!(got.len(), TINY_IDS.len());
+        assert!(got[0].0.is_nan() && got[0].1.is_empty(), "{arch}: position 0 has nothing before it");
+        let seq = engine.seq(32).unwrap();
+        for i in 1..TINY_IDS.len() {
+            let row = seq.decode(TINY_IDS[i - 1]).unwrap();
+            let want = log_softmax_at(&row, TINY_IDS[i] as usize);
+            assert_eq!(got[i].0.to_bits(), want.to_bits(), "{arch}: position {i}: {} vs {want}", got[i].0);
+            assert_eq!(got[i].1, ferrite::sampling::top_logprobs(&row, 3).unwrap(), "{arch}: top at {i}");
+        }
+        let no_top = engine.prompt_logprobs(&TINY_IDS, 0).unwrap();
+        assert!(no_top.iter().zip(&got).all(|(a, b)| a.0.to_bits() == b.0.to_bits() && a.1.is_empty()));
+        assert_eq!(engine.prompt_logprobs(&[], 0).unwrap_err().code, status::INVALID_ARG);
+        assert_eq!(engine.prompt_logprobs(&[1, 100_000], 0).unwrap_err().code, status::INVALID_ARG);
+        assert_eq!(engine.prompt_logprobs(&TINY_IDS, 21).unwrap_err().code, status::INVALID_ARG);
+        let one = engine.prompt_logprobs(&TINY_IDS[..1], 2).unwrap();
+        assert!(one.len() == 1 && one[0].0.is_nan());
+    }
+}
+
+// EVIDENCE: C-ENG-022
+/// On SmolLM2 (49,152 tokens: rows in chunks of 341), across the first chunk boundary the
+/// logprobs are those of a prefill and one-token steps.
+#[test]
+fn prompt_logprobs_cross_chunks_on_the_real_model() {
+    let Some(path) = real_model() else { return };
+    let engine = Engine::from_path(&path, &EngineConfig::default().threads(2)).unwrap();
+    let ids: Vec<i32> = (0..360).map(|i| ((i * 7919 + 13) % 49152) as i32).collect();
+    let got = engine.prompt_logprobs(&ids, 2).unwrap();
+    let seq = engine.seq(400).unwrap();
+    let mut row = seq.prefill(&ids[..338]).unwrap();
+    for i in 338..346 {
+        let want = log_softmax_at(&row, ids[i] as usize);
+        assert_eq!(got[i].0.to_bits(), want.to_bits(), "position {i}: {} vs {want}", got[i].0);
+        assert_eq!(got[i].1, ferrite::sampling::top_logprobs(&row, 2).unwrap(), "top at {i}");
+        row = seq.decode(ids[i]).unwrap();
+    }
+    assert!(got.iter().skip(1).all(|t| t.0 <= 0.0 && t.0.is_finite()));
+}

@@ -150,6 +150,19 @@ pub struct TokenOut {
     pub top: Vec<(i32, Vec<u8>, f32)>,
 }
 
+/// One prompt token's logprobs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromptToken {
+    /// The token's own bytes.
+    pub bytes: Vec<u8>,
+    /// Characters of the prompt's text before this token.
+    pub text_offset: usize,
+    /// None for the first token (nothing precedes it).
+    pub logprob: Option<f32>,
+    /// The most likely tokens at this position: (bytes, logprob).
+    pub top: Vec<(Vec<u8>, f32)>,
+}
+
 /// Why a sequence ended.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Finish {
@@ -235,6 +248,9 @@ pub trait Backend {
     fn detokenize(&mut self, ids: &[i32]) -> Result<Vec<u8>, String>;
     /// The model's embedding of ids: the mean of its final states, unit length.
     fn embed(&mut self, ids: &[i32]) -> Result<Vec<f32>, String>;
+    /// Each prompt token's log-probability after the ones before it, with the `top_n` most likely
+    /// tokens there (completions' echo with logprobs).
+    fn prompt_logprobs(&mut self, ids: &[i32], top_n: u32) -> Result<Vec<PromptToken>, String>;
     /// The length of an embedding (the model's n_embd).
     fn n_embd(&self) -> u32;
     /// Renders a chat request (`{"messages": [...], "chat_template_kwargs": {...}}`, the

@@ -93,6 +93,8 @@ pub struct Run {
     pub index: usize,
     /// Completions' echo: the prompt's text, put before the generated text.
     pub echo: Option<String>,
+    /// With echo and logprobs: the prompt tokens' logprobs, before the generated tokens'.
+    pub prompt_logprobs: Vec<TokenLogprob>,
 }
 
 impl Run {
@@ -119,7 +121,18 @@ impl Run {
             tools: None,
             index: 0,
             echo: None,
+            prompt_logprobs: Vec::new(),
         }
+    }
+
+    /// Completions' echo: the prompt's text first, and with logprobs the prompt tokens' (the
+    /// generated tokens' text offsets then count from the start of the prompt's text).
+    pub fn set_echo(&mut self, text: String, prompt_logprobs: Vec<TokenLogprob>) {
+        if self.logprobs != Logprobs::None {
+            self.text_chars = text.chars().count();
+            self.prompt_logprobs = prompt_logprobs;
+        }
+        self.echo = Some(text);
     }
 
     fn token(&mut self, tok: TokenOut) -> Option<Step> {
@@ -190,30 +203,7 @@ impl Run {
     }
 
     fn logprobs_json(&self, lps: &[TokenLogprob]) -> Value {
-        let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        match self.logprobs {
-            Logprobs::None => Value::Null,
-            Logprobs::Chat(_) => {
-                let item = |b: &[u8], lp: f32| json!({"token": s(b), "logprob": lp, "bytes": b});
-                let content: Vec<Value> = lps
-                    .iter()
-                    .map(|t| {
-                        let mut v = item(&t.bytes, t.logprob);
-                        v["top_logprobs"] = t.top.iter().map(|(b, lp)| item(b, *lp)).collect();
-                        v
-                    })
-                    .collect();
-                json!({ "content": content })
-            }
-            Logprobs::Completions(_) => json!({
-                "tokens": lps.iter().map(|t| s(&t.bytes)).collect::<Vec<_>>(),
-                "token_logprobs": lps.iter().map(|t| t.logprob).collect::<Vec<_>>(),
-                "top_logprobs": lps.iter().map(|t| {
-                    t.top.iter().map(|(b, lp)| (s(b), json!(lp))).collect::<serde_json::Map<_, _>>()
-                }).collect::<Vec<_>>(),
-                "text_offset": lps.iter().map(|t| t.text_offset).collect::<Vec<_>>(),
-            }),
-        }
+        logprobs_json(self.logprobs, lps)
     }
 
     fn usage_json(u: &Usage) -> Value {
@@ -285,6 +275,53 @@ impl Run {
     }
 }
 
+/// OpenAI's logprobs object of the tokens, in the endpoint's shape.
+fn logprobs_json(kind: Logprobs, lps: &[TokenLogprob]) -> Value {
+    let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match kind {
+        Logprobs::None => Value::Null,
+        Logprobs::Chat(_) => {
+            let item = |b: &[u8], lp: f32| json!({"token": s(b), "logprob": lp, "bytes": b});
+            let content: Vec<Value> = lps
+                .iter()
+                .map(|t| {
+                    let mut v = item(&t.bytes, t.logprob);
+                    v["top_logprobs"] = t.top.iter().map(|(b, lp)| item(b, *lp)).collect();
+                    v
+                })
+                .collect();
+            json!({ "content": content })
+        }
+        // a prompt's first token has no logprob (NaN here): null, as OpenAI gives it
+        Logprobs::Completions(_) => json!({
+            "tokens": lps.iter().map(|t| s(&t.bytes)).collect::<Vec<_>>(),
+            "token_logprobs": lps.iter().map(|t| if t.logprob.is_nan() { Value::Null } else { json!(t.logprob) }).collect::<Vec<_>>(),
+            "top_logprobs": lps.iter().map(|t| {
+                if t.logprob.is_nan() {
+                    return Value::Null;
+                }
+                Value::Object(t.top.iter().map(|(b, lp)| (s(b), json!(lp))).collect::<serde_json::Map<_, _>>())
+            }).collect::<Vec<_>>(),
+            "text_offset": lps.iter().map(|t| t.text_offset).collect::<Vec<_>>(),
+        }),
+    }
+}
+
+/// A completions request that scores its prompt without generating (echo, max_tokens 0): n
+/// choices of the prompt's text with its tokens' logprobs, finish_reason length, no completion
+/// tokens.
+pub fn scoring_response(meta: &Meta, n: u32, kind: Logprobs, text: &str, lps: &[TokenLogprob], n_prompt: u32) -> Value {
+    let choices: Vec<Value> = (0..n)
+        .map(|i| {
+            let lp = if kind == Logprobs::None { Value::Null } else { logprobs_json(kind, lps) };
+            json!({"index": i, "text": text, "logprobs": lp, "finish_reason": "length"})
+        })
+        .collect();
+    json!({"id": meta.id, "object": "text_completion", "created": meta.created, "model": meta.model, "choices": choices,
+           "usage": {"prompt_tokens": n_prompt, "completion_tokens": 0, "total_tokens": n_prompt,
+                     "prompt_tokens_details": {"cached_tokens": 0}}})
+}
+
 impl Drop for Run {
     fn drop(&mut self) {
         if !self.done {
@@ -321,7 +358,7 @@ pub async fn collect_all(runs: Vec<Run>) -> Result<Value, ApiError> {
 /// Waits for the whole generation: the non-streaming response.
 pub async fn collect(mut run: Run) -> Result<Value, ApiError> {
     let mut text = run.echo.clone().unwrap_or_default();
-    let mut lps = Vec::new();
+    let mut lps = std::mem::take(&mut run.prompt_logprobs);
     loop {
         let Some(ev) = run.gen.next_event().await else {
             run.end();
@@ -374,7 +411,7 @@ impl SseBody {
                 s.queue.push_back(sse::event(&first));
             }
             if let Some(e) = run.echo.as_deref().filter(|e| !e.is_empty()) {
-                let first = run.chunk_json(json!({}), e, &[], None, include_usage);
+                let first = run.chunk_json(json!({}), e, &run.prompt_logprobs, None, include_usage);
                 s.queue.push_back(sse::event(&first));
             }
             let content = run.tools.as_ref().map(|(format, prefix)| tools::ContentStream::new(*format, prefix));

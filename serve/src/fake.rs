@@ -247,6 +247,22 @@ impl Backend for FakeBackend {
         8
     }
 
+    /// Byte tokens: every token after the first at ln(1/2), its top alternatives itself and the
+    /// next byte value at ln(1/4).
+    fn prompt_logprobs(&mut self, ids: &[i32], top_n: u32) -> Result<Vec<crate::backend::PromptToken>, String> {
+        let bytes = self.detokenize(ids)?;
+        Ok(bytes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| crate::backend::PromptToken {
+                bytes: vec![b],
+                text_offset: i,
+                logprob: (i > 0).then_some(0.5f32.ln()),
+                top: if i == 0 { vec![] } else { [(vec![b], 0.5f32.ln()), (vec![b.wrapping_add(1)], 0.25f32.ln())].into_iter().take(top_n as usize).collect() },
+            })
+            .collect())
+    }
+
     fn detokenize(&mut self, ids: &[i32]) -> Result<Vec<u8>, String> {
         ids.iter()
             .map(|&t| u8::try_from(t).map_err(|_| format!("token {t} is not in the vocabulary (0..256)")))

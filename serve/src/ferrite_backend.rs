@@ -8,7 +8,7 @@
 //! order, so they are gone before it), and nothing takes `&mut` of the engine.
 
 use crate::args::Options;
-use crate::backend::{Backend, BackendMetrics, Event, Finish, GenRequest, GrammarSpec, SubmitError, TokenOut};
+use crate::backend::{Backend, BackendMetrics, Event, Finish, GenRequest, GrammarSpec, PromptToken, SubmitError, TokenOut};
 use ferrite::engine::{chat_flag, EngineTokenizer};
 use ferrite::scheduler::{finish, request_flag, Event as SchedEvent, Request, Scheduler, SchedulerOptions};
 use ferrite::sampling::DryBreakers;
@@ -162,6 +162,25 @@ impl Backend for FerriteBackend {
 
     fn embed(&mut self, ids: &[i32]) -> Result<Vec<f32>, String> {
         self.engine.embed(ids, ferrite::engine::embed_flag::NORMALIZE).map_err(|e| e.message)
+    }
+
+    fn prompt_logprobs(&mut self, ids: &[i32], top_n: u32) -> Result<Vec<PromptToken>, String> {
+        let rows = self.engine.prompt_logprobs(ids, top_n).map_err(|e| e.message)?;
+        let mut detok = self.tok.detokenizer(0).map_err(|e| e.message)?;
+        let (mut chars, mut piece) = (0usize, Vec::new());
+        let mut out = Vec::with_capacity(ids.len());
+        for (&id, (lp, top)) in ids.iter().zip(rows) {
+            out.push(PromptToken {
+                bytes: self.token_bytes(id),
+                text_offset: chars,
+                logprob: (!lp.is_nan()).then_some(lp),
+                top: top.into_iter().map(|(t, l)| (self.token_bytes(t), l)).collect(),
+            });
+            piece.clear();
+            detok.push(id, &mut piece).map_err(|e| e.message)?;
+            chars += String::from_utf8_lossy(&piece).chars().count();
+        }
+        Ok(out)
     }
 
     fn n_embd(&self) -> u32 {

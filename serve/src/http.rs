@@ -2,12 +2,12 @@
 //! with their headers, and event streams.
 
 use crate::backend::{GrammarSpec, SubmitError};
-use crate::completion::{self, Meta, RespBody, Run, SseBody};
+use crate::completion::{self, Meta, RespBody, Run, SseBody, TokenLogprob};
 use crate::conn::ConnShared;
 use crate::engine_thread::{Engine, EngineError, Prompt};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::openai::{self, Endpoint};
+use crate::openai::{self, Endpoint, Logprobs};
 use crate::embeddings;
 use crate::tools;
 use hyper::body::HttpBody;
@@ -233,6 +233,35 @@ async fn completion(
         (Prompt::Chat { .. }, true) => None,
     };
     let meta = Meta::new(endpoint, app.engine.model_id.clone());
+    // echo with logprobs: the prompt tokens' logprobs; echo with max_tokens 0: scoring only
+    let scoring = echo.is_some() && parsed.job.max_tokens == Some(0);
+    let prompt_logprobs: Vec<TokenLogprob> = match (&echo, parsed.logprobs) {
+        (Some(_), Logprobs::Completions(k)) => prompt_logprobs(app, &parsed.job.prompt, k).await?,
+        (Some(_), _) if scoring => prompt_logprobs(app, &parsed.job.prompt, 0).await?,
+        _ => Vec::new(),
+    };
+    if scoring {
+        let text = echo.unwrap_or_default();
+        let kind = parsed.logprobs;
+        let v = completion::scoring_response(&meta, parsed.n, kind, &text, &prompt_logprobs, prompt_logprobs.len() as u32);
+        Metrics::add(&app.metrics.prompt_tokens, prompt_logprobs.len() as u64);
+        if !parsed.stream {
+            return Ok(json_response(200, &v));
+        }
+        // streamed: the same choices as one chunk, the usage when asked, [DONE]
+        let mut chunk = v.clone();
+        chunk.as_object_mut().expect("an object").remove("usage");
+        let mut body = crate::sse::event(&chunk).to_vec();
+        if parsed.include_usage {
+            let u = json!({"id": v["id"], "object": "text_completion", "created": v["created"], "model": v["model"],
+                           "choices": [], "usage": v["usage"]});
+            body.extend_from_slice(&crate::sse::event(&u));
+        }
+        body.extend_from_slice(crate::sse::DONE);
+        let mut r = Response::new(RespBody::full(body));
+        r.headers_mut().insert("content-type", HeaderValue::from_static("text/event-stream"));
+        return Ok(r);
+    }
     let mut runs = Vec::with_capacity(parsed.n as usize);
     for i in 0..parsed.n {
         let mut job = parsed.job.clone();
@@ -244,7 +273,9 @@ async fn completion(
         let mut run = Run::new(meta.clone(), gen, &parsed.stop, parsed.logprobs, app.metrics.clone(), started);
         run.tools = tool_parse.clone();
         run.index = i as usize;
-        run.echo = echo.clone();
+        if let Some(e) = &echo {
+            run.set_echo(e.clone(), prompt_logprobs.clone());
+        }
         runs.push(run);
     }
     if parsed.stream {
@@ -257,6 +288,28 @@ async fn completion(
     }
     let v = completion::collect_all(runs).await?;
     Ok(json_response(200, &v))
+}
+
+/// The prompt tokens' logprobs (top k alternatives each), on the engine thread with its tokenizer.
+async fn prompt_logprobs(app: &App, prompt: &Prompt, k: u32) -> Result<Vec<TokenLogprob>, ApiError> {
+    let prompt = prompt.clone();
+    let rows = app
+        .engine
+        .with(move |b| {
+            let ids = match prompt {
+                Prompt::Text(t) => b.tokenize(&t, true)?,
+                Prompt::Tokens(ids) => ids,
+                Prompt::Chat { .. } => return Err("echo is the completions endpoint's".to_string()),
+            };
+            b.prompt_logprobs(&ids, k)
+        })
+        .await
+        .map_err(|e| engine_error(e, "prompt"))?
+        .map_err(|m| ApiError::param("prompt", "invalid_value", m))?;
+    Ok(rows
+        .into_iter()
+        .map(|p| TokenLogprob { bytes: p.bytes, logprob: p.logprob.unwrap_or(f32::NAN), top: p.top, text_offset: p.text_offset })
+        .collect())
 }
 
 fn engine_error(e: EngineError, prompt_param: &str) -> ApiError {

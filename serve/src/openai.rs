@@ -4,7 +4,7 @@
 //! field (`param`) the way the official API does, and the rules stay explicit: unknown top-level
 //! fields are accepted and ignored (as the official API does); a known field with the wrong type
 //! or an out-of-range value is a 400; `null` means "not given"; a known feature this server does
-//! not implement (echo with logprobs, best_of > 1, the legacy `functions`) is a 400 rather than
+//! not implement (best_of > 1, the legacy `functions`) is a 400 rather than
 //! silently ignored.
 //! Extensions vLLM also accepts: top_k, min_p, ignore_eos, stop_token_ids, guided_json,
 //! guided_regex.
@@ -248,13 +248,19 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
         Endpoint::Completions => parse_prompt(f.get("prompt"))?,
     };
 
+    let echo = match endpoint {
+        Endpoint::Completions => f.bool("echo")?.unwrap_or(false),
+        Endpoint::Chat => false,
+    };
     let max_tokens = match endpoint {
         Endpoint::Chat => match f.get("max_completion_tokens") {
-            Some(_) => max_tokens_field(&f, "max_completion_tokens", n_ctx)?,
-            None => max_tokens_field(&f, "max_tokens", n_ctx)?,
+            Some(_) => max_tokens_field(&f, "max_completion_tokens", n_ctx, 1)?,
+            None => max_tokens_field(&f, "max_tokens", n_ctx, 1)?,
         },
+        // with echo, 0 scores the prompt without generating (as OpenAI's legacy completions)
         Endpoint::Completions => Some(
-            max_tokens_field(&f, "max_tokens", n_ctx)?.unwrap_or(COMPLETIONS_DEFAULT_MAX_TOKENS.min(n_ctx)),
+            max_tokens_field(&f, "max_tokens", n_ctx, if echo { 0 } else { 1 })?
+                .unwrap_or(COMPLETIONS_DEFAULT_MAX_TOKENS.min(n_ctx)),
         ),
     };
 
@@ -285,13 +291,6 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], n_ctx: u32) -> Result<Pars
         if !a.is_empty() {
             return Err(unsupported("functions", "the legacy functions field (use tools)"));
         }
-    }
-    let echo = match endpoint {
-        Endpoint::Completions => f.bool("echo")?.unwrap_or(false),
-        Endpoint::Chat => false,
-    };
-    if echo && f.get("logprobs").is_some() {
-        return Err(unsupported("echo", "echo with logprobs (the prompt's logprobs)"));
     }
     if f.str("suffix")?.is_some_and(|s| !s.is_empty()) {
         return Err(unsupported("suffix", "suffix (insertion)"));
@@ -429,11 +428,11 @@ fn parse_logit_bias(v: Option<&Value>) -> Result<Vec<(i32, f32)>, ApiError> {
     Ok(out)
 }
 
-fn max_tokens_field(f: &Fields, k: &str, n_ctx: u32) -> Result<Option<u32>, ApiError> {
+fn max_tokens_field(f: &Fields, k: &str, n_ctx: u32, min: i64) -> Result<Option<u32>, ApiError> {
     let Some(v) = f.get(k) else { return Ok(None) };
     let n = as_int(v).ok_or_else(|| wrong_type(k, "an integer", v))?;
-    if n < 1 {
-        return Err(out_of_range(k, "an integer of at least 1", n));
+    if n < min {
+        return Err(out_of_range(k, &format!("an integer of at least {min}"), n));
     }
     if n > n_ctx as i64 {
         return Err(ApiError::param(
@@ -804,7 +803,9 @@ mod tests {
         bad(completion(json!({"prompt": null})), "prompt");
         bad(completion(json!({"logprobs": 6})), "logprobs");
         bad(completion(json!({"logprobs": true})), "logprobs");
-        bad(completion(json!({"echo": true, "logprobs": 1})), "echo");
+        let e = completion(json!({"echo": true, "logprobs": 1, "max_tokens": 0})).unwrap();
+        assert_eq!((e.echo, e.job.max_tokens, e.logprobs), (true, Some(0), Logprobs::Completions(1)), "scoring a prompt");
+        bad(completion(json!({"max_tokens": 0})), "max_tokens");
         assert!(completion(json!({"echo": true})).unwrap().echo);
         assert!(!chat(json!({"echo": true})).unwrap().echo, "echo is the completions endpoint's");
         bad(completion(json!({"suffix": "x"})), "suffix");

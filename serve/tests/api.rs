@@ -371,7 +371,8 @@ fn tool_calls() {
 // C-SERVE-010 (the raw protocol): n choices carry indexes 0..n, usage counts the prompt once and
 // every choice's tokens; streamed, each choice's chunks and finish carry its index, and the usage
 // chunk and [DONE] come once. Completions' echo puts the prompt (text or token ids) before the
-// text, streamed as the first chunk.
+// text, streamed as the first chunk; with logprobs the prompt tokens' come first (the first one's
+// null) and max_tokens 0 scores the prompt without generating.
 #[test]
 fn n_choices_and_echo() {
     within(60, || {
@@ -414,6 +415,32 @@ fn n_choices_and_echo() {
         assert_eq!(first["choices"][0]["text"], "yo");
         let all: String = ev[..ev.len() - 1].iter().map(|e| serde_json::from_str::<Value>(e).unwrap()["choices"][0]["text"].as_str().unwrap_or("").to_string()).collect();
         assert_eq!(all, "yoyo");
+        // echo with logprobs: the prompt tokens' first (the first token's null), then the
+        // generated ones', text offsets counting from the start of the prompt
+        let r = post(s.addr, "/v1/completions", &json!({"prompt": "hey", "echo": true, "max_tokens": 3, "logprobs": 2}));
+        let lp = &r.json()["choices"][0]["logprobs"];
+        assert_eq!(lp["tokens"], json!(["h", "e", "y", "h", "e", "y"]));
+        assert_eq!(lp["token_logprobs"][0], Value::Null);
+        assert_eq!(lp["top_logprobs"][0], Value::Null);
+        assert!((lp["token_logprobs"][1].as_f64().unwrap() - 0.5f64.ln()).abs() < 1e-6);
+        assert_eq!(lp["top_logprobs"][1].as_object().unwrap().len(), 2);
+        assert_eq!(lp["text_offset"], json!([0, 1, 2, 3, 4, 5]));
+        // scoring only: max_tokens 0 with echo, n choices of the prompt, no completion tokens
+        let r = post(s.addr, "/v1/completions", &json!({"prompt": "abc", "echo": true, "max_tokens": 0, "logprobs": 1, "n": 2}));
+        let v = r.json();
+        assert_eq!((v["choices"][1]["text"].as_str(), v["choices"][1]["finish_reason"].as_str()), (Some("abc"), Some("length")));
+        assert_eq!(v["choices"][0]["logprobs"]["tokens"], json!(["a", "b", "c"]));
+        assert_eq!((v["usage"]["prompt_tokens"].as_u64(), v["usage"]["completion_tokens"].as_u64()), (Some(3), Some(0)));
+        let r = post(s.addr, "/v1/completions", &json!({"prompt": "abc", "echo": true, "max_tokens": 0, "stream": true,
+                                                        "stream_options": {"include_usage": true}}));
+        let ev = r.events();
+        assert_eq!(ev.len(), 3, "{ev:?}");
+        let first: Value = serde_json::from_str(&ev[0]).unwrap();
+        assert_eq!((first["choices"][0]["text"].as_str(), first["choices"][0]["logprobs"].is_null()), (Some("abc"), true));
+        assert_eq!(serde_json::from_str::<Value>(&ev[1]).unwrap()["usage"]["prompt_tokens"], 3);
+        assert_eq!(ev[2], "[DONE]");
+        let r = post(s.addr, "/v1/completions", &json!({"prompt": "abc", "max_tokens": 0}));
+        assert_eq!(r.status, 400, "max_tokens 0 needs echo");
     });
 }
 

@@ -171,6 +171,30 @@ def main():
         lp = c.choices[0].logprobs
         check("completions logprobs: shape", lp is not None and len(lp.tokens) == len(lp.token_logprobs)
               and all(len(t) <= 2 for t in lp.top_logprobs), str(lp))
+        # the prompt's logprobs (echo): scoring prompt + greedy answer without generating gives the
+        # answer's tokens the logprobs the generation gave them
+        if a.fake:
+            return
+        prompt = "The capital of France is"
+        g = client.completions.create(model=model, prompt=prompt, max_tokens=6, temperature=0, logprobs=1).choices[0]
+        sc = client.completions.create(model=model, prompt=prompt + g.text, max_tokens=0, echo=True, logprobs=1)
+        s0 = sc.choices[0]
+        sl = s0.logprobs
+        check("echo logprobs: the prompt's text back", s0.text == prompt + g.text and sc.usage.completion_tokens == 0,
+              f"{s0.text!r} {sc.usage}")
+        check("echo logprobs: the first token has none", sl.token_logprobs[0] is None and sl.top_logprobs[0] is None,
+              str(sl.token_logprobs[:2]))
+        check("echo logprobs: text offsets point at the tokens",
+              all(s0.text[o:].startswith(t) for o, t in zip(sl.text_offset, sl.tokens)), str(sl.text_offset))
+        n = len(g.logprobs.tokens)
+        same_tokens = sl.tokens[-n:] == g.logprobs.tokens
+        check("echo logprobs: the answer scores as generated",
+              same_tokens and all(abs(x - y) < 1e-5 for x, y in zip(sl.token_logprobs[-n:], g.logprobs.token_logprobs)),
+              f"{sl.tokens[-n:]} {sl.token_logprobs[-n:]} vs {g.logprobs.tokens} {g.logprobs.token_logprobs}")
+        e = client.completions.create(model=model, prompt=prompt, max_tokens=3, temperature=0, echo=True, logprobs=1).choices[0]
+        check("echo logprobs with generation: prompt then answer", e.text.startswith(prompt)
+              and len(e.logprobs.tokens) == len(sl.tokens) - n + 3 and e.logprobs.token_logprobs[0] is None,
+              f"{e.text!r} {len(e.logprobs.tokens)}")
 
     def tokenize(text):
         """The server's ids for text (llama-server's POST /tokenize, beside /v1)."""

@@ -95,7 +95,7 @@ fn python(py: impl AsRef<std::ffi::OsStr>) -> Command {
 }
 
 // C-SAMP-016 (DRY and mirostat through the server, the dry_mirostat group); C-SERVE-009 (tools
-// auto, streamed and not, through the openai client).
+// auto, streamed and not, through the openai client); C-ENG-022 (echo with logprobs, scoring).
 // C-SERVE-001: the openai client's chat and completions, streaming and not, a JSON schema response
 // that validates, stop sequences, logprobs and error responses, against the real model; a schema
 // the grammar compiler refuses is a 400 naming it.

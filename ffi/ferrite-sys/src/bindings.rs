@@ -2154,6 +2154,26 @@ pub const FER_CHAT_ADD_GENERATION_PROMPT: fer_chat_flag = 1;
 pub const FER_CHAT_VERBATIM: fer_chat_flag = 2;
 #[doc = " Flags of chat rendering."]
 pub type fer_chat_flag = ::std::os::raw::c_uint;
+extern "C" {
+    #[doc = " How likely the model finds each token of ids[0..n) after the ones before it (a prompt's"]
+    #[doc = " logprobs, what OpenAI's completions give with echo and logprobs, and what evaluation harnesses"]
+    #[doc = " score with): out_logprobs[i] = ln p(ids[i] | ids[0..i)) under softmax of the model's logits (in"]
+    #[doc = " double), for i >= 1; out_logprobs[0] is NaN (nothing precedes it). With top_n > 0 (at most"]
+    #[doc = " FER_MAX_TOP_LOGPROBS), the top_n most likely tokens at each position i >= 1, descending with ties"]
+    #[doc = " by id, into out_top_tokens[i * top_n ..] and out_top_logprobs[i * top_n ..] (row 0: -1 and NaN);"]
+    #[doc = " both may be NULL when top_n is 0. The rows are what one-token steps give, bit for bit. The ids"]
+    #[doc = " run on a sequence of their own, admitted and freed within the call. INVALID_ARG for no ids, an id"]
+    #[doc = " outside the vocabulary or top_n too large; on failure the outputs are left as they were."]
+    pub fn fer_engine_prompt_logprobs(
+        engine: *mut fer_engine,
+        ids: *const i32,
+        n: usize,
+        top_n: u32,
+        out_logprobs: *mut f32,
+        out_top_tokens: *mut i32,
+        out_top_logprobs: *mut f32,
+    ) -> fer_status;
+}
 #[doc = " Scale the embedding to unit L2 norm."]
 pub const FER_EMBED_NORMALIZE: fer_embed_flag = 1;
 #[doc = " The last token's state instead of the mean over the tokens."]

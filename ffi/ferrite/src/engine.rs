@@ -468,6 +468,26 @@ impl<'m> Engine<'m> {
         Ok(out)
     }
 
+    /// Each prompt token's log-probability after the ones before it and, with `top_n` > 0, the
+    /// most likely tokens at each position (`fer_engine_prompt_logprobs`). Position 0 has none:
+    /// (NaN, empty).
+    pub fn prompt_logprobs(&self, ids: &[i32], top_n: u32) -> Result<Vec<(f32, Vec<(i32, f32)>)>> {
+        let n = ids.len();
+        let mut lp = vec![0f32; n];
+        let mut tt = vec![0i32; n * top_n as usize];
+        let mut tl = vec![0f32; n * top_n as usize];
+        let (tp, lpp) = if top_n > 0 { (tt.as_mut_ptr(), tl.as_mut_ptr()) } else { (ptr::null_mut(), ptr::null_mut()) };
+        // SAFETY: ids valid for n; lp holds n floats; tt and tl hold n x top_n entries (or NULL with 0).
+        check(unsafe { sys::fer_engine_prompt_logprobs(self.raw.as_ptr(), ids.as_ptr(), n, top_n, lp.as_mut_ptr(), tp, lpp) })?;
+        let k = top_n as usize;
+        Ok((0..n)
+            .map(|i| {
+                let top = (0..k).map(|j| (tt[i * k + j], tl[i * k + j])).filter(|t| t.0 >= 0).collect();
+                (lp[i], top)
+            })
+            .collect())
+    }
+
     /// The engine's chat template's capabilities and tool syntax (`fer_chat_template_get_info`);
     /// UNSUPPORTED for a model without a template.
     pub fn chat_template_info(&self) -> Result<ChatTemplateInfo> {
