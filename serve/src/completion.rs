@@ -53,6 +53,17 @@ pub struct TokenLogprob {
     pub text_offset: usize,
 }
 
+/// How a chat answer with tools is read (tools.rs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolParse {
+    /// The syntax (`ferrite::engine::tool_format`).
+    pub format: u32,
+    /// Text the prompt already ends with that belongs to the answer (a required call's marker).
+    pub prefix: String,
+    /// A grammar holds the calls' syntax from the first token: streamed calls go out as written.
+    pub constrained: bool,
+}
+
 /// Text released by one event, with the logprobs of the token that produced it.
 #[derive(Debug, Default, PartialEq)]
 pub struct Piece {
@@ -88,7 +99,7 @@ pub struct Run {
     /// A chat request with tools: (the syntax, text the prompt already ends with that belongs to
     /// the output, a required call's opening marker). The calls are parsed out of the text at the
     /// end; streaming sends the content as it becomes certain (tools::ContentStream).
-    pub tools: Option<(u32, String)>,
+    pub tools: Option<ToolParse>,
     /// The choice this run is (n > 1 runs one per choice).
     pub index: usize,
     /// Completions' echo: the prompt's text, put before the generated text.
@@ -224,8 +235,8 @@ impl Run {
     fn split_tools<'a>(&self, text: &str, reason: &'a str) -> (Option<String>, Vec<tools::ToolCall>, &'a str) {
         match &self.tools {
             None => (Some(text.to_string()), Vec::new(), reason),
-            Some((format, prefix)) => {
-                let (content, calls) = tools::extract(*format, &format!("{prefix}{text}"));
+            Some(t) => {
+                let (content, calls) = tools::extract(t.format, &format!("{}{text}", t.prefix));
                 let reason = if calls.is_empty() { reason } else { "tool_calls" };
                 (content, calls, reason)
             }
@@ -304,6 +315,17 @@ fn logprobs_json(kind: Logprobs, lps: &[TokenLogprob]) -> Value {
             }).collect::<Vec<_>>(),
             "text_offset": lps.iter().map(|t| t.text_offset).collect::<Vec<_>>(),
         }),
+    }
+}
+
+/// A chat delta of an answer with tools, as OpenAI streams one: content, a call's start (index,
+/// id, type, name, empty arguments) or more of its arguments.
+fn delta_json(d: &tools::Delta) -> Value {
+    match d {
+        tools::Delta::Content(c) => json!({ "content": c }),
+        tools::Delta::CallStart { index, id, name } => json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                                                                              "function": {"name": name, "arguments": ""}}]}),
+        tools::Delta::CallArgs { index, fragment } => json!({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}),
     }
 }
 
@@ -414,7 +436,7 @@ impl SseBody {
                 let first = run.chunk_json(json!({}), e, &run.prompt_logprobs, None, include_usage);
                 s.queue.push_back(sse::event(&first));
             }
-            let content = run.tools.as_ref().map(|(format, prefix)| tools::ContentStream::new(*format, prefix));
+            let content = run.tools.as_ref().map(|t| tools::ContentStream::new(t.format, &t.prefix, t.constrained));
             s.runs.push(Choice { run, content, done: false });
         }
         s
@@ -426,9 +448,8 @@ impl SseBody {
         }
         let c = &mut self.runs[i];
         if let Some(stream) = &mut c.content {
-            let d = stream.push(&p.text); // what cannot be part of a call
-            if !d.is_empty() {
-                let v = c.run.chunk_json(json!({ "content": d }), &d, &[], None, self.include_usage);
+            for d in stream.push(&p.text) {
+                let v = c.run.chunk_json(delta_json(&d), "", &[], None, self.include_usage);
                 self.queue.push_back(sse::event(&v));
             }
             return;
@@ -459,17 +480,12 @@ impl SseBody {
                         c.done = true;
                         let mut reason = reason;
                         if let Some(stream) = &c.content {
-                            let (content, calls) = stream.finish();
-                            if !calls.is_empty() {
+                            let (deltas, made_calls) = stream.finish();
+                            if made_calls {
                                 reason = "tool_calls";
                             }
-                            if let Some(t) = content {
-                                let v = c.run.chunk_json(json!({ "content": t }), &t, &[], None, include_usage);
-                                self.queue.push_back(sse::event(&v));
-                            }
-                            if !calls.is_empty() {
-                                let d = json!({ "tool_calls": tools::calls_json(&calls, true) });
-                                let v = c.run.chunk_json(d, "", &[], None, include_usage);
+                            for d in &deltas {
+                                let v = c.run.chunk_json(delta_json(d), "", &[], None, include_usage);
                                 self.queue.push_back(sse::event(&v));
                             }
                         }

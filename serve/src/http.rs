@@ -204,18 +204,22 @@ async fn completion(
     // a required tool call: the syntax's opening marker after the prompt, the rest by grammar
     let tool_format = app.engine.tool_format;
     let mut tool_prefix = String::new();
+    let mut constrained = false;
     if let Some(c) = parsed.tools.as_ref().and_then(|t| tools::constraint(t, tool_format)) {
         if let Prompt::Chat { suffix, .. } = &mut parsed.job.prompt {
             suffix.push_str(&c.prefix);
         }
         // an auto choice with a response_format: the response format wins (no tool grammar)
         if parsed.job.params.grammar.is_none() {
+            // a lazy grammar may never hold (its marker is not a token of every vocabulary)
+            constrained = c.triggers.is_empty();
             parsed.job.params.grammar = Some(GrammarSpec::ToolCalls(c.schema));
             parsed.job.params.grammar_triggers = c.triggers;
         }
         tool_prefix = c.prefix;
     }
-    let tool_parse = parsed.tools.as_ref().map(|_| (tool_format, tool_prefix));
+    let tool_parse =
+        parsed.tools.as_ref().map(|_| completion::ToolParse { format: tool_format, prefix: tool_prefix, constrained });
     let prompt_param = match endpoint {
         Endpoint::Chat => "messages",
         Endpoint::Completions => "prompt",

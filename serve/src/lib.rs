@@ -15,6 +15,7 @@ pub mod embeddings;
 pub mod engine_thread;
 pub mod error;
 pub mod fake;
+pub mod json_scan;
 pub mod ferrite_backend;
 pub mod http;
 pub mod metrics;

@@ -12,6 +12,7 @@
 //! marker is a token (Hermes, Mistral), and parses what it wrote.
 
 use crate::error::ApiError;
+use crate::json_scan;
 use ferrite::engine::tool_format;
 use serde_json::{json, Map, Value};
 
@@ -203,15 +204,44 @@ fn call_id() -> String {
     id
 }
 
-/// A parsed call object: its name and its arguments (under `args_key`, or "arguments") as JSON text.
-fn call_of(v: &Value, args_key: &str) -> Option<ToolCall> {
+/// A call object's arguments as the model wrote them: the raw text of its member `args_key` (or
+/// "arguments"), the text a JSON string holds when they were given as one, "{}" when absent. Raw,
+/// not re-serialized, so a stream that sends them as they are written adds up to the same string.
+fn raw_arguments(obj: &str, args_key: &str) -> String {
+    let b = obj.as_bytes();
+    let (members, _) = json_scan::object_members(b, json_scan::skip_ws(b, 0));
+    let m = members.iter().find(|m| m.key == args_key).or_else(|| members.iter().find(|m| m.key == "arguments"));
+    match m {
+        Some(json_scan::Member { start, value: json_scan::Scan::Done(end), .. }) => {
+            let raw = &obj[*start..*end];
+            if raw.starts_with('"') {
+                serde_json::from_str::<String>(raw).unwrap_or_default()
+            } else {
+                raw.to_string()
+            }
+        }
+        _ => "{}".to_string(),
+    }
+}
+
+/// A call object (v, written as `raw`): its name and its arguments (under `args_key`, or
+/// "arguments") as JSON text.
+fn call_of(v: &Value, raw: &str, args_key: &str) -> Option<ToolCall> {
     let name = v.get("name")?.as_str()?.to_string();
-    let args = v.get(args_key).or_else(|| v.get("arguments")).cloned().unwrap_or_else(|| json!({}));
-    let arguments = match args {
-        Value::String(s) => s,
-        a => a.to_string(),
-    };
-    Some(ToolCall { id: call_id(), name, arguments })
+    Some(ToolCall { id: call_id(), name, arguments: raw_arguments(raw, args_key) })
+}
+
+/// The calls of an array of call objects `a`, written as `raw`.
+fn calls_of_array(a: &[Value], raw: &str, args_key: &str) -> Vec<ToolCall> {
+    let b = raw.as_bytes();
+    let (starts, _) = json_scan::array_elements(b, json_scan::skip_ws(b, 0));
+    a.iter()
+        .zip(starts)
+        .filter_map(|(v, s)| match json_scan::scan_value(b, s) {
+            json_scan::Scan::Done(e) => call_of(v, &raw[s..e], args_key),
+            _ => None,
+        })
+        .collect()
 }
 
 fn non_empty(s: &str) -> Option<String> {
@@ -219,12 +249,12 @@ fn non_empty(s: &str) -> Option<String> {
     (!t.is_empty()).then(|| t.to_string())
 }
 
-/// The first JSON value at the start of s (leading space skipped) and the rest of s after it.
-fn leading_json(s: &str) -> Option<(Value, &str)> {
+/// The first JSON value at the start of s (leading space skipped), its text, and the rest of s.
+fn leading_json(s: &str) -> Option<(Value, &str, &str)> {
     let t = s.trim_start();
     let mut it = serde_json::Deserializer::from_str(t).into_iter::<Value>();
     let v = it.next()?.ok()?;
-    Some((v, &t[it.byte_offset()..]))
+    Some((v, &t[..it.byte_offset()], &t[it.byte_offset()..]))
 }
 
 /// The content (None when only calls were written) and the calls in text, per the syntax.
@@ -241,7 +271,7 @@ pub fn extract(format: u32, text: &str) -> (Option<String>, Vec<ToolCall>) {
                     Some(e) => (&body[..e], &body[e + "</tool_call>".len()..]),
                     None => (body, ""),
                 };
-                match serde_json::from_str::<Value>(inner.trim()).ok().and_then(|v| call_of(&v, "arguments")) {
+                match serde_json::from_str::<Value>(inner.trim()).ok().and_then(|v| call_of(&v, inner.trim(), "arguments")) {
                     Some(c) => calls.push(c),
                     None => content.push_str(&rest[at..rest.len() - after.len()]),
                 }
@@ -252,8 +282,8 @@ pub fn extract(format: u32, text: &str) -> (Option<String>, Vec<ToolCall>) {
         }
         tool_format::MISTRAL => match text.find("[TOOL_CALLS]") {
             Some(at) => match leading_json(&text[at + "[TOOL_CALLS]".len()..]) {
-                Some((Value::Array(a), after)) => {
-                    calls.extend(a.iter().filter_map(|v| call_of(v, "arguments")));
+                Some((Value::Array(a), raw, after)) => {
+                    calls.extend(calls_of_array(&a, raw, "arguments"));
                     (non_empty(&format!("{}{}", &text[..at], after)), calls)
                 }
                 _ => (non_empty(text), calls),
@@ -263,19 +293,26 @@ pub fn extract(format: u32, text: &str) -> (Option<String>, Vec<ToolCall>) {
         tool_format::LLAMA3 => {
             let body = text.trim_start().strip_prefix("<|python_tag|>").unwrap_or(text);
             match leading_json(body) {
-                Some((v @ Value::Object(_), after)) if v.get("name").is_some() => {
-                    calls.extend(call_of(&v, "parameters"));
+                Some((v @ Value::Object(_), raw, after)) if v.get("name").is_some() => {
+                    calls.extend(call_of(&v, raw, "parameters"));
                     (non_empty(after), calls)
                 }
                 _ => (non_empty(text), calls),
             }
         }
         _ => match leading_json(text) {
-            Some((Value::Object(o), after)) if after.trim().is_empty() => {
-                if let Some(c) = o.get("tool_call") {
-                    calls.extend(call_of(c, "arguments"));
-                } else if let Some(Value::Array(a)) = o.get("tool_calls") {
-                    calls.extend(a.iter().filter_map(|c| call_of(c, "arguments")));
+            Some((Value::Object(o), raw, after)) if after.trim().is_empty() => {
+                let b = raw.as_bytes();
+                let member = |key: &str| -> Option<&str> {
+                    json_scan::object_members(b, 0).0.into_iter().find(|m| m.key == key).and_then(|m| match m.value {
+                        json_scan::Scan::Done(e) => Some(&raw[m.start..e]),
+                        _ => None,
+                    })
+                };
+                if let (Some(c), Some(r)) = (o.get("tool_call"), member("tool_call")) {
+                    calls.extend(call_of(c, r, "arguments"));
+                } else if let (Some(Value::Array(a)), Some(r)) = (o.get("tool_calls"), member("tool_calls")) {
+                    calls.extend(calls_of_array(a, r, "arguments"));
                 }
                 match (o.get("response"), calls.is_empty()) {
                     (Some(Value::String(r)), true) => (Some(r.clone()), calls),
@@ -365,22 +402,95 @@ fn generic_response(text: &str) -> Option<(String, bool)> {
     Some(partial_json_string(rest))
 }
 
-/// The content of an answer with tools as it streams: the text `extract` will call content, sent
-/// as soon as it can no longer turn out to be part of a call (text before a call's marker, the
-/// generic syntax's response string, and nothing in the Llama 3.x syntax once the answer starts
-/// as a JSON object). What is sent is always a prefix of `extract`'s content; `finish` gives the
-/// rest and the calls.
+/// Where a call of the answer stands while it is written: its name once whole, where its
+/// arguments start and end (end None while they go on).
+#[derive(Clone, Debug, PartialEq)]
+struct CallSpan {
+    name: Option<String>,
+    args_start: Option<usize>,
+    args_end: Option<usize>,
+}
+
+/// The call object at b[i] as far as the text goes.
+fn call_at(b: &[u8], i: usize, args_key: &str) -> CallSpan {
+    let (members, _) = json_scan::object_members(b, i);
+    let name = members.iter().find(|m| m.key == "name").and_then(|m| match m.value {
+        json_scan::Scan::Done(e) if b[m.start] == b'"' => std::str::from_utf8(&b[m.start..e]).ok().and_then(|t| serde_json::from_str(t).ok()),
+        _ => None,
+    });
+    let args = members.iter().find(|m| m.key == args_key).or_else(|| members.iter().find(|m| m.key == "arguments"));
+    CallSpan {
+        name,
+        args_start: args.map(|m| m.start),
+        args_end: args.and_then(|m| match m.value {
+            json_scan::Scan::Done(e) => Some(e),
+            _ => None,
+        }),
+    }
+}
+
+/// The calls of an answer as far as it is written, in order, per the syntax.
+fn call_spans(format: u32, text: &str) -> Vec<CallSpan> {
+    let b = text.as_bytes();
+    let objects = |starts: Vec<usize>| starts.into_iter().filter(|&s| b.get(s) == Some(&b'{')).collect::<Vec<_>>();
+    let starts: Vec<usize> = match format {
+        tool_format::HERMES => objects(text.match_indices("<tool_call>").map(|(at, m)| json_scan::skip_ws(b, at + m.len())).collect()),
+        tool_format::MISTRAL => match text.find("[TOOL_CALLS]") {
+            Some(at) => objects(json_scan::array_elements(b, json_scan::skip_ws(b, at + "[TOOL_CALLS]".len())).0),
+            None => Vec::new(),
+        },
+        tool_format::LLAMA3 => {
+            let t = json_scan::skip_ws(b, 0);
+            let t = if text[t..].starts_with("<|python_tag|>") { json_scan::skip_ws(b, t + "<|python_tag|>".len()) } else { t };
+            objects(vec![t])
+        }
+        _ => {
+            let (members, _) = json_scan::object_members(b, json_scan::skip_ws(b, 0));
+            let mut starts = Vec::new();
+            for m in members {
+                match m.key.as_str() {
+                    "tool_call" => starts.push(m.start),
+                    "tool_calls" => starts.extend(json_scan::array_elements(b, m.start).0),
+                    _ => {}
+                }
+            }
+            objects(starts)
+        }
+    };
+    let args_key = if format == tool_format::LLAMA3 { "parameters" } else { "arguments" };
+    starts.into_iter().map(|s| call_at(b, s, args_key)).collect()
+}
+
+/// What a streamed answer with tools sends, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Delta {
+    Content(String),
+    /// A call begins: its index among the answer's calls, id and name (arguments follow).
+    CallStart { index: usize, id: String, name: String },
+    /// More of a call's arguments, as the model writes them.
+    CallArgs { index: usize, fragment: String },
+}
+
+/// An answer with tools as it streams: the text `extract` will call content, sent as soon as it
+/// can no longer turn out to be part of a call (text before a call's marker, the generic syntax's
+/// response string, and nothing in the Llama 3.x syntax once the answer starts as a JSON object);
+/// and, when a grammar holds the calls' syntax (`constrained`), each call as OpenAI streams one:
+/// its id and name once the name is whole, then its arguments as they are written. What is sent
+/// is always a prefix of what the whole answer carries; `finish` sends the rest.
 #[derive(Debug)]
 pub struct ContentStream {
     format: u32,
+    constrained: bool,
     text: String,
     sent: String,
+    /// The calls begun: (id, name, arguments sent).
+    calls: Vec<(String, String, String)>,
 }
 
 impl ContentStream {
     /// `prefix`: text the prompt already ends with that belongs to the answer.
-    pub fn new(format: u32, prefix: &str) -> ContentStream {
-        ContentStream { format, text: prefix.to_string(), sent: String::new() }
+    pub fn new(format: u32, prefix: &str, constrained: bool) -> ContentStream {
+        ContentStream { format, constrained, text: prefix.to_string(), sent: String::new(), calls: Vec::new() }
     }
 
     /// The content known now (whitespace at either end held back, as extract trims it).
@@ -405,25 +515,62 @@ impl ContentStream {
         }
     }
 
-    /// Appends generated text; returns the content to send now (possibly empty).
-    pub fn push(&mut self, piece: &str) -> String {
+    /// Appends generated text; returns what to send now.
+    pub fn push(&mut self, piece: &str) -> Vec<Delta> {
         self.text.push_str(piece);
+        let mut out = Vec::new();
         let ready = self.ready();
-        match ready.strip_prefix(self.sent.as_str()) {
-            Some(d) if !d.is_empty() => {
-                let d = d.to_string();
-                self.sent = ready;
-                d
-            }
-            _ => String::new(),
+        if let Some(d) = ready.strip_prefix(self.sent.as_str()).filter(|d| !d.is_empty()) {
+            out.push(Delta::Content(d.to_string()));
+            self.sent = ready.clone();
         }
+        if !self.constrained {
+            return out;
+        }
+        for (index, span) in call_spans(self.format, &self.text).into_iter().enumerate() {
+            let (Some(name), Some(start)) = (span.name, span.args_start) else { break };
+            match self.text.as_bytes().get(start) {
+                None => break,                      // the arguments have not begun
+                Some(b'"') => break,                // given as a JSON string: known only whole
+                Some(_) => {}
+            }
+            if index == self.calls.len() {
+                let id = call_id();
+                out.push(Delta::CallStart { index, id: id.clone(), name: name.clone() });
+                self.calls.push((id, name, String::new()));
+            }
+            let now = &self.text[start..span.args_end.unwrap_or(self.text.len())];
+            let sent = &mut self.calls[index].2;
+            if let Some(more) = now.strip_prefix(sent.as_str()).filter(|m| !m.is_empty()) {
+                out.push(Delta::CallArgs { index, fragment: more.to_string() });
+                *sent = now.to_string();
+            }
+        }
+        out
     }
 
-    /// The rest of the content (None when nothing is left to send) and the calls.
-    pub fn finish(&self) -> (Option<String>, Vec<ToolCall>) {
+    /// The rest to send at the end (content, calls not begun, the arguments not yet sent) and
+    /// whether the answer made calls.
+    pub fn finish(&self) -> (Vec<Delta>, bool) {
         let (content, calls) = extract(self.format, &self.text);
-        let rest = content.and_then(|c| c.strip_prefix(self.sent.as_str()).map(str::to_string)).filter(|r| !r.is_empty());
-        (rest, calls)
+        let mut out = Vec::new();
+        if let Some(rest) = content.and_then(|c| c.strip_prefix(self.sent.as_str()).map(str::to_string)).filter(|r| !r.is_empty()) {
+            out.push(Delta::Content(rest));
+        }
+        for (index, call) in calls.iter().enumerate() {
+            let sent = match self.calls.get(index) {
+                Some((_, name, sent)) if *name == call.name => sent.as_str(),
+                Some(_) => continue, // cannot happen under a grammar: the stream saw another call here
+                None => {
+                    out.push(Delta::CallStart { index, id: call.id.clone(), name: call.name.clone() });
+                    ""
+                }
+            };
+            if let Some(more) = call.arguments.strip_prefix(sent).filter(|m| !m.is_empty()) {
+                out.push(Delta::CallArgs { index, fragment: more.to_string() });
+            }
+        }
+        (out, !calls.is_empty())
     }
 }
 
@@ -517,12 +664,38 @@ mod tests {
         assert_eq!(constraint(&auto, tool_format::LLAMA3), None);
     }
 
-    /// Streams `pieces`; returns what was sent while streaming, the rest at the end, the calls.
+    /// Streams `pieces` unconstrained; returns the content sent while streaming, the content
+    /// sent at the end, and the calls sent at the end (whole: name and arguments).
     fn stream(format: u32, pieces: &[&str]) -> (Vec<String>, Option<String>, Vec<ToolCall>) {
-        let mut s = ContentStream::new(format, "");
-        let sent: Vec<String> = pieces.iter().map(|p| s.push(p)).filter(|d| !d.is_empty()).collect();
-        let (rest, calls) = s.finish();
-        (sent, rest, calls)
+        let mut s = ContentStream::new(format, "", false);
+        let sent: Vec<String> = pieces
+            .iter()
+            .flat_map(|p| s.push(p))
+            .map(|d| match d {
+                Delta::Content(c) => c,
+                other => panic!("unconstrained streams send calls at the end: {other:?}"),
+            })
+            .collect();
+        let (rest, _) = s.finish();
+        let (content, calls) = reassemble(&rest);
+        (sent, (!content.is_empty()).then_some(content), calls)
+    }
+
+    /// Content and calls from deltas, as the openai SDK reassembles them.
+    fn reassemble(deltas: &[Delta]) -> (String, Vec<ToolCall>) {
+        let mut content = String::new();
+        let mut calls: Vec<ToolCall> = Vec::new();
+        for d in deltas {
+            match d {
+                Delta::Content(c) => content.push_str(c),
+                Delta::CallStart { index, id, name } => {
+                    assert_eq!(*index, calls.len(), "calls begin in order");
+                    calls.push(ToolCall { id: id.clone(), name: name.clone(), arguments: String::new() });
+                }
+                Delta::CallArgs { index, fragment } => calls[*index].arguments.push_str(fragment),
+            }
+        }
+        (content, calls)
     }
 
     #[test]
@@ -579,20 +752,62 @@ mod tests {
         }
     }
 
+    // EVIDENCE: C-SERVE-009
+    /// Under a grammar, calls stream as OpenAI streams them: for every cut of each answer into
+    /// three pieces, the deltas reassembled (as the openai SDK does) give the non-streaming
+    /// content and calls (names and arguments as written); arguments go out before the answer
+    /// ends; calls begin in order, each once.
+    #[test]
+    fn constrained_calls_stream_as_written_at_every_cut() {
+        let answers: [(u32, &str); 6] = [
+            (tool_format::GENERIC, "{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"n\": 12}}}"),
+            (tool_format::GENERIC, "{ \"tool_calls\" : [ {\"name\":\"a\",\"arguments\":{\"x\":[1,{\"y\":\"}\"}]}} , {\"name\":\"b\",\"arguments\":{}} ] }"),
+            (tool_format::GENERIC, "{\"response\": \"No call: \\\"quoted\\\" text.\"}"),
+            (tool_format::HERMES, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}"),
+            (tool_format::MISTRAL, "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1}}, {\"name\": \"sub\", \"arguments\": {\"b\": -2.5e3}}]"),
+            (tool_format::LLAMA3, "{\"name\": \"add\", \"parameters\": {\"a\": true, \"b\": null}}"),
+        ];
+        for (format, text) in answers {
+            let (want_content, want_calls) = extract(format, text);
+            let cuts: Vec<usize> = (0..=text.len()).filter(|&i| text.is_char_boundary(i)).collect();
+            for &a in &cuts {
+                for &b in cuts.iter().filter(|&&b| b >= a) {
+                    let mut s = ContentStream::new(format, "", true);
+                    let mut deltas: Vec<Delta> = [&text[..a], &text[a..b], &text[b..]].iter().flat_map(|p| s.push(p)).collect();
+                    let streamed_args = deltas.iter().any(|d| matches!(d, Delta::CallArgs { .. }));
+                    let (rest, made) = s.finish();
+                    deltas.extend(rest);
+                    let (content, calls) = reassemble(&deltas);
+                    assert_eq!(content, want_content.clone().unwrap_or_default(), "{text:?} cut at {a}, {b}");
+                    let names: Vec<(&str, &str)> = calls.iter().map(|c| (c.name.as_str(), c.arguments.as_str())).collect();
+                    let want: Vec<(&str, &str)> = want_calls.iter().map(|c| (c.name.as_str(), c.arguments.as_str())).collect();
+                    assert_eq!(names, want, "{text:?} cut at {a}, {b}");
+                    assert_eq!(made, !want_calls.is_empty());
+                    // the whole answer in one piece but the closing bytes: the arguments went out
+                    if !want_calls.is_empty() && b == text.len() && a + 4 >= text.len() && a < text.len() {
+                        assert!(streamed_args, "{text:?}: nothing of the arguments before the end");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn extracts_calls_per_format() {
         let (c, k) = extract(tool_format::HERMES, "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
         assert_eq!(c.as_deref(), Some("Let me check."));
-        assert_eq!((k[0].name.as_str(), k[0].arguments.as_str()), ("get_weather", "{\"city\":\"Paris\"}"));
+        assert_eq!((k[0].name.as_str(), k[0].arguments.as_str()), ("get_weather", "{\"city\": \"Paris\"}"), "as written");
         assert!(k[0].id.starts_with("call_") && k[0].id.len() == 29);
         let (c, k) = extract(tool_format::HERMES, "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"b\"");
         assert_eq!((k.len(), c.as_deref()), (1, Some("<tool_call>{\"name\": \"b\"")), "a cut call stays text");
         let (c, k) = extract(tool_format::LLAMA3, "{\"name\": \"add\", \"parameters\": {\"a\": 1}}");
-        assert_eq!((c, k[0].arguments.as_str()), (None, "{\"a\":1}"));
+        assert_eq!((c, k[0].arguments.as_str()), (None, "{\"a\": 1}"));
         let (c, k) = extract(tool_format::MISTRAL, "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": \"{}\"}]");
         assert_eq!((c, k.len(), k[1].arguments.as_str()), (None, 2, "{}"));
         let (c, k) = extract(tool_format::GENERIC, "{\"tool_call\": {\"name\": \"add\", \"arguments\": {\"a\": 2}}}");
-        assert_eq!((c, k[0].name.as_str()), (None, "add"));
+        assert_eq!((c, k[0].name.as_str(), k[0].arguments.as_str()), (None, "add", "{\"a\": 2}"));
+        let (_, k) = extract(tool_format::GENERIC, "{\"tool_calls\": [{\"name\": \"add\", \"arguments\": {\"a\": [1, 2]}}, {\"name\": \"b\"}]}");
+        assert_eq!((k.len(), k[0].arguments.as_str(), k[1].arguments.as_str()), (2, "{\"a\": [1, 2]}", "{}"));
         let (c, k) = extract(tool_format::GENERIC, "{\"response\": \"It is sunny.\"}");
         assert_eq!((c.as_deref(), k.len()), (Some("It is sunny."), 0));
         let (c, k) = extract(tool_format::GENERIC, "Just text {\"tool_call\": 1}");

@@ -320,9 +320,10 @@ fn tokenize_detokenize_apply_template() {
 
 // C-SERVE-009: tool calling over raw HTTP (the fake backend answers a required call in the generic
 // form with the grammar's first function): the call comes back as tool_calls with arguments as
-// JSON text, content null and finish_reason tool_calls, streamed as one tool-call delta with its
-// index, id, type and function before the finish chunk; the tool's result in the next request
-// renders; tool_choice none leaves the tools out.
+// JSON text, content null and finish_reason tool_calls, streamed as OpenAI streams a call (a
+// delta with its index, id, type and name, then its arguments in pieces as they are generated)
+// before the finish chunk; the tool's result in the next request renders; tool_choice none leaves
+// the tools out.
 #[test]
 fn tool_calls() {
     within(60, || {
@@ -341,14 +342,23 @@ fn tool_calls() {
                    (Some("function"), Some("get_weather"), Some("{}")));
         let id = call["id"].as_str().unwrap().to_string();
         assert!(id.starts_with("call_") && id.len() == 29, "{id}");
-        // streamed: the same call as one delta, then the finish
+        // streamed: the call's start, its arguments in pieces (the fake writes a byte per token),
+        // then the finish
         let r = post(s.addr, "/v1/chat/completions", &with(body.clone(), json!({"stream": true})));
         let events = r.events();
         let (text, reason, chunks) = chat_stream_text(&events);
         assert_eq!((text.as_str(), reason.as_deref()), ("", Some("tool_calls")));
         let deltas: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"][0]["delta"].get("tool_calls")).collect();
-        assert_eq!(deltas.len(), 1, "{chunks:?}");
-        assert_eq!((deltas[0][0]["index"].as_u64(), deltas[0][0]["function"]["name"].as_str()), (Some(0), Some("get_weather")));
+        assert_eq!(deltas.len(), 3, "{chunks:?}");
+        let first = &deltas[0][0];
+        assert_eq!((first["index"].as_u64(), first["type"].as_str(), first["function"]["name"].as_str(), first["function"]["arguments"].as_str()),
+                   (Some(0), Some("function"), Some("get_weather"), Some("")));
+        assert!(first["id"].as_str().unwrap().starts_with("call_"));
+        let args: String = deltas[1..].iter().map(|d| {
+            assert!(d[0].get("id").is_none() && d[0]["index"] == 0);
+            d[0]["function"]["arguments"].as_str().unwrap().to_string()
+        }).collect();
+        assert_eq!(args, "{}");
         // the tool's result in the next turn; none: plain text
         let turn2 = json!({"messages": [{"role": "user", "content": "Weather in Paris?"},
                                         {"role": "assistant", "content": null, "tool_calls": [call]},
