@@ -7,7 +7,7 @@
  * directory, a FIFO without a writer) are refused, not read or waited on. The tiny model
  * (`ferrite tiny-model`) serves where a model is needed; the cached Qwen2.5 tokenizer.json and the
  * SmolLM2 GGUF are SKIPPED when absent. chat-template prints a render byte for byte, a template's
- * raise as "template error: ..." with exit 1. EVIDENCE: C-CLI-001 C-CLI-002 C-CLI-003 C-CLI-004 C-CHAT-005 C-CHAT-006 */
+ * raise as "template error: ..." with exit 1. EVIDENCE: C-CLI-001 C-CLI-002 C-CLI-003 C-CLI-004 C-CHAT-005 C-CHAT-006 C-SAMP-014 */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -101,6 +101,16 @@ static void test_bad_values(void) {
       {"--kv-dtype", A("", "f64", "F32")},
       {"--plan", A("", "on", "OFF")},
       {"--matmul", A("", "f32", "I8")},
+      {"--repeat-penalty", A(BAD_FLOAT, "0")},
+      {"--presence-penalty", A("", "abc", "nan", "2.5", "-2.5")},
+      {"--frequency-penalty", A("", "inf", "3")},
+      {"--dry-multiplier", A(BAD_FLOAT, "101")},
+      {"--dry-base", A(BAD_FLOAT, "0.5", "101")},
+      {"--dry-allowed-length", A(BAD_INTEGER, "65537")},
+      {"--dry-penalty-last-n", A(BAD_INTEGER, "1048577")},
+      {"--mirostat", A(BAD_INTEGER, "3")},
+      {"--mirostat-ent", A(BAD_FLOAT, "0", "100.5")},
+      {"--mirostat-lr", A(BAD_FLOAT, "0", "11")},
   };
   /* the model a row names is a real file, so a refusal can only come from the value */
   const char *const with_model[] = {"generate", "--model", tiny, "--prompt", "x"};
@@ -136,6 +146,15 @@ static void test_good_values(void) {
          0, "weight store", "the ");
   expect(A("generate", "--model", tiny, "--prompt", "the ", "--max-tokens", "2", "--budget", "0"), 0,
          "used in place from the read-only mapping", "the ");
+  expect(A("generate", "--tiny", "--prompt", "the ", "--max-tokens", "4", "--repeat-penalty", "1.3", "--presence-penalty",
+           "-2", "--frequency-penalty", "2", "--dry-multiplier", "100", "--dry-base", "1", "--dry-allowed-length", "0",
+           "--dry-penalty-last-n", "1048576"),
+         0, "decode", "the ");
+  expect(A("generate", "--tiny", "--prompt", "the ", "--max-tokens", "4", "--temperature", "1", "--mirostat", "1",
+           "--mirostat-ent", "100", "--mirostat-lr", "10"),
+         0, "decode", "the ");
+  expect(A("generate", "--tiny", "--prompt", "the ", "--max-tokens", "2", "--mirostat", "2", "--top-k", "4"), 2,
+         "--mirostat replaces --top-k, --top-p and --min-p", "");
   char out[700];
   snprintf(out, sizeof out, "%s/qwen2.gguf", dir);
   expect(A("tiny-model", "--arch", "qwen2", "--seed", "18446744073709551615", "--out", out), 0,
@@ -355,6 +374,17 @@ static void test_chat_template(void) {
            "What is the capital of France?", "--max-tokens", "40"),
          0, NULL, "Paris");
   unsetenv("FERRITE_TEMPLATE_NOW");
+  /* C-SAMP-014: --dry-multiplier on an answer that loops: greedy repeats "hello" to the end of
+   * max_tokens; with DRY (llama.cpp's defaults) the answer stops repeating */
+  run(&R, A("generate", "--model", path, "--chat", "--prompt", "Write the word hello twenty times.", "--max-tokens", "40"));
+  size_t loops = 0;
+  for (const char *p = R.out; (p = strstr(p, "hello")) != NULL; p++) loops++;
+  run(&R, A("generate", "--model", path, "--chat", "--prompt", "Write the word hello twenty times.", "--max-tokens", "40",
+            "--dry-multiplier", "0.8"));
+  size_t dry = 0;
+  for (const char *p = R.out; (p = strstr(p, "hello")) != NULL; p++) dry++;
+  CHECK(R.rc == 0 && loops >= 10 && dry < loops / 2);
+  if (!(R.rc == 0 && loops >= 10 && dry < loops / 2)) fprintf(stderr, "  DRY: %zu hellos greedy, %zu with DRY: %s\n", loops, dry, R.out);
 }
 
 /* Files that are not regular files are refused before they are read: exit 1, a message naming

@@ -28,6 +28,9 @@ typedef struct gen_args {
   uint64_t max_tokens, threads, top_k, seed;
   uint64_t budget; /* 0: weights used from the mapped file */
   float temperature, top_p, min_p;
+  float repeat_penalty, presence_penalty, frequency_penalty; /* 1, 0, 0: off */
+  float dry_multiplier, dry_base, mirostat_tau, mirostat_eta;
+  uint64_t dry_allowed_length, dry_last_n, mirostat; /* dry_last_n 0: the whole context */
   int32_t kv_layout, kv_dtype, plan, matmul; /* -1: the engine's default (or the environment's) */
 } gen_args;
 
@@ -35,6 +38,9 @@ const char feri_generate_usage[] =
     "ferrite generate (--model PATH | --tiny [--arch llama|qwen2|qwen3]) --prompt TEXT\n"
     "                 [--chat [--system TEXT] [--chat-template FILE.jinja]] [--max-tokens N] [--ignore-eos]\n"
     "                 [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
+    "                 [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F]\n"
+    "                 [--dry-multiplier M [--dry-base B] [--dry-allowed-length N] [--dry-penalty-last-n N]]\n"
+    "                 [--mirostat 1|2 [--mirostat-ent TAU] [--mirostat-lr ETA]]\n"
     "                 [--threads N] [--budget BYTES[K|M|G]] [--matmul i8|exact]\n"
     "                 [--kv-layout head-major|seq-major|token-major] [--kv-dtype f32|f16|bf16|q8_0]\n"
     "                 [--plan off|unconditional|address-stable]\n"
@@ -50,6 +56,15 @@ static const char VALUES[] =
     "  --top-p P         (0, 1]; 1 is off (the default)\n"
     "  --min-p P         [0, 1]; 0 is off (the default)\n"
     "  --seed S          0 (the default) .. 18446744073709551615\n"
+    "  --repeat-penalty R  a positive number; 1 is off (the default): HF's penalty on tokens of\n"
+    "                    the prompt and the output\n"
+    "  --presence-penalty P, --frequency-penalty F  -2..2; 0 is off (the default)\n"
+    "  --dry-multiplier M  DRY, the repeated-sequence penalty: 0 (off, the default) .. 100, with\n"
+    "                    llama.cpp's breakers (newline, colon, quote, star); --dry-base 1..100\n"
+    "                    (1.75), --dry-allowed-length 0..65536 (2), --dry-penalty-last-n 0 (the\n"
+    "                    whole context, the default) .. 1048576\n"
+    "  --mirostat 1|2    mirostat v1 or v2 in place of top-k, top-p and min-p (0: off, the default);\n"
+    "                    --mirostat-ent TAU (0, 100] (5), --mirostat-lr ETA (0, 10] (0.1)\n"
     "  --threads N       0 (the engine's default) .. 1024\n"
     "  --budget BYTES    with --model: a weight store of that many bytes (K, M, G: 2^10, 2^20,\n"
     "                    2^30); 0 or absent uses the weights in place from the mapped file\n"
@@ -93,7 +108,9 @@ static const char *name_of(const feri_arg_choice *c, int32_t v) {
 static const char *const VALUED[] = {"--model", "--prompt", "--arch", "--system", "--chat-template", "--max-tokens", "--threads",
                                      "--top-k", "--seed", "--budget", "--temperature", "--top-p", "--min-p",
                                      "--kv-layout", "--kv-dtype", "--plan", "--matmul", "--json-schema", "--regex",
-                                     "--grammar", NULL};
+                                     "--grammar", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
+                                     "--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-penalty-last-n",
+                                     "--mirostat", "--mirostat-ent", "--mirostat-lr", NULL};
 
 enum { PARSE_BAD = 0, PARSE_OK = 1, PARSE_HELP = 2 };
 
@@ -131,6 +148,16 @@ static bool parse_value(const char *k, const char *v, gen_args *a) {
   else if (strcmp(k, "--temperature") == 0) return feri_arg_float(C, k, v, 0, FLT_MAX, false, &a->temperature);
   else if (strcmp(k, "--top-p") == 0) return feri_arg_float(C, k, v, 0, 1, true, &a->top_p);
   else if (strcmp(k, "--min-p") == 0) return feri_arg_float(C, k, v, 0, 1, false, &a->min_p);
+  else if (strcmp(k, "--repeat-penalty") == 0) return feri_arg_float(C, k, v, 0, FLT_MAX, true, &a->repeat_penalty);
+  else if (strcmp(k, "--presence-penalty") == 0) return feri_arg_float(C, k, v, -2, 2, false, &a->presence_penalty);
+  else if (strcmp(k, "--frequency-penalty") == 0) return feri_arg_float(C, k, v, -2, 2, false, &a->frequency_penalty);
+  else if (strcmp(k, "--dry-multiplier") == 0) return feri_arg_float(C, k, v, 0, 100, false, &a->dry_multiplier);
+  else if (strcmp(k, "--dry-base") == 0) return feri_arg_float(C, k, v, 1, 100, false, &a->dry_base);
+  else if (strcmp(k, "--dry-allowed-length") == 0) return feri_arg_unsigned(C, k, v, 0, 65536, &a->dry_allowed_length);
+  else if (strcmp(k, "--dry-penalty-last-n") == 0) return feri_arg_unsigned(C, k, v, 0, 1 << 20, &a->dry_last_n);
+  else if (strcmp(k, "--mirostat") == 0) return feri_arg_unsigned(C, k, v, 0, 2, &a->mirostat);
+  else if (strcmp(k, "--mirostat-ent") == 0) return feri_arg_float(C, k, v, 0, 100, true, &a->mirostat_tau);
+  else if (strcmp(k, "--mirostat-lr") == 0) return feri_arg_float(C, k, v, 0, 10, true, &a->mirostat_eta);
   else if (strcmp(k, "--kv-layout") == 0) return feri_arg_pick(C, k, v, LAYOUTS, &a->kv_layout);
   else if (strcmp(k, "--kv-dtype") == 0) return feri_arg_pick(C, k, v, DTYPES, &a->kv_dtype);
   else if (strcmp(k, "--plan") == 0) return feri_arg_pick(C, k, v, PLANS, &a->plan);
@@ -140,6 +167,7 @@ static bool parse_value(const char *k, const char *v, gen_args *a) {
 
 static int parse(int argc, char **argv, gen_args *a) {
   *a = (gen_args){.max_tokens = 64, .temperature = 0, .top_p = 1, .min_p = 0, .seed = 0, .arch = "llama",
+                  .repeat_penalty = 1, .dry_base = 1.75f, .dry_allowed_length = 2, .mirostat_tau = 5, .mirostat_eta = 0.1f,
                   .kv_layout = -1, .kv_dtype = -1, .plan = -1, .matmul = -1};
   for (int i = 1; i < argc; i++)
     if (feri_arg_is_help(argv[i])) return PARSE_HELP; /* anywhere an option may stand, not as a value */
@@ -168,6 +196,8 @@ static int parse(int argc, char **argv, gen_args *a) {
   if (a->arch_set && !a->tiny) return refuse("--arch picks the tiny model's architecture: it needs --tiny"), PARSE_BAD;
   if (a->budget_set && a->tiny) return refuse("--budget needs --model (the tiny model is built in memory)"), PARSE_BAD;
   if (a->system && !a->chat) return refuse("--system needs --chat"), PARSE_BAD;
+  if (a->mirostat && (a->top_k > 0 || a->top_p < 1 || a->min_p > 0))
+    return refuse("--mirostat replaces --top-k, --top-p and --min-p: give one or the other"), PARSE_BAD;
   if (a->chat_template && !a->chat) return refuse("--chat-template needs --chat"), PARSE_BAD;
   if (!!a->json_schema + !!a->regex + !!a->gbnf > 1)
     return refuse("--json-schema, --regex and --grammar exclude each other"), PARSE_BAD;
@@ -311,7 +341,8 @@ int feri_cmd_generate(int argc, char **argv) {
   fer_sampler *sampler = NULL;
   fer_grammar_vocab *gvocab = NULL;
   fer_grammar *grammar = NULL;
-  int32_t *prompt = NULL, *generated = NULL;
+  int32_t *prompt = NULL, *generated = NULL, *dry_tokens = NULL;
+  uint32_t *dry_lengths = NULL;
   float *logits = NULL;
   void *tiny_image = NULL;
   size_t tiny_size = 0;
@@ -357,6 +388,30 @@ int feri_cmd_generate(int argc, char **argv) {
   sp.top_p = (float)a.top_p;
   sp.min_p = (float)a.min_p;
   sp.seed = (uint64_t)a.seed;
+  sp.repetition_penalty = a.repeat_penalty;
+  sp.presence_penalty = a.presence_penalty;
+  sp.frequency_penalty = a.frequency_penalty;
+  sp.mirostat = (int32_t)a.mirostat;
+  sp.mirostat_tau = a.mirostat_tau;
+  sp.mirostat_eta = a.mirostat_eta;
+  if (a.dry_multiplier > 0.0f) { /* llama.cpp's default breakers, made against this vocabulary */
+    static const char *const breakers[] = {"\n", ":", "\"", "*"};
+    size_t nb = 0, nt = 0;
+    fer_status st = fer_tokenizer_dry_breakers(tok, breakers, 4, NULL, 0, NULL, 0, &nb, &nt);
+    dry_lengths = malloc((nb ? nb : 1) * sizeof *dry_lengths);
+    dry_tokens = malloc((nt ? nt : 1) * sizeof *dry_tokens);
+    if ((st != FER_STATUS_OK && st != FER_STATUS_BUFFER_TOO_SMALL) || !dry_lengths || !dry_tokens ||
+        fer_tokenizer_dry_breakers(tok, breakers, 4, dry_lengths, nb, dry_tokens, nt, &nb, &nt) != FER_STATUS_OK) {
+      print_error("--dry-multiplier (its sequence breakers)");
+      goto out;
+    }
+    sp.dry_multiplier = a.dry_multiplier;
+    sp.dry_base = a.dry_base;
+    sp.dry_allowed_length = (int32_t)a.dry_allowed_length;
+    sp.dry_penalty_last_n = (int32_t)a.dry_last_n;
+    sp.n_dry_breakers = (uint32_t)nb, sp.n_dry_breaker_tokens = (uint32_t)nt;
+    sp.dry_breaker_lengths = dry_lengths, sp.dry_breaker_tokens = dry_tokens;
+  }
   if (fer_sampler_create(&sp, &sampler) != FER_STATUS_OK) {
     print_error("sampling options");
     goto out;
@@ -440,7 +495,7 @@ out:
   fer_grammar_vocab_free(gvocab);
   fer_engine_free(e);
   fer_sampler_free(sampler);
-  free(prompt), free(generated), free(logits);
+  free(prompt), free(generated), free(logits), free(dry_tokens), free(dry_lengths);
   fer_buffer_free(tiny_image);
   free(env);
   return rc;
