@@ -1930,7 +1930,21 @@ typedef struct fer_model_info {
   /** The chat's end-of-turn id when the vocabulary has one of <|im_end|> (ChatML), <end_of_turn>
    *  (Gemma), <|eot_id|> (Llama 3), <|end|> (Phi), in that order; else -1. */
   int32_t eot_id;
+  /** How the file says an embedding pools the tokens' states (its <arch>.pooling_type, a
+   *  fer_pooling); FER_POOLING_NONE when it says nothing. */
+  uint32_t pooling;
 } fer_model_info;
+
+/** A model file's pooling of token states into an embedding (GGUF's pooling_type values). */
+enum fer_pooling {
+  /** The file names none (generative models): the caller's choice; ferrite-serve takes the mean. */
+  FER_POOLING_NONE = 0,
+  FER_POOLING_MEAN = 1,
+  /** The first token's state (BERT's CLS): FER_EMBED_POOL_FIRST. */
+  FER_POOLING_CLS = 2,
+  /** The last token's state: FER_EMBED_POOL_LAST. */
+  FER_POOLING_LAST = 3,
+};
 
 fer_status fer_engine_model_info(const fer_engine *engine, fer_model_info *out_info);
 
@@ -1974,6 +1988,8 @@ enum fer_embed_flag {
   FER_EMBED_NORMALIZE = 1,
   /** The last token's state instead of the mean over the tokens. */
   FER_EMBED_POOL_LAST = 2,
+  /** The first token's state instead of the mean (CLS pooling); excludes POOL_LAST. */
+  FER_EMBED_POOL_FIRST = 4,
 };
 
 /**

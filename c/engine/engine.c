@@ -54,6 +54,7 @@ static void fill_info(fer_engine *e) {
   snprintf(i->architecture, sizeof i->architecture, "%s", feri_llama_arch_name(c->arch));
   i->n_layer = c->n_layer, i->n_embd = c->n_embd, i->n_head = c->n_head, i->n_head_kv = c->n_head_kv;
   i->head_dim = c->head_dim, i->n_ff = c->n_ff, i->n_vocab = c->n_vocab, i->n_ctx_train = c->n_ctx_train;
+  i->pooling = c->pooling;
   fer_tokenizer_info ti;
   fer_tokenizer_get_info(e->tok, &ti);
   i->bos_id = ti.bos_id, i->eos_id = ti.eos_id, i->eot_id = -1;
@@ -402,8 +403,10 @@ fer_status fer_engine_embed(fer_engine *e, const int32_t *ids, size_t n, uint32_
   if (out_n) *out_n = 0;
   if (e == NULL || out_n == NULL || (n > 0 && ids == NULL) || (cap > 0 && out == NULL))
     return feri_fail(FER_STATUS_NULL_ARG, "%s: NULL argument", fn);
-  if (flags & ~(uint32_t)(FER_EMBED_NORMALIZE | FER_EMBED_POOL_LAST))
+  if (flags & ~(uint32_t)(FER_EMBED_NORMALIZE | FER_EMBED_POOL_LAST | FER_EMBED_POOL_FIRST))
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: unknown flags 0x%x", fn, flags);
+  if ((flags & FER_EMBED_POOL_LAST) && (flags & FER_EMBED_POOL_FIRST))
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: FER_EMBED_POOL_LAST and FER_EMBED_POOL_FIRST exclude each other", fn);
   const uint32_t D = e->info.n_embd;
   if (n == 0 || n > UINT32_MAX) return feri_fail(FER_STATUS_INVALID_ARG, "%s: %zu ids (at least one)", fn, n);
   if (cap < D) {
@@ -426,6 +429,7 @@ fer_status fer_engine_embed(fer_engine *e, const int32_t *ids, size_t n, uint32_
     for (uint32_t j = 0; j < D; j++) {
       double v = 0.0;
       if (flags & FER_EMBED_POOL_LAST) v = hidden[(n - 1) * D + j];
+      else if (flags & FER_EMBED_POOL_FIRST) v = hidden[j];
       else {
         for (size_t i = 0; i < n; i++) v += hidden[i * D + j];
         v /= (double)n;

@@ -1,13 +1,15 @@
 /* engine_test.c: the public engine on the seeded tiny models (no downloads): configuration and the
  * environment read at creation only (two engines, two settings, one process), admission by the
- * governor, the batched step against one-sequence steps, rewind, cancel, and bad input.
- * EVIDENCE: C-ENG-013 C-ENG-014 C-ENG-015 C-ENG-016 C-ENG-017 */
+ * governor, the batched step against one-sequence steps, rewind, cancel, bad input, and the file's
+ * pooling type.
+ * EVIDENCE: C-ENG-013 C-ENG-014 C-ENG-015 C-ENG-016 C-ENG-017 C-ENG-021 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ferrite.h"
+#include "model/tiny.h"
 #include "testing/check.h"
 
 typedef struct tiny {
@@ -292,7 +294,45 @@ static void test_bad_input(const tiny *t) {
   fer_engine_free(e);
 }
 
+/* C-ENG-021: the file's pooling type (<arch>.pooling_type) is read into fer_model_info.pooling
+ * (NONE when absent) and values past LAST are refused naming the key; FER_EMBED_POOL_FIRST is the
+ * first token's state, which (attention being causal) is the embedding of that token alone, bit
+ * for bit; POOL_FIRST with POOL_LAST is refused. */
+static void test_pooling(void) {
+  for (uint32_t pooling = 0; pooling <= 4; pooling++) {
+    tiny t = {NULL, 0};
+    CHECK_STATUS(feri_tiny_embedding_image(1, pooling, &t.img, &t.bytes), FER_STATUS_OK);
+    fer_engine_config c;
+    fer_engine_config_init(&c);
+    c.model_image = t.img, c.model_image_bytes = t.bytes, c.n_threads = 2;
+    fer_engine *e = NULL;
+    const fer_status st = fer_engine_create(&c, &e);
+    if (pooling == 4) { /* RANK: not an embedding ferrite makes */
+      CHECK(st == FER_STATUS_UNSUPPORTED && e == NULL && last_error_has("llama.pooling_type = 4"));
+      fer_buffer_free(t.img);
+      continue;
+    }
+    CHECK_STATUS(st, FER_STATUS_OK);
+    fer_model_info info;
+    CHECK_STATUS(fer_engine_model_info(e, &info), FER_STATUS_OK);
+    CHECK(info.pooling == pooling);
+    if (pooling == FER_POOLING_CLS) {
+      float first[64], alone[64];
+      size_t n1 = 0, n2 = 0;
+      CHECK_STATUS(fer_engine_embed(e, PROMPT, 12, FER_EMBED_POOL_FIRST, first, 64, &n1), FER_STATUS_OK);
+      CHECK_STATUS(fer_engine_embed(e, PROMPT, 1, FER_EMBED_POOL_LAST, alone, 64, &n2), FER_STATUS_OK);
+      CHECK(n1 == info.n_embd && n2 == n1 && memcmp(first, alone, n1 * sizeof(float)) == 0);
+      CHECK_STATUS(fer_engine_embed(e, PROMPT, 12, FER_EMBED_POOL_FIRST | FER_EMBED_POOL_LAST, first, 64, &n1),
+                   FER_STATUS_INVALID_ARG);
+      CHECK(n1 == 0 && last_error_has("exclude each other"));
+    }
+    fer_engine_free(e);
+    fer_buffer_free(t.img);
+  }
+}
+
 int main(void) {
+  test_pooling();
   tiny t = make_tiny("llama");
   if (t.img) {
     test_config_and_environment(&t);

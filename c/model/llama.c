@@ -229,6 +229,15 @@ static fer_status read_config(const feri_gguf *g, feri_llama_config *c) {
   }
   c->n_ctx_train = 2048;
   if (feri_gguf_find_kv(g, ARCH_KEY("context_length")) >= 0) get_u32(g, kbuf, &c->n_ctx_train);
+  /* how an embedding pools the tokens' states, where the file says (embedding models do) */
+  c->pooling = 0;
+  if (feri_gguf_find_kv(g, ARCH_KEY("pooling_type")) >= 0) {
+    fer_status pst = get_u32(g, kbuf, &c->pooling);
+    if (pst != FER_STATUS_OK) return pst;
+    if (c->pooling > FER_POOLING_LAST)
+      return feri_fail(FER_STATUS_UNSUPPORTED, "%s = %u: ferrite pools by mean (1), first token (2) or last token (3)", kbuf,
+                       c->pooling);
+  }
   if (feri_gguf_get_f32(g, ARCH_KEY("attention.layer_norm_rms_epsilon"), &c->rms_eps) != FER_STATUS_OK) {
     return feri_fail(FER_STATUS_CORRUPT, "model: %s is missing", kbuf);
   }

@@ -42,6 +42,7 @@ typedef struct feri_llama_config {
   uint32_t n_swa_layers; /* how many layers are local */
   float rope_theta_swa;  /* local layers' RoPE base */
   bool post_norms;       /* RMSNorm of the attention and FFN outputs before each residual add */
+  uint32_t pooling;      /* the file's <arch>.pooling_type (fer_pooling); 0 when it names none */
 } feri_llama_config;
 
 /* A weight used by a projection: block-quantized (fer_matmul_quant) or dense (fer_matmul); off and

@@ -16,6 +16,7 @@ enum { BYTES = 256, MERGES = 4, VOCAB = BYTES + MERGES + 1 };
 typedef struct tiny_shape {
   uint32_t layers, embd, heads, heads_kv, ff, hd; /* hd 0: embd / heads */
   uint32_t window;                                /* gemma3: attention.sliding_window */
+  uint32_t pooling;                               /* pooling_type; 0: no key */
 } tiny_shape;
 
 typedef struct wbuf {
@@ -128,12 +129,13 @@ static fer_status image(const char *arch, const tiny_shape *sh, uint64_t seed, v
   put(&b, "GGUF", 4);
   u32(&b, 3);
   u64(&b, nt);
-  u64(&b, (qwen3 || gemma3 ? 16 : 14) + (gemma3 ? 1 : 0));
+  u64(&b, (qwen3 || gemma3 ? 16 : 14) + (gemma3 ? 1 : 0) + (sh->pooling ? 1 : 0));
   char k[64];
 #define KEY(x) (snprintf(k, sizeof k, "%s.%s", arch, x), k)
   kv_str(&b, "general.architecture", arch);
   kv_u32(&b, KEY("block_count"), LAYERS);
   kv_u32(&b, KEY("context_length"), 2048);
+  if (sh->pooling) kv_u32(&b, KEY("pooling_type"), sh->pooling);
   kv_u32(&b, KEY("embedding_length"), EMBD);
   kv_u32(&b, KEY("feed_forward_length"), FF);
   kv_u32(&b, KEY("attention.head_count"), HEADS);
@@ -207,7 +209,7 @@ fer_status feri_tiny_model_image(const char *arch, uint64_t seed, void **out, si
   /* qwen3 decouples the head size from the embedding (key_length): twice embd / heads here;
    * gemma3 as well, with 6 layers (five local, one global) and a window of 16 */
   const int decoupled = strcmp(arch, "qwen3") == 0 || strcmp(arch, "gemma3") == 0;
-  tiny_shape sh = {2, 32, 4, 2, 64, decoupled ? 16 : 0, 0};
+  tiny_shape sh = {2, 32, 4, 2, 64, decoupled ? 16 : 0, 0, 0};
   if (strcmp(arch, "gemma3") == 0) sh.layers = 6, sh.window = 16;
   return image(arch, &sh, seed, out, out_size);
 }
@@ -218,8 +220,15 @@ fer_status feri_tiny_gemma3_image(uint64_t seed, uint32_t layers, uint32_t head_
   *out_size = 0;
   if (layers == 0 || layers > 64 || head_dim == 0 || head_dim % 2 || head_dim > 512)
     return feri_fail(FER_STATUS_INVALID_ARG, "tiny gemma3: %u layers (1 .. 64), head size %u (even, up to 512)", layers, head_dim);
-  const tiny_shape sh = {layers, 32, 2, 1, 64, head_dim, window};
+  const tiny_shape sh = {layers, 32, 2, 1, 64, head_dim, window, 0};
   return image("gemma3", &sh, seed, out, out_size);
+}
+
+fer_status feri_tiny_embedding_image(uint64_t seed, uint32_t pooling, void **out, size_t *out_size) {
+  *out = NULL;
+  *out_size = 0;
+  const tiny_shape sh = {2, 32, 4, 2, 64, 0, 0, pooling};
+  return image("llama", &sh, seed, out, out_size);
 }
 
 fer_status feri_tiny_llama_image(uint64_t seed, void **out, size_t *out_size) {

@@ -24,4 +24,8 @@ fer_status feri_tiny_model_image(const char *arch, uint64_t seed, void **out, si
 fer_status feri_tiny_gemma3_image(uint64_t seed, uint32_t layers, uint32_t head_dim, uint32_t window, void **out,
                                   size_t *out_size);
 
+/* The tiny llama with `<arch>.pooling_type` = pooling in its metadata (any value, for tests of
+ * what the loader takes and refuses). */
+fer_status feri_tiny_embedding_image(uint64_t seed, uint32_t pooling, void **out, size_t *out_size);
+
 #endif

@@ -457,12 +457,14 @@ fn embeddings_match_the_f64_oracle() {
         let got = engine.embed(&TINY_IDS, 0).unwrap();
         let unit = engine.embed(&TINY_IDS, embed_flag::NORMALIZE).unwrap();
         let got_last = engine.embed(&TINY_IDS, embed_flag::POOL_LAST).unwrap();
+        let got_first = engine.embed(&TINY_IDS, embed_flag::POOL_FIRST).unwrap();
         assert_eq!(got.len(), d);
         let scale = 1.0 + mean.iter().chain(last).fold(0f64, |m, v| m.max(v.abs()));
         for j in 0..d {
             assert!((got[j] as f64 - mean[j]).abs() <= TINY_REL_TOL * scale, "{arch}: mean[{j}] {} vs {}", got[j], mean[j]);
             assert!((unit[j] as f64 - mean[j] / norm).abs() <= TINY_REL_TOL * scale, "{arch}: unit[{j}]");
             assert!((got_last[j] as f64 - last[j]).abs() <= TINY_REL_TOL * scale, "{arch}: last[{j}]");
+            assert!((got_first[j] as f64 - hs[0][j]).abs() <= TINY_REL_TOL * scale, "{arch}: first[{j}]");
         }
         let len: f64 = unit.iter().map(|v| (*v as f64) * (*v as f64)).sum::<f64>().sqrt();
         assert!((len - 1.0).abs() < 1e-6, "{arch}: |unit| = {len}");
@@ -474,7 +476,8 @@ fn embeddings_match_the_f64_oracle() {
         // refusals
         assert_eq!(engine.embed(&[], 0).unwrap_err().code, status::INVALID_ARG);
         assert_eq!(engine.embed(&[1, 100_000], 0).unwrap_err().code, status::INVALID_ARG);
-        assert_eq!(engine.embed(&TINY_IDS, 4).unwrap_err().code, status::INVALID_ARG);
+        assert_eq!(engine.embed(&TINY_IDS, 8).unwrap_err().code, status::INVALID_ARG);
+        assert_eq!(engine.embed(&TINY_IDS, embed_flag::POOL_FIRST | embed_flag::POOL_LAST).unwrap_err().code, status::INVALID_ARG);
     }
 }
 

@@ -40,6 +40,32 @@ pub struct FerriteBackend {
     dry_breakers: HashMap<Vec<String>, Arc<DryBreakers>>,
 }
 
+/// `fer_engine_embed`'s flags for a file's pooling type: the mean unless it names the first or
+/// the last token's state; unit length always.
+fn embed_flags(pooling: u32) -> u32 {
+    use ferrite::engine::{embed_flag, pooling};
+    embed_flag::NORMALIZE
+        | match pooling {
+            pooling::CLS => embed_flag::POOL_FIRST,
+            pooling::LAST => embed_flag::POOL_LAST,
+            _ => 0,
+        }
+}
+
+#[cfg(test)]
+mod tests {
+    use ferrite::engine::{embed_flag, pooling};
+
+    // EVIDENCE: C-ENG-021
+    #[test]
+    fn the_files_pooling_picks_the_embedding() {
+        assert_eq!(super::embed_flags(pooling::NONE), embed_flag::NORMALIZE);
+        assert_eq!(super::embed_flags(pooling::MEAN), embed_flag::NORMALIZE);
+        assert_eq!(super::embed_flags(pooling::CLS), embed_flag::NORMALIZE | embed_flag::POOL_FIRST);
+        assert_eq!(super::embed_flags(pooling::LAST), embed_flag::NORMALIZE | embed_flag::POOL_LAST);
+    }
+}
+
 impl FerriteBackend {
     pub fn open(opts: &Options) -> Result<FerriteBackend, String> {
         let path = opts.model.as_ref().ok_or("--model is required (or --fake)")?;
@@ -161,7 +187,7 @@ impl Backend for FerriteBackend {
     }
 
     fn embed(&mut self, ids: &[i32]) -> Result<Vec<f32>, String> {
-        self.engine.embed(ids, ferrite::engine::embed_flag::NORMALIZE).map_err(|e| e.message)
+        self.engine.embed(ids, embed_flags(self.engine.model_info().pooling)).map_err(|e| e.message)
     }
 
     fn prompt_logprobs(&mut self, ids: &[i32], top_n: u32) -> Result<Vec<PromptToken>, String> {

@@ -2124,7 +2124,20 @@ pub struct fer_model_info {
     #[doc = " The chat's end-of-turn id when the vocabulary has one of <|im_end|> (ChatML), <end_of_turn>"]
     #[doc = "  (Gemma), <|eot_id|> (Llama 3), <|end|> (Phi), in that order; else -1."]
     pub eot_id: i32,
+    #[doc = " How the file says an embedding pools the tokens' states (its <arch>.pooling_type, a"]
+    #[doc = "  fer_pooling); FER_POOLING_NONE when it says nothing."]
+    pub pooling: u32,
 }
+#[doc = " The file names none (generative models): the caller's choice; ferrite-serve takes the mean."]
+pub const FER_POOLING_NONE: fer_pooling = 0;
+#[doc = " The file names none (generative models): the caller's choice; ferrite-serve takes the mean."]
+pub const FER_POOLING_MEAN: fer_pooling = 1;
+#[doc = " The first token's state (BERT's CLS): FER_EMBED_POOL_FIRST."]
+pub const FER_POOLING_CLS: fer_pooling = 2;
+#[doc = " The last token's state: FER_EMBED_POOL_LAST."]
+pub const FER_POOLING_LAST: fer_pooling = 3;
+#[doc = " A model file's pooling of token states into an embedding (GGUF's pooling_type values)."]
+pub type fer_pooling = ::std::os::raw::c_uint;
 extern "C" {
     pub fn fer_engine_model_info(
         engine: *const fer_engine,
@@ -2178,6 +2191,8 @@ extern "C" {
 pub const FER_EMBED_NORMALIZE: fer_embed_flag = 1;
 #[doc = " The last token's state instead of the mean over the tokens."]
 pub const FER_EMBED_POOL_LAST: fer_embed_flag = 2;
+#[doc = " The first token's state instead of the mean (CLS pooling); excludes POOL_LAST."]
+pub const FER_EMBED_POOL_FIRST: fer_embed_flag = 4;
 #[doc = " Flags of fer_engine_embed."]
 pub type fer_embed_flag = ::std::os::raw::c_uint;
 extern "C" {

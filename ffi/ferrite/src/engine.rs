@@ -42,6 +42,15 @@ pub mod chat_flag {
 pub mod embed_flag {
     pub const NORMALIZE: u32 = crate::sys::FER_EMBED_NORMALIZE;
     pub const POOL_LAST: u32 = crate::sys::FER_EMBED_POOL_LAST;
+    pub const POOL_FIRST: u32 = crate::sys::FER_EMBED_POOL_FIRST;
+}
+
+/// `fer_pooling`: [`ModelInfo::pooling`].
+pub mod pooling {
+    pub const NONE: u32 = crate::sys::FER_POOLING_NONE;
+    pub const MEAN: u32 = crate::sys::FER_POOLING_MEAN;
+    pub const CLS: u32 = crate::sys::FER_POOLING_CLS;
+    pub const LAST: u32 = crate::sys::FER_POOLING_LAST;
 }
 
 /// `fer_chat_cap` bits of [`ChatTemplateInfo::caps`].
@@ -208,6 +217,8 @@ pub struct ModelInfo {
     pub bos_id: i32,
     pub eos_id: i32,
     pub eot_id: i32,
+    /// The file's pooling type ([`pooling`]).
+    pub pooling: u32,
 }
 
 /// Engine-wide counters (`fer_engine_stats`, plain data).
@@ -385,6 +396,7 @@ impl<'m> Engine<'m> {
             bos_id: i.bos_id,
             eos_id: i.eos_id,
             eot_id: i.eot_id,
+            pooling: i.pooling,
         }
     }
 
