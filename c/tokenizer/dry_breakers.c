@@ -38,12 +38,13 @@ static int add(growable *g, size_t head_from, size_t head_from_tok, int32_t head
                size_t n_tail) {
   size_t at = head_from_tok;
   for (size_t k = head_from; k < g->n; k++) {
-    if (g->lengths[k] == n_tail + 1 && !memcmp(g->tokens + at + 1, tail, n_tail * sizeof *tail)) return 1;
+    if (g->lengths[k] == n_tail + 1 && (n_tail == 0 || !memcmp(g->tokens + at + 1, tail, n_tail * sizeof *tail)))
+      return 1;
     at += g->lengths[k];
   }
   if (!grow(g, n_tail + 1)) return 0;
   g->tokens[g->n_tokens] = head;
-  memcpy(g->tokens + g->n_tokens + 1, tail, n_tail * sizeof *tail);
+  if (n_tail > 0) memcpy(g->tokens + g->n_tokens + 1, tail, n_tail * sizeof *tail); /* tail is NULL when empty */
   g->lengths[g->n++] = (uint32_t)(n_tail + 1);
   g->n_tokens += n_tail + 1;
   return 1;
