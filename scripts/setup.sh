@@ -22,6 +22,8 @@ packages=(
   python3-pip                # scripts/fetch-test-data.sh takes pinned wheels from PyPI
   cmake g++ ninja-build      # llama.cpp's llama-quantize (scripts/model/make-quant-files.sh) and its peer
   python3-venv               # the pinned gguf package of the golden scripts
+  libopenmpi-dev openmpi-bin # c/comm: collectives over MPI, mpirun for multi-rank runs
+  iproute2                   # ip netns: the multi-rank tests' hosts of their own
 )
 
 missing=()

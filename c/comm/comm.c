@@ -1,0 +1,182 @@
+/* comm.c: feri_comm over MPI point-to-point (the ring collectives are ours, so their order and
+ * their byte counts are known), or over nothing for one process. */
+#include "comm/comm.h"
+
+#include <limits.h>
+#include <mpi/mpi.h> /* Debian's alternatives link to Open MPI's headers */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+
+struct feri_comm {
+  int rank, size;
+  int mpi;         /* 1: MPI_COMM_WORLD */
+  int finalize;    /* 1: this communicator initialized MPI, so it finalizes it */
+  float *scratch;  /* a chunk's worth, for the reduce-scatter */
+  size_t scratch_n;
+  feri_comm_stats stats;
+};
+
+enum { TAG_RING = 17, TAG_P2P = 18, TAG_BCAST = 19 };
+
+fer_status feri_comm_self(feri_comm **out) {
+  *out = calloc(1, sizeof **out);
+  if (*out == NULL) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "comm: out of memory");
+  (*out)->size = 1;
+  return FER_STATUS_OK;
+}
+
+static fer_status mpi_fail(int rc, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
+  msg[len] = '\0';
+  return feri_fail(FER_STATUS_DEVICE_ERROR, "comm: %s failed: %s", what, len ? msg : "an MPI error");
+}
+
+fer_status feri_comm_mpi(feri_comm **out) {
+  *out = NULL;
+  int inited = 0, finalized = 0, provided = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (finalized) return feri_fail(FER_STATUS_UNSUPPORTED, "comm: MPI was finalized in this process");
+  int mine = 0;
+  if (!inited) {
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+      return feri_fail(FER_STATUS_UNSUPPORTED, "comm: MPI_Init_thread failed (is this process started by mpirun?)");
+    mine = 1;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  feri_comm *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    if (mine) MPI_Finalize();
+    return feri_fail(FER_STATUS_OUT_OF_MEMORY, "comm: out of memory");
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+  c->mpi = 1, c->finalize = mine;
+  *out = c;
+  return FER_STATUS_OK;
+}
+
+void feri_comm_free(feri_comm *c) {
+  if (c == NULL) return;
+  if (c->finalize) MPI_Finalize();
+  free(c->scratch);
+  free(c);
+}
+
+int feri_comm_rank(const feri_comm *c) { return c->rank; }
+int feri_comm_size(const feri_comm *c) { return c->size; }
+
+void feri_comm_get_stats(const feri_comm *c, feri_comm_stats *out) { *out = c->stats; }
+
+void feri_comm_chunk(size_t n, int p, int k, size_t *start, size_t *len) {
+  const size_t base = n / (size_t)p, extra = n % (size_t)p, kk = (size_t)k;
+  *start = kk * base + (kk < extra ? kk : extra);
+  *len = base + (kk < extra ? 1 : 0);
+}
+
+/* One exchange of a ring step, even when both sides are empty (the neighbours count on it). MPI
+ * counts are int: a ring step of 2 GiB or more is refused rather than split, since the two
+ * neighbours' chunks could split into different numbers of pieces. */
+static fer_status sendrecv(feri_comm *c, const void *sbuf, size_t sbytes, int to, void *rbuf, size_t rbytes, int from,
+                           int tag) {
+  if (sbytes > INT_MAX || rbytes > INT_MAX)
+    return feri_fail(FER_STATUS_INVALID_ARG, "comm: a ring step of %zu bytes (at most %d)", sbytes > rbytes ? sbytes : rbytes,
+                     INT_MAX);
+  int rc = MPI_Sendrecv(sbuf, (int)sbytes, MPI_BYTE, to, tag, rbuf, (int)rbytes, MPI_BYTE, from, tag, MPI_COMM_WORLD,
+                        MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Sendrecv");
+  c->stats.bytes_sent += sbytes, c->stats.bytes_received += rbytes, c->stats.messages_sent++;
+  return FER_STATUS_OK;
+}
+
+fer_status feri_comm_allreduce_sum_f32(feri_comm *c, float *x, size_t n) {
+  const int p = c->size;
+  if (p == 1 || n == 0) return FER_STATUS_OK;
+  size_t first, max_len; /* chunk 0 is the longest */
+  feri_comm_chunk(n, p, 0, &first, &max_len);
+  if (max_len > c->scratch_n) {
+    float *s = realloc(c->scratch, max_len * sizeof *s);
+    if (s == NULL) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "comm: all-reduce scratch of %zu floats", max_len);
+    c->scratch = s, c->scratch_n = max_len;
+  }
+  const int r = c->rank, right = (r + 1) % p, left = (r + p - 1) % p;
+  /* reduce-scatter: at step s rank r passes chunk (r - s) on and adds chunk (r - s - 1) into its
+   * own; after p - 1 steps rank r holds chunk (r + 1) % p summed over every rank */
+  for (int s = 0; s < p - 1; s++) {
+    size_t ss, sl, rs, rl;
+    feri_comm_chunk(n, p, ((r - s) % p + p) % p, &ss, &sl);
+    feri_comm_chunk(n, p, ((r - s - 1) % p + p) % p, &rs, &rl);
+    fer_status st = sendrecv(c, x + ss, sl * sizeof(float), right, c->scratch, rl * sizeof(float), left, TAG_RING);
+    if (st != FER_STATUS_OK) return st;
+    for (size_t i = 0; i < rl; i++) x[rs + i] = c->scratch[i] + x[rs + i];
+  }
+  /* all-gather of the summed chunks: copies only */
+  for (int s = 0; s < p - 1; s++) {
+    size_t ss, sl, rs, rl;
+    feri_comm_chunk(n, p, ((r + 1 - s) % p + p) % p, &ss, &sl);
+    feri_comm_chunk(n, p, ((r - s) % p + p) % p, &rs, &rl);
+    fer_status st = sendrecv(c, x + ss, sl * sizeof(float), right, x + rs, rl * sizeof(float), left, TAG_RING);
+    if (st != FER_STATUS_OK) return st;
+  }
+  return FER_STATUS_OK;
+}
+
+fer_status feri_comm_allgather(feri_comm *c, const void *mine, size_t bytes, void *all) {
+  const int p = c->size, r = c->rank;
+  char *a = all;
+  memmove(a + (size_t)r * bytes, mine, bytes);
+  if (p == 1) return FER_STATUS_OK;
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  for (int s = 0; s < p - 1; s++) {
+    const int send_k = ((r - s) % p + p) % p, recv_k = ((r - s - 1) % p + p) % p;
+    fer_status st =
+        sendrecv(c, a + (size_t)send_k * bytes, bytes, right, a + (size_t)recv_k * bytes, bytes, left, TAG_RING);
+    if (st != FER_STATUS_OK) return st;
+  }
+  return FER_STATUS_OK;
+}
+
+fer_status feri_comm_broadcast(feri_comm *c, void *buf, size_t bytes, int root) {
+  if (root < 0 || root >= c->size) return feri_fail(FER_STATUS_INVALID_ARG, "comm: broadcast root %d of %d ranks", root, c->size);
+  if (c->size == 1 || bytes == 0) return FER_STATUS_OK;
+  /* a chain from the root around the ring: p - 1 sends of the whole buffer, counted */
+  const int p = c->size, pos = (c->rank - root + p) % p;
+  if (pos > 0) {
+    fer_status st = feri_comm_recv(c, buf, bytes, (c->rank + p - 1) % p);
+    if (st != FER_STATUS_OK) return st;
+  }
+  if (pos < p - 1) return feri_comm_send(c, buf, bytes, (c->rank + 1) % p);
+  return FER_STATUS_OK;
+}
+
+fer_status feri_comm_send(feri_comm *c, const void *buf, size_t bytes, int to) {
+  if (to < 0 || to >= c->size || to == c->rank)
+    return feri_fail(FER_STATUS_INVALID_ARG, "comm: send to rank %d (this is %d of %d)", to, c->rank, c->size);
+  const char *s = buf;
+  do {
+    const int sn = bytes > INT_MAX ? INT_MAX : (int)bytes;
+    int rc = MPI_Send(s, sn, MPI_BYTE, to, TAG_P2P, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Send");
+    c->stats.bytes_sent += (uint64_t)sn, c->stats.messages_sent++;
+    s += sn, bytes -= (size_t)sn;
+  } while (bytes > 0);
+  return FER_STATUS_OK;
+}
+
+fer_status feri_comm_recv(feri_comm *c, void *buf, size_t bytes, int from) {
+  if (from < 0 || from >= c->size || from == c->rank)
+    return feri_fail(FER_STATUS_INVALID_ARG, "comm: receive from rank %d (this is %d of %d)", from, c->rank, c->size);
+  char *r = buf;
+  do {
+    const int rn = bytes > INT_MAX ? INT_MAX : (int)bytes;
+    int rc = MPI_Recv(r, rn, MPI_BYTE, from, TAG_P2P, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Recv");
+    c->stats.bytes_received += (uint64_t)rn;
+    r += rn, bytes -= (size_t)rn;
+  } while (bytes > 0);
+  return FER_STATUS_OK;
+}

@@ -1,0 +1,61 @@
+/* comm.h: the collectives a model spread over several processes needs (tensor parallelism's
+ * all-reduce, broadcasting a step's batch, pipeline stages' sends, gathering for sampling), over
+ * MPI, or over nothing when one process is all there is.
+ *
+ * Every collective is deterministic: the all-reduce sums each element in an order fixed by the
+ * rank count alone (ring reduce-scatter, then all-gather: chunk k is summed as
+ * ((x_k + x_k+1) + x_k+2) + ... around the ring starting at rank k), so every rank ends with the
+ * same bits, run after run. The layer counts what it sends and receives, the bytes every formula
+ * about traffic is checked against.
+ *
+ * Thread-safety: a communicator is used by one thread at a time (MPI's FUNNELED level). */
+#ifndef FERI_COMM_H
+#define FERI_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferrite.h"
+
+typedef struct feri_comm feri_comm;
+
+/* One process alone: rank 0 of 1; collectives copy or do nothing. */
+fer_status feri_comm_self(feri_comm **out);
+
+/* MPI_COMM_WORLD of the job this process was started in (mpirun), initializing MPI (thread level
+ * FUNNELED) unless the program already did; errors come back as statuses, never as an abort
+ * (MPI_ERRORS_RETURN). UNSUPPORTED when MPI cannot start. */
+fer_status feri_comm_mpi(feri_comm **out);
+
+/* Frees; finalizes MPI when feri_comm_mpi initialized it. NULL is a no-op. */
+void feri_comm_free(feri_comm *c);
+
+int feri_comm_rank(const feri_comm *c);
+int feri_comm_size(const feri_comm *c);
+
+/* x[0..n) becomes the element-wise sum of every rank's x, the same bits on every rank (ring
+ * reduce-scatter then all-gather, the order above). Each rank sends and receives
+ * 2 (p - 1) / p x n floats (chunks of n / p, the first n % p one float longer). */
+fer_status feri_comm_allreduce_sum_f32(feri_comm *c, float *x, size_t n);
+
+/* buf[0..bytes) of rank `root` into every rank's buf. */
+fer_status feri_comm_broadcast(feri_comm *c, void *buf, size_t bytes, int root);
+
+/* Every rank's mine[0..bytes) into all[r * bytes ..] on every rank (ring all-gather). */
+fer_status feri_comm_allgather(feri_comm *c, const void *mine, size_t bytes, void *all);
+
+/* Point to point, for pipeline stages: blocks until the bytes went out or came in. */
+fer_status feri_comm_send(feri_comm *c, const void *buf, size_t bytes, int to);
+fer_status feri_comm_recv(feri_comm *c, void *buf, size_t bytes, int from);
+
+/* The rank's traffic since creation: payload bytes handed to and taken from the transport. */
+typedef struct feri_comm_stats {
+  uint64_t bytes_sent, bytes_received, messages_sent;
+} feri_comm_stats;
+void feri_comm_get_stats(const feri_comm *c, feri_comm_stats *out);
+
+/* Where chunk k of an n-float ring all-reduce over p ranks starts and how long it is (chunk sizes
+ * n / p, the first n % p one longer). */
+void feri_comm_chunk(size_t n, int p, int k, size_t *start, size_t *len);
+
+#endif

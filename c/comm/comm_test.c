@@ -1,0 +1,145 @@
+/* comm_test.c: the communicator alone (rank 0 of 1) and the ring's chunking; with --mpi, started
+ * by mpirun on p ranks, the collectives across them: the all-reduce equals the documented order's
+ * sum bit for bit on every rank, twice the same, sending 2 (p - 1) / p x n floats; broadcast from
+ * every root; all-gather; sends around the ring; bad ranks refused.
+ * EVIDENCE: C-COMM-001 C-COMM-002 (with comm_mpi_test.sh and comm_netns_test.sh) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "testing/check.h"
+
+/* A value with varied magnitude and sign, so the order of a sum shows in its bits. */
+static float value(int rank, size_t i) {
+  uint64_t z = (uint64_t)rank * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull + 1;
+  z ^= z >> 31, z *= 0x94d049bb133111ebull, z ^= z >> 29;
+  const float m = (float)(z >> 40) / (float)(1 << 24) - 0.5f;
+  static const float scale[4] = {1e-3f, 1.0f, 3e2f, 7e4f};
+  return m * scale[(z >> 8) & 3];
+}
+
+static void test_alone(void) {
+  feri_comm *c = NULL;
+  CHECK_STATUS(feri_comm_self(&c), FER_STATUS_OK);
+  CHECK(feri_comm_rank(c) == 0 && feri_comm_size(c) == 1);
+  float x[3] = {1, 2, 3};
+  CHECK_STATUS(feri_comm_allreduce_sum_f32(c, x, 3), FER_STATUS_OK);
+  CHECK(x[0] == 1 && x[1] == 2 && x[2] == 3);
+  CHECK_STATUS(feri_comm_broadcast(c, x, sizeof x, 0), FER_STATUS_OK);
+  CHECK_STATUS(feri_comm_broadcast(c, x, sizeof x, 1), FER_STATUS_INVALID_ARG);
+  int mine = 7, all = 0;
+  CHECK_STATUS(feri_comm_allgather(c, &mine, sizeof mine, &all), FER_STATUS_OK);
+  CHECK(all == 7);
+  CHECK_STATUS(feri_comm_send(c, x, 4, 0), FER_STATUS_INVALID_ARG);
+  CHECK_STATUS(feri_comm_recv(c, x, 4, 1), FER_STATUS_INVALID_ARG);
+  feri_comm_stats st;
+  feri_comm_get_stats(c, &st);
+  CHECK(st.bytes_sent == 0 && st.bytes_received == 0);
+  feri_comm_free(c);
+  feri_comm_free(NULL);
+  /* the chunks tile [0, n) in order, sizes within one of each other */
+  for (size_t n = 0; n < 40; n++)
+    for (int p = 1; p <= 5; p++) {
+      size_t next = 0;
+      for (int k = 0; k < p; k++) {
+        size_t s, l;
+        feri_comm_chunk(n, p, k, &s, &l);
+        CHECK(s == next && (l == n / (size_t)p || l == n / (size_t)p + 1));
+        next = s + l;
+      }
+      CHECK(next == n);
+    }
+}
+
+/* The all-reduce's documented order: chunk k's elements summed from rank k around the ring. */
+static float ring_sum(int p, size_t n, size_t i) {
+  int k = 0;
+  for (; k < p; k++) {
+    size_t s, l;
+    feri_comm_chunk(n, p, k, &s, &l);
+    if (i >= s && i < s + l) break;
+  }
+  float acc = value(k, i);
+  for (int j = 1; j < p; j++) acc = acc + value((k + j) % p, i);
+  return acc;
+}
+
+static void test_ranks(void) {
+  feri_comm *c = NULL;
+  CHECK_STATUS(feri_comm_mpi(&c), FER_STATUS_OK);
+  if (c == NULL) return;
+  const int r = feri_comm_rank(c), p = feri_comm_size(c);
+  const size_t sizes[] = {0, 1, 3, 1000, 12345, (size_t)p * 4096};
+  for (size_t t = 0; t < sizeof sizes / sizeof *sizes; t++) {
+    const size_t n = sizes[t];
+    float *x = malloc((n + 1) * sizeof *x), *y = malloc((n + 1) * sizeof *y);
+    for (size_t i = 0; i < n; i++) x[i] = y[i] = value(r, i);
+    feri_comm_stats before, after;
+    feri_comm_get_stats(c, &before);
+    CHECK_STATUS(feri_comm_allreduce_sum_f32(c, x, n), FER_STATUS_OK);
+    feri_comm_get_stats(c, &after);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++) {
+      const float want = ring_sum(p, n, i);
+      wrong += memcmp(&x[i], &want, sizeof want) != 0;
+    }
+    CHECK(wrong == 0);
+    if (wrong) fprintf(stderr, "  rank %d: %zu of %zu sums differ from the ring order (n %zu)\n", r, wrong, n, n);
+    if (n % (size_t)p == 0) { /* the traffic formula: 2 (p - 1) / p x n floats each way */
+      const uint64_t want = 2ull * (uint64_t)(p - 1) * (n / (size_t)p) * sizeof(float);
+      CHECK(after.bytes_sent - before.bytes_sent == want && after.bytes_received - before.bytes_received == want);
+    }
+    CHECK_STATUS(feri_comm_allreduce_sum_f32(c, y, n), FER_STATUS_OK); /* the same bits again */
+    CHECK(n == 0 || memcmp(x, y, n * sizeof *x) == 0);
+    free(x), free(y);
+  }
+  /* broadcast from every root, all-gather, a send around the ring */
+  for (int root = 0; root < p; root++) {
+    char buf[100];
+    memset(buf, r == root ? 'a' + root : '?', sizeof buf);
+    CHECK_STATUS(feri_comm_broadcast(c, buf, sizeof buf, root), FER_STATUS_OK);
+    CHECK(buf[0] == 'a' + root && buf[99] == 'a' + root);
+  }
+  int mine = 100 + r, all[16] = {0};
+  CHECK_STATUS(feri_comm_allgather(c, &mine, sizeof mine, all), FER_STATUS_OK);
+  for (int k = 0; k < p; k++) CHECK(all[k] == 100 + k);
+  double token = r == 0 ? 1.5 : 0;
+  if (r == 0) {
+    CHECK_STATUS(feri_comm_send(c, &token, sizeof token, 1 % p), FER_STATUS_OK);
+    CHECK_STATUS(feri_comm_recv(c, &token, sizeof token, p - 1), FER_STATUS_OK);
+    CHECK(token == 1.5 * (double)(1 << (p - 1)));
+  } else {
+    CHECK_STATUS(feri_comm_recv(c, &token, sizeof token, r - 1), FER_STATUS_OK);
+    token *= 2;
+    CHECK_STATUS(feri_comm_send(c, &token, sizeof token, (r + 1) % p), FER_STATUS_OK);
+  }
+  CHECK_STATUS(feri_comm_send(c, &token, 8, p), FER_STATUS_INVALID_ARG);
+  CHECK_STATUS(feri_comm_broadcast(c, &token, 8, -1), FER_STATUS_INVALID_ARG);
+  printf("comm_test: rank %d of %d\n", r, p);
+  feri_comm_free(c);
+}
+
+/* --mpi-traffic N REPS: REPS all-reduces of N floats; prints what the layer sent and received, for
+ * a comparison with the network's own counters (comm_netns_test.sh). */
+static void traffic(size_t n, int reps) {
+  feri_comm *c = NULL;
+  CHECK_STATUS(feri_comm_mpi(&c), FER_STATUS_OK);
+  if (c == NULL) return;
+  float *x = malloc(n * sizeof *x);
+  for (size_t i = 0; i < n; i++) x[i] = value(feri_comm_rank(c), i);
+  for (int k = 0; k < reps; k++) CHECK_STATUS(feri_comm_allreduce_sum_f32(c, x, n), FER_STATUS_OK);
+  feri_comm_stats st;
+  feri_comm_get_stats(c, &st);
+  printf("comm_traffic: rank %d sent %llu received %llu\n", feri_comm_rank(c), (unsigned long long)st.bytes_sent,
+         (unsigned long long)st.bytes_received);
+  free(x);
+  feri_comm_free(c);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--mpi") == 0) test_ranks();
+  else if (argc > 3 && strcmp(argv[1], "--mpi-traffic") == 0) traffic(strtoull(argv[2], NULL, 10), atoi(argv[3]));
+  else test_alone();
+  return feri_test_finish("comm_test");
+}
