@@ -263,6 +263,40 @@ fer_status fer_tensor_check(const fer_tensor *tensor);
 fer_status fer_tensor_init_contiguous(fer_tensor *out, void *data, fer_dtype dtype, int32_t rank,
                                       const int64_t *shape);
 
+/** The checks that decide whether AMX's int8 tiles run (fer_amx_info.failed_check). Append-only. */
+enum fer_amx_check {
+  /** None failed: AMX runs. */
+  FER_AMX_CHECK_NONE = 0,
+  /** CPUID leaf 7 does not list AMX-TILE and AMX-INT8 (or this is not an x86-64 CPU). */
+  FER_AMX_CHECK_CPUID = 1,
+  /** The OS does not enable the tile state in XCR0 (bits 17 and 18), read with XGETBV. */
+  FER_AMX_CHECK_XCR0 = 2,
+  /** Linux refused the process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). */
+  FER_AMX_CHECK_PERMISSION = 3,
+  /** A small tile product did not give the scalar result. */
+  FER_AMX_CHECK_CANARY = 4,
+  /** Turned off by the caller (FERRITE_AMX=0). */
+  FER_AMX_CHECK_DISABLED = 5,
+};
+
+/** Whether AMX's int8 tiles run in this process, and if not, the first check that failed. */
+typedef struct fer_amx_info {
+  /** 1: the tile routes may run; 0: they do not (the VNNI or AVX2 routes run instead). */
+  uint32_t usable;
+  /** fer_amx_check: the first check that failed, FER_AMX_CHECK_NONE when usable. */
+  uint32_t failed_check;
+  /** Why, in words, NUL-terminated ("AMX int8: CPUID lists no AMX-TILE", ...). */
+  char reason[160];
+} fer_amx_info;
+
+/**
+ * Runs the AMX gate once per process (later calls report its result): CPUID AMX-TILE and
+ * AMX-INT8, XCR0 bits 17-18, the Linux permission request for the tile data, and a canary tile
+ * product checked against the scalar result; any failure leaves AMX off with the reason. The
+ * environment variable FERRITE_AMX=0, read at the first call, turns it off. Thread-safe.
+ */
+fer_status fer_amx_info_get(fer_amx_info *out_info);
+
 /** Fills *opts with defaults: struct_size set, n_threads 0 (one per CPU), isa FER_ISA_AUTO. */
 fer_status fer_threadpool_options_init(fer_threadpool_options *opts);
 

@@ -7,7 +7,7 @@
  * directory, a FIFO without a writer) are refused, not read or waited on. The tiny model
  * (`ferrite tiny-model`) serves where a model is needed; the cached Qwen2.5 tokenizer.json and the
  * SmolLM2 GGUF are SKIPPED when absent. chat-template prints a render byte for byte, a template's
- * raise as "template error: ..." with exit 1. EVIDENCE: C-CLI-001 C-CLI-002 C-CLI-003 C-CLI-004 C-CHAT-005 C-CHAT-006 C-SAMP-014 */
+ * raise as "template error: ..." with exit 1. EVIDENCE: C-CLI-001 C-CLI-002 C-CLI-003 C-CLI-004 C-CHAT-005 C-CHAT-006 C-SAMP-014 C-AMX-001 */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -427,6 +427,11 @@ int main(int argc, char **argv) {
   expect(A("info", tiny), 0, NULL, "model        : llama");
   /* each tensor type with its byte share and the route its matrices take */
   expect(A("info", tiny), 0, NULL, "(100.0%): dense f32 GEMM/GEMV");
+  /* C-AMX-001: info says whether AMX runs and why not; FERRITE_AMX=0 turns it off */
+  expect(A("info"), 0, NULL, "amx          : AMX int8: ");
+  setenv("FERRITE_AMX", "0", 1);
+  expect(A("info"), 0, NULL, "amx          : AMX int8: off (FERRITE_AMX=0)");
+  unsetenv("FERRITE_AMX");
   test_help();
   test_bad_values();
   test_good_values();

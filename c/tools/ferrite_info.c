@@ -146,6 +146,8 @@ int feri_cmd_info(int argc, char **argv) {
   fer_threadpool_free(pool);
   const char *isa_name = isa == FER_ISA_AVX512 ? "avx512+avx2+fma+f16c" : isa == FER_ISA_AVX2 ? "avx2+fma+f16c" : "portable";
   printf("kernel isa   : %s (default pool: %u threads)\n", isa_name, nt);
+  fer_amx_info amx;
+  if (fer_amx_info_get(&amx) == FER_STATUS_OK) printf("amx          : %s\n", amx.reason);
   int32_t ndev = 0;
   fer_status cst = fer_cuda_device_count(&ndev);
   printf("cuda         : %s; %s (%d device%s)\n", fer_cuda_is_built() ? "built in" : "not built",

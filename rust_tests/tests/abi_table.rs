@@ -1169,6 +1169,13 @@ fn rows(c: &mut Ctx) {
             (st, vec![("out_id (-1)", n[2] || id == -1)])
         });
     }
+    if c.row("fer_amx_info_get") {
+        c.each("fer_amx_info_get", &[("out_info", N)], true, |_h, n| {
+            let mut info: fer_amx_info = unsafe { std::mem::zeroed() };
+            let st = unsafe { fer_amx_info_get(nzm(n, 0, &mut info)) };
+            (st, vec![("reason", n[0] || info.reason[0] != 0)])
+        });
+    }
     if c.row("fer_tokenizer_dry_breakers") {
         c.each("fer_tokenizer_dry_breakers", &[("tok", N), ("strings", N), ("out_n_breakers", N), ("out_n_tokens", N)], true, |h, n| {
             let strings: [*const c_char; 1] = [b"zz\0".as_ptr().cast()];

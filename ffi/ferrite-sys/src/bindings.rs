@@ -221,6 +221,38 @@ extern "C" {
         shape: *const i64,
     ) -> fer_status;
 }
+#[doc = " None failed: AMX runs."]
+pub const FER_AMX_CHECK_NONE: fer_amx_check = 0;
+#[doc = " CPUID leaf 7 does not list AMX-TILE and AMX-INT8 (or this is not an x86-64 CPU)."]
+pub const FER_AMX_CHECK_CPUID: fer_amx_check = 1;
+#[doc = " The OS does not enable the tile state in XCR0 (bits 17 and 18), read with XGETBV."]
+pub const FER_AMX_CHECK_XCR0: fer_amx_check = 2;
+#[doc = " Linux refused the process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)."]
+pub const FER_AMX_CHECK_PERMISSION: fer_amx_check = 3;
+#[doc = " A small tile product did not give the scalar result."]
+pub const FER_AMX_CHECK_CANARY: fer_amx_check = 4;
+#[doc = " Turned off by the caller (FERRITE_AMX=0)."]
+pub const FER_AMX_CHECK_DISABLED: fer_amx_check = 5;
+#[doc = " The checks that decide whether AMX's int8 tiles run (fer_amx_info.failed_check). Append-only."]
+pub type fer_amx_check = ::std::os::raw::c_uint;
+#[doc = " Whether AMX's int8 tiles run in this process, and if not, the first check that failed."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fer_amx_info {
+    #[doc = " 1: the tile routes may run; 0: they do not (the VNNI or AVX2 routes run instead)."]
+    pub usable: u32,
+    #[doc = " fer_amx_check: the first check that failed, FER_AMX_CHECK_NONE when usable."]
+    pub failed_check: u32,
+    #[doc = " Why, in words, NUL-terminated (\"AMX int8: CPUID lists no AMX-TILE\", ...)."]
+    pub reason: [::std::os::raw::c_char; 160usize],
+}
+extern "C" {
+    #[doc = " Runs the AMX gate once per process (later calls report its result): CPUID AMX-TILE and"]
+    #[doc = " AMX-INT8, XCR0 bits 17-18, the Linux permission request for the tile data, and a canary tile"]
+    #[doc = " product checked against the scalar result; any failure leaves AMX off with the reason. The"]
+    #[doc = " environment variable FERRITE_AMX=0, read at the first call, turns it off. Thread-safe."]
+    pub fn fer_amx_info_get(out_info: *mut fer_amx_info) -> fer_status;
+}
 extern "C" {
     #[doc = " Fills *opts with defaults: struct_size set, n_threads 0 (one per CPU), isa FER_ISA_AUTO."]
     pub fn fer_threadpool_options_init(opts: *mut fer_threadpool_options) -> fer_status;
