@@ -522,6 +522,12 @@ fn prompt_logprobs_equal_one_token_steps() {
 /// logprobs are those of a prefill and one-token steps.
 #[test]
 fn prompt_logprobs_cross_chunks_on_the_real_model() {
+    // 360 positions of a 135M model in the unoptimised sanitizer build: the C side's memory safety
+    // is the tiny models' run above under the same sanitizers; the chunk boundary is the normal run's
+    if std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("libasan")) {
+        println!("SKIPPED: prompt logprobs across chunks on the real model, under the sanitizer runner");
+        return;
+    }
     let Some(path) = real_model() else { return };
     let engine = Engine::from_path(&path, &EngineConfig::default().threads(2)).unwrap();
     let ids: Vec<i32> = (0..360).map(|i| ((i * 7919 + 13) % 49152) as i32).collect();
