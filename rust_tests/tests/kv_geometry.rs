@@ -15,7 +15,7 @@
 mod common;
 
 use ferrite::mem::{self, KvCache, KvSeq, Vmm};
-use ferrite::{status, sys};
+use ferrite::sys;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
