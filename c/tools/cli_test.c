@@ -363,7 +363,12 @@ static void test_chat_template(void) {
   CHECK(strcmp(R.out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nCaf\u00e9 \"x\" \u4f60<|im_end|>\n"
                       "<|im_start|>assistant\n") == 0);
   /* C-CHAT-006: a non-ChatML template drives the real model: SmolLM2 through Llama 3.2's answers
-   * with Paris (greedy; the date the template prints fixed) */
+   * with Paris (greedy; the date the template prints fixed). The real model's answers are the
+   * optimised build's (the template path's memory safety is chat_template_test's under ASan). */
+#if defined(__SANITIZE_ADDRESS__)
+  printf("SKIPPED: cli_test: generate on the real model (Llama 3.2's template, DRY), in a sanitizer build\n");
+  return;
+#endif
   char llama[4096];
   if (!feri_test_data_path("templates/meta-llama-Llama-3.2-3B-Instruct.jinja", llama, sizeof llama)) {
     printf("SKIPPED: cli_test: generate with Llama 3.2's template (no templates/ in the data directory)\n");
@@ -375,12 +380,7 @@ static void test_chat_template(void) {
          0, NULL, "Paris");
   unsetenv("FERRITE_TEMPLATE_NOW");
   /* C-SAMP-014: --dry-multiplier on an answer that loops: greedy repeats "hello" to the end of
-   * max_tokens; with DRY (llama.cpp's defaults) the answer stops repeating. Two 40-token answers
-   * of a 135M model: the optimised build's (DRY's memory safety is sample_test's under ASan) */
-#if defined(__SANITIZE_ADDRESS__)
-  printf("SKIPPED: cli_test: generate --dry-multiplier on the real model, in a sanitizer build\n");
-  return;
-#endif
+   * max_tokens; with DRY (llama.cpp's defaults) the answer stops repeating */
   run(&R, A("generate", "--model", path, "--chat", "--prompt", "Write the word hello twenty times.", "--max-tokens", "40"));
   size_t loops = 0;
   for (const char *p = R.out; (p = strstr(p, "hello")) != NULL; p++) loops++;
