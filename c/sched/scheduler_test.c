@@ -484,6 +484,29 @@ static void test_cancel(void) {
   fer_buffer_free(t.img);
 }
 
+/* The regex [ab]{3,6} over the engine's vocabulary (its end: the model's eos), and *info, *tok. */
+static fer_grammar *ab_grammar(fer_engine *e, fer_model_info *info, const fer_tokenizer **tok, fer_grammar_vocab **gv) {
+  fer_engine_model_info(e, info);
+  CHECK_STATUS(fer_engine_tokenizer(e, tok), FER_STATUS_OK);
+  CHECK_STATUS(fer_grammar_vocab_create(*tok, info->n_vocab, info->eos_id, gv), FER_STATUS_OK);
+  fer_grammar *g = NULL;
+  const char *re = "[ab]{3,6}";
+  CHECK_STATUS(fer_grammar_compile(*gv, FER_GRAMMAR_REGEX, re, strlen(re), 0, &g), FER_STATUS_OK);
+  return g;
+}
+
+/* ids decode to a word of [ab]{3,6} (printed when not). */
+static bool is_ab_3_6(const fer_tokenizer *tok, const int32_t *ids, uint32_t n) {
+  char text[64];
+  size_t len = 0;
+  CHECK_STATUS(fer_tokenizer_decode(tok, ids, n, 0, text, sizeof text - 1, &len), FER_STATUS_OK);
+  text[len] = 0;
+  bool ok = len >= 3 && len <= 6;
+  for (size_t c = 0; c < len; c++) ok = ok && (text[c] == 'a' || text[c] == 'b');
+  if (!ok) fprintf(stderr, "  not a word of [ab]{3,6}: '%s'\n", text);
+  return ok;
+}
+
 /* C-SCHED-005: a grammar and logprobs. Under the regex [ab]{3,6} every request's text matches
  * and ends with STOP at the grammar's end; logprobs are <= 0, the alternatives sorted, and with
  * greedy sampling the token is the first alternative. */
@@ -492,14 +515,9 @@ static void test_grammar_and_logprobs(void) {
   CHECK_STATUS(fer_tiny_model_image("llama", 8, &t.img, &t.bytes), FER_STATUS_OK);
   fer_engine *e = engine_on(&t, 0, 4);
   fer_model_info info;
-  fer_engine_model_info(e, &info);
   const fer_tokenizer *tok = NULL;
-  CHECK_STATUS(fer_engine_tokenizer(e, &tok), FER_STATUS_OK);
   fer_grammar_vocab *gv = NULL;
-  CHECK_STATUS(fer_grammar_vocab_create(tok, info.n_vocab, info.eos_id, &gv), FER_STATUS_OK);
-  fer_grammar *g = NULL;
-  const char *re = "[ab]{3,6}";
-  CHECK_STATUS(fer_grammar_compile(gv, FER_GRAMMAR_REGEX, re, strlen(re), 0, &g), FER_STATUS_OK);
+  fer_grammar *g = ab_grammar(e, &info, &tok, &gv);
   fer_scheduler *s = scheduler_on(e, 4, 64, 0);
   static job jobs[4];
   memset(jobs, 0, sizeof jobs);
@@ -531,16 +549,9 @@ static void test_grammar_and_logprobs(void) {
     }
   }
   CHECK(done == 4);
-  for (uint32_t i = 0; i < 4; i++) {
-    char text[64];
-    size_t len = 0;
-    CHECK_STATUS(fer_tokenizer_decode(tok, jobs[i].got, jobs[i].n_got, 0, text, sizeof text - 1, &len), FER_STATUS_OK);
-    text[len] = 0;
-    bool ok = len >= 3 && len <= 6;
-    for (size_t c = 0; c < len; c++) ok = ok && (text[c] == 'a' || text[c] == 'b');
-    CHECK(ok && jobs[i].fin.finish_reason == FER_FINISH_STOP && jobs[i].fin.stop_token == info.eos_id);
-    if (!ok) fprintf(stderr, "  job %u: '%s'\n", i, text);
-  }
+  for (uint32_t i = 0; i < 4; i++)
+    CHECK(is_ab_3_6(tok, jobs[i].got, jobs[i].n_got) && jobs[i].fin.finish_reason == FER_FINISH_STOP &&
+          jobs[i].fin.stop_token == info.eos_id);
   CHECK_STATUS(fer_scheduler_free(s), FER_STATUS_OK);
   CHECK_STATUS(fer_grammar_free(g), FER_STATUS_OK);
   CHECK_STATUS(fer_grammar_vocab_free(gv), FER_STATUS_OK);
@@ -815,14 +826,9 @@ static void test_lazy_grammar(void) {
   CHECK_STATUS(fer_tiny_model_image("llama", 8, &t.img, &t.bytes), FER_STATUS_OK);
   fer_engine *e = engine_on(&t, 0, 2);
   fer_model_info info;
-  fer_engine_model_info(e, &info);
   const fer_tokenizer *tok = NULL;
-  CHECK_STATUS(fer_engine_tokenizer(e, &tok), FER_STATUS_OK);
   fer_grammar_vocab *gv = NULL;
-  CHECK_STATUS(fer_grammar_vocab_create(tok, info.n_vocab, info.eos_id, &gv), FER_STATUS_OK);
-  fer_grammar *g = NULL;
-  const char *re = "[ab]{3,6}";
-  CHECK_STATUS(fer_grammar_compile(gv, FER_GRAMMAR_REGEX, re, strlen(re), 0, &g), FER_STATUS_OK);
+  fer_grammar *g = ab_grammar(e, &info, &tok, &gv);
   fer_scheduler *s = scheduler_on(e, 2, 64, 0);
   static job free_run, lazy, never;
   memset(&free_run, 0, sizeof free_run);
@@ -858,15 +864,8 @@ static void test_lazy_grammar(void) {
   CHECK_STATUS(fer_scheduler_submit(s, &p, &never.id), FER_STATUS_OK);
   drive(s, 2, NULL, 0);
   CHECK(lazy.n_got > k + 1 && memcmp(lazy.got, free_run.got, (k + 1) * sizeof(int32_t)) == 0);
-  char text[64];
-  size_t len = 0;
-  CHECK_STATUS(fer_tokenizer_decode(tok, lazy.got + k + 1, lazy.n_got - k - 1, 0, text, sizeof text - 1, &len),
-               FER_STATUS_OK);
-  text[len] = 0;
-  bool ok = len >= 3 && len <= 6;
-  for (size_t c = 0; c < len; c++) ok = ok && (text[c] == 'a' || text[c] == 'b');
-  CHECK(ok && lazy.fin.finish_reason == FER_FINISH_STOP && lazy.fin.stop_token == info.eos_id);
-  if (!ok) fprintf(stderr, "  lazy grammar after the trigger: '%s'\n", text);
+  CHECK(is_ab_3_6(tok, lazy.got + k + 1, lazy.n_got - k - 1) && lazy.fin.finish_reason == FER_FINISH_STOP &&
+        lazy.fin.stop_token == info.eos_id);
   CHECK(never.n_got == free_run.n_got && memcmp(never.got, free_run.got, never.n_got * sizeof(int32_t)) == 0);
   CHECK(never.fin.finish_reason == FER_FINISH_LENGTH);
   /* refused */
