@@ -140,6 +140,23 @@ fer_status feri_comm_allgather(feri_comm *c, const void *mine, size_t bytes, voi
   return FER_STATUS_OK;
 }
 
+fer_status feri_comm_gather(feri_comm *c, const void *mine, size_t bytes, void *all, int root) {
+  if (root < 0 || root >= c->size) return feri_fail(FER_STATUS_INVALID_ARG, "comm: gather root %d of %d ranks", root, c->size);
+  if (c->rank != root) return bytes ? feri_comm_send(c, mine, bytes, root) : FER_STATUS_OK;
+  char *a = all;
+  memmove(a + (size_t)root * bytes, mine, bytes);
+  for (int r = 0; r < c->size && bytes; r++) {
+    if (r == root) continue;
+    fer_status st = feri_comm_recv(c, a + (size_t)r * bytes, bytes, r);
+    if (st != FER_STATUS_OK) return st;
+  }
+  return FER_STATUS_OK;
+}
+
+void feri_comm_abort(feri_comm *c, int code) {
+  if (c->mpi) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 fer_status feri_comm_broadcast(feri_comm *c, void *buf, size_t bytes, int root) {
   if (root < 0 || root >= c->size) return feri_fail(FER_STATUS_INVALID_ARG, "comm: broadcast root %d of %d ranks", root, c->size);
   if (c->size == 1 || bytes == 0) return FER_STATUS_OK;

@@ -44,6 +44,15 @@ fer_status feri_comm_broadcast(feri_comm *c, void *buf, size_t bytes, int root);
 /* Every rank's mine[0..bytes) into all[r * bytes ..] on every rank (ring all-gather). */
 fer_status feri_comm_allgather(feri_comm *c, const void *mine, size_t bytes, void *all);
 
+/* Every rank's mine[0..bytes) into all[r * bytes ..] on rank `root` only (all is not touched
+ * elsewhere and may be NULL there): p - 1 messages into the root, no traffic between the others. */
+fer_status feri_comm_gather(feri_comm *c, const void *mine, size_t bytes, void *all, int root);
+
+/* Ends the whole job from any one rank (MPI_Abort): what a rank does when it cannot take part in
+ * a step the others are in, since they would otherwise wait for it forever. Does not return
+ * under MPI; with one process it returns (the caller then fails on its own). */
+void feri_comm_abort(feri_comm *c, int code);
+
 /* Point to point, for pipeline stages: blocks until the bytes went out or came in. */
 fer_status feri_comm_send(feri_comm *c, const void *buf, size_t bytes, int to);
 fer_status feri_comm_recv(feri_comm *c, void *buf, size_t bytes, int from);

@@ -31,6 +31,10 @@ static void test_alone(void) {
   int mine = 7, all = 0;
   CHECK_STATUS(feri_comm_allgather(c, &mine, sizeof mine, &all), FER_STATUS_OK);
   CHECK(all == 7);
+  all = 0;
+  CHECK_STATUS(feri_comm_gather(c, &mine, sizeof mine, &all, 0), FER_STATUS_OK);
+  CHECK(all == 7);
+  CHECK_STATUS(feri_comm_gather(c, &mine, sizeof mine, &all, 1), FER_STATUS_INVALID_ARG);
   CHECK_STATUS(feri_comm_send(c, x, 4, 0), FER_STATUS_INVALID_ARG);
   CHECK_STATUS(feri_comm_recv(c, x, 4, 1), FER_STATUS_INVALID_ARG);
   feri_comm_stats st;
@@ -104,6 +108,12 @@ static void test_ranks(void) {
   int mine = 100 + r, all[16] = {0};
   CHECK_STATUS(feri_comm_allgather(c, &mine, sizeof mine, all), FER_STATUS_OK);
   for (int k = 0; k < p; k++) CHECK(all[k] == 100 + k);
+  for (int root = 0; root < p; root++) { /* gather: only the root's buffer changes */
+    int got[16];
+    for (int k = 0; k < 16; k++) got[k] = -1;
+    CHECK_STATUS(feri_comm_gather(c, &mine, sizeof mine, got, root), FER_STATUS_OK);
+    for (int k = 0; k < p; k++) CHECK(got[k] == (r == root ? 100 + k : -1));
+  }
   double token = r == 0 ? 1.5 : 0;
   if (r == 0) {
     CHECK_STATUS(feri_comm_send(c, &token, sizeof token, 1 % p), FER_STATUS_OK);

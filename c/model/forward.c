@@ -27,6 +27,7 @@
 #include "kernels/quant.h"
 #include "model/llama.h"
 #include "model/model_internal.h"
+#include "model/tp_run.h"
 
 #define TRY(call)                          \
   do {                                     \
@@ -158,13 +159,59 @@ static fer_status add_head_norm(op_list *l, const feri_llama *m, const feri_vect
   return FER_STATUS_OK;
 }
 
-enum {
-  LOGITS_NONE,
-  LOGITS_LAST,
-  LOGITS_ALL,
-  LOGITS_SELECTED, /* mixed steps: per segment */
-  LOGITS_HIDDEN    /* no logits: every row's final state after the output norm (embeddings) */
-};
+/* Heads [h0, h0 + hn) of a view whose first axis is heads. */
+static fer_tensor head_slice(fer_tensor t, uint32_t h0, uint32_t hn) {
+  t.data = (char *)t.data + (int64_t)h0 * t.strides[0];
+  t.shape[0] = hn;
+  return t;
+}
+
+/* The KV view of a layer (which 0: K, 1: V) cut to KV heads [kv0, kv0 + kvn). */
+static fer_status kv_view(fer_kv_seq *kv, uint32_t layer, uint32_t which, uint32_t kv0, uint32_t kvn, fer_tensor *out) {
+  TRY(fer_kv_seq_view(kv, layer, which, out));
+  *out = head_slice(*out, kv0, kvn);
+  return FER_STATUS_OK;
+}
+
+/* Attention ops of the step's rows [row, row + k) of sequence s (one per head group of the
+ * model's share, tp_run.h), or of the whole single-sequence step (s NULL: kind OP_ATTN). */
+static fer_status add_attention(op_list *l, const feri_llama *m, feri_scratch *sc, fer_kv_seq *kv, feri_llama_seq *s,
+                                uint32_t li, uint32_t row, uint32_t k) {
+  const uint32_t H = m->H, hd = m->cfg.head_dim;
+  struct feri_op *o;
+  for (uint32_t g = 0; g < m->n_groups; g++) {
+    const feri_attn_group *G = &m->groups[g];
+    ADD_OP(s ? OP_ATTN_ROWS : OP_ATTN);
+    o->layer = li, o->row = row, o->n = k, o->seq = s, o->kv0 = G->kv0, o->kvn = G->kvn;
+    o->a = head_slice(heads_view(sc->q + (size_t)row * H * hd, k, H, hd), G->q0, G->qn);
+    o->c = head_slice(heads_view(sc->att + (size_t)row * H * hd, k, H, hd), G->q0, G->qn);
+    TRY(kv_view(kv, li, 0, G->kv0, G->kvn, &o->b));
+    TRY(kv_view(kv, li, 1, G->kv0, G->kvn, &o->d));
+  }
+  return FER_STATUS_OK;
+}
+
+/* Tensor parallelism: the sum of every rank's partial x[0 .. n) after a split projection. */
+static fer_status add_allreduce(op_list *l, const feri_llama *m, float *x, uint32_t n) {
+  if (!m->comm) return FER_STATUS_OK;
+  struct feri_op *o;
+  ADD_OP(OP_ALLREDUCE);
+  o->dst = x, o->n = n;
+  return FER_STATUS_OK;
+}
+
+/* The output projection of rows [x, n_out): into the call's logits in one process; into the
+ * scratch's slice, then gathered onto rank 0, with several ranks (OP_LINEAR with row 1: the slice
+ * is found when the step runs, since the scratch may grow). */
+static fer_status add_logits(op_list *l, const feri_llama *m, const float *x, uint32_t n_out) {
+  TRY(add_linear(l, m, &m->output, x, n_out, m->cfg.n_embd, NULL, m->V));
+  if (!m->comm) return FER_STATUS_OK;
+  l->ops[l->n - 1].row = 1;
+  struct feri_op *o;
+  ADD_OP(OP_GATHER);
+  o->n = n_out;
+  return FER_STATUS_OK;
+}
 
 /* The rows of a step: n tokens of one sequence `one` (at positions from its length), or the
  * segments `segs` of a mixed step (segment i's rows follow segment i - 1's; n rows in all). */
@@ -178,7 +225,8 @@ typedef struct step_rows {
 /* Builds the kernel list of a step over scratch sc (the KV views as they are bound now). */
 static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_rows *r, int logits, op_list *l) {
   const feri_llama_config *c = &m->cfg;
-  const uint32_t D = c->n_embd, H = c->n_head, Hkv = c->n_head_kv, hd = c->head_dim, F = c->n_ff, n = r->n;
+  /* this rank's heads and FFN columns (all of them in one process) */
+  const uint32_t D = c->n_embd, H = m->H, Hkv = m->Hkv, hd = c->head_dim, F = m->F, n = r->n;
   l->n = 0;
   fer_tensor ids;
   memset(&ids, 0, sizeof ids);
@@ -220,11 +268,7 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
       o->layer = li, o->n = n;
       TRY(fer_kv_seq_view(r->one->kv, li, 0, &o->b));
       TRY(fer_kv_seq_view(r->one->kv, li, 1, &o->c));
-      ADD_OP(OP_ATTN);
-      o->layer = li, o->n = n;
-      o->a = heads_view(sc->q, n, H, hd), o->c = heads_view(sc->att, n, H, hd);
-      TRY(fer_kv_seq_view(r->one->kv, li, 0, &o->b));
-      TRY(fer_kv_seq_view(r->one->kv, li, 1, &o->d));
+      TRY(add_attention(l, m, sc, r->one->kv, NULL, li, 0, n));
     } else {
       uint32_t row = 0;
       for (uint32_t i = 0; i < r->n_segs; row += r->segs[i].n, i++) {
@@ -234,14 +278,11 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
         o->layer = li, o->row = row, o->n = k, o->seq = s;
         TRY(fer_kv_seq_view(s->kv, li, 0, &o->b));
         TRY(fer_kv_seq_view(s->kv, li, 1, &o->c));
-        ADD_OP(OP_ATTN_ROWS);
-        o->layer = li, o->row = row, o->n = k, o->seq = s;
-        o->a = heads_view(sc->q + (size_t)row * H * hd, k, H, hd), o->c = heads_view(sc->att + (size_t)row * H * hd, k, H, hd);
-        TRY(fer_kv_seq_view(s->kv, li, 0, &o->b));
-        TRY(fer_kv_seq_view(s->kv, li, 1, &o->d));
+        TRY(add_attention(l, m, sc, s->kv, s, li, row, k));
       }
     }
     TRY(add_linear(l, m, &L->wo, sc->att, n, H * hd, sc->o, D));
+    TRY(add_allreduce(l, m, sc->o, n * D));
     if (c->post_norms) TRY(add_head_norm(l, m, &L->post_attn_norm, sc->o, n, 1, D));
     ADD_OP(OP_ADD);
     o->src = sc->o, o->dst = sc->x, o->n = n * D;
@@ -254,6 +295,7 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
     o->a = feri_tensor_2d(sc->gate, FER_DTYPE_F32, n, F), o->b = feri_tensor_2d(sc->up, FER_DTYPE_F32, n, F);
     o->n = n, o->out = F;
     TRY(add_linear(l, m, &L->w_down, sc->gate, n, F, sc->o, D));
+    TRY(add_allreduce(l, m, sc->o, n * D));
     if (c->post_norms) TRY(add_head_norm(l, m, &L->post_ffw_norm, sc->o, n, 1, D));
     ADD_OP(OP_ADD);
     o->src = sc->o, o->dst = sc->x, o->n = n * D;
@@ -283,14 +325,14 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
   o->vec = &m->output_norm;
   if (logits == LOGITS_SELECTED) {
     o->a = feri_tensor_2d(sc->o, FER_DTYPE_F32, n_out, D), o->c = feri_tensor_2d(sc->h, FER_DTYPE_F32, n_out, D);
-    TRY(add_linear(l, m, &m->output, sc->h, n_out, D, NULL, c->n_vocab));
+    TRY(add_logits(l, m, sc->h, n_out));
   } else if (logits == LOGITS_ALL) { /* every row's logits: the norm of all rows into h (free after the last layer) */
     o->a = x, o->c = h;
-    TRY(add_linear(l, m, &m->output, sc->h, n, D, NULL, c->n_vocab));
+    TRY(add_logits(l, m, sc->h, n));
   } else {
     o->a = feri_tensor_2d(sc->x + (size_t)(n - 1) * D, FER_DTYPE_F32, 1, D);
     o->c = feri_tensor_2d(sc->last, FER_DTYPE_F32, 1, D);
-    TRY(add_linear(l, m, &m->output, sc->last, 1, D, NULL, c->n_vocab));
+    TRY(add_logits(l, m, sc->last, 1));
   }
   if (c->logit_softcap != 0.0f) {
     ADD_OP(OP_SOFTCAP);
@@ -299,9 +341,37 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
   return FER_STATUS_OK;
 }
 
+/* The scratch's logits slice for n rows of the widest rank's vocabulary share. */
+static fer_status tp_slice(feri_scratch *sc, const feri_llama *m, uint32_t n, float **out) {
+  const size_t need = (size_t)n * (m->vocab_begin[1] - m->vocab_begin[0]);
+  if (need > sc->tp_logits_floats) {
+    float *p = realloc(sc->tp_logits, need * sizeof *p);
+    if (!p) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "forward: logits slice of %zu floats", need);
+    sc->tp_logits = p, sc->tp_logits_floats = need;
+  }
+  *out = sc->tp_logits;
+  return FER_STATUS_OK;
+}
+
+/* Every rank's logits slice of n rows onto rank 0's logits (the other ranks send theirs): rank
+ * r's rows are columns [vocab_begin[r], vocab_begin[r + 1]). Rank 0 places its own slice, then
+ * receives each rank's into the same scratch and places it. */
+static fer_status gather_logits(const feri_llama *m, feri_scratch *sc, uint32_t n, float *logits) {
+  const uint32_t V = m->cfg.n_vocab;
+  if (m->tp.rank != 0) return feri_comm_send(m->comm, sc->tp_logits, (size_t)n * m->V * sizeof(float), 0);
+  for (uint32_t r = 0; r < m->tp.size; r++) {
+    const uint32_t v0 = m->vocab_begin[r], vn = m->vocab_begin[r + 1] - v0;
+    if (r > 0) TRY(feri_comm_recv(m->comm, sc->tp_logits, (size_t)n * vn * sizeof(float), (int)r));
+    for (uint32_t row = 0; row < n; row++)
+      memcpy(logits + (size_t)row * V + v0, sc->tp_logits + (size_t)row * vn, vn * sizeof(float));
+  }
+  return FER_STATUS_OK;
+}
+
 /* Runs a kernel list; a single-sequence step's n tokens sit at positions p0.. (the scalar inputs
- * of a replay), a batched step's row i at the length of its sequence. */
-static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_threadpool *pool, const op_list *l,
+ * of a replay), a batched step's row i at the length of its sequence. logits: NULL on the ranks
+ * other than 0 of a tensor-parallel model. */
+static fer_status run_step(const feri_llama *m, feri_scratch *sc, fer_threadpool *pool, const op_list *l,
                            uint32_t p0, uint32_t n, float *logits) {
   const feri_llama_config *c = &m->cfg;
   fer_attention_params ap;
@@ -317,7 +387,21 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
         else TRY(fer_embedding(pool, &o->w->dense, &o->a, &o->c));
         break;
       case OP_NORM: TRY(fer_rms_norm(pool, &o->a, &o->vec->t, c->rms_eps, &o->c)); break;
-      case OP_LINEAR: TRY(linear(m, sc, pool, o->w, o->src, o->n, o->in, o->dst ? o->dst : logits, o->out)); break;
+      case OP_LINEAR: {
+        float *y = o->dst ? o->dst : logits;
+        if (o->row == 1) TRY(tp_slice(sc, m, o->n, &y)); /* this rank's logits slice */
+        TRY(linear(m, sc, pool, o->w, o->src, o->n, o->in, y, o->out));
+        break;
+      }
+      case OP_ALLREDUCE:
+      case OP_GATHER: {
+        feri_comm_stats before;
+        feri_comm_get_stats(m->comm, &before);
+        if (o->kind == OP_ALLREDUCE) TRY(feri_comm_allreduce_sum_f32(m->comm, o->dst, o->n));
+        else TRY(gather_logits(m, sc, o->n, logits));
+        feri_tp_count(m, o->kind == OP_ALLREDUCE ? FERI_TP_COUNT_ALLREDUCE : FERI_TP_COUNT_LOGITS, &before);
+        break;
+      }
       case OP_BIAS: {
         const float *b = o->vec->t.data;
         for (uint32_t row = 0; row < o->n; row++)
@@ -326,8 +410,8 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
       }
       case OP_ROPE: TRY(fer_rope(pool, &o->a, &o->b, c->rope_pairing, c->rope_dims, o->f, &o->a)); break;
       case OP_STORE_KV:
-        store_rows(&o->b, sc->k, p0, n, c->n_head_kv, c->head_dim);
-        store_rows(&o->c, sc->v, p0, n, c->n_head_kv, c->head_dim);
+        store_rows(&o->b, sc->k, p0, n, m->Hkv, c->head_dim);
+        store_rows(&o->c, sc->v, p0, n, m->Hkv, c->head_dim);
         break;
       case OP_ATTN: {
         fer_tensor k = o->b, v = o->d;
@@ -337,9 +421,9 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
         break;
       }
       case OP_STORE_ROWS: {
-        const size_t kvd = (size_t)c->n_head_kv * c->head_dim;
-        store_rows(&o->b, sc->k + o->row * kvd, o->seq->len, o->n, c->n_head_kv, c->head_dim);
-        store_rows(&o->c, sc->v + o->row * kvd, o->seq->len, o->n, c->n_head_kv, c->head_dim);
+        const size_t kvd = (size_t)m->Hkv * c->head_dim;
+        store_rows(&o->b, sc->k + o->row * kvd, o->seq->len, o->n, m->Hkv, c->head_dim);
+        store_rows(&o->c, sc->v + o->row * kvd, o->seq->len, o->n, m->Hkv, c->head_dim);
         break;
       }
       case OP_ATTN_ROWS: {
@@ -352,7 +436,9 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
         break;
       }
       case OP_COPY_ROW: memcpy(o->dst, o->src, (size_t)o->n * sizeof(float)); break;
-      case OP_COPY_OUT: memcpy(logits, o->src, (size_t)o->n * sizeof(float)); break;
+      case OP_COPY_OUT:
+        if (logits) memcpy(logits, o->src, (size_t)o->n * sizeof(float));
+        break;
       case OP_ADD:
         for (size_t j = 0; j < o->n; j++) o->dst[j] += o->src[j];
         break;
@@ -361,6 +447,7 @@ static fer_status run_step(const feri_llama *m, const feri_scratch *sc, fer_thre
         for (size_t j = 0; j < o->n; j++) o->dst[j] *= o->f;
         break;
       case OP_SOFTCAP: { /* as llama.cpp: scale by 1 / cap, tanh, scale by cap */
+        if (!logits) break; /* a tensor-parallel rank other than 0: rank 0 holds the gathered logits */
         const float inv = 1.0f / o->f;
         for (size_t j = 0; j < (size_t)o->n * c->n_vocab; j++) logits[j] = tanhf(logits[j] * inv) * o->f;
         break;
@@ -390,7 +477,7 @@ static bool bindings_unchanged(const feri_llama_seq *s, uint32_t *layer, uint32_
     for (uint32_t which = 0; which < 2; which++) {
       fer_tensor now;
       const fer_tensor *held = which ? &o->d : &o->b;
-      if (fer_kv_seq_view(s->kv, o->layer, which, &now) != FER_STATUS_OK || now.data != held->data ||
+      if (kv_view(s->kv, o->layer, which, o->kv0, o->kvn, &now) != FER_STATUS_OK || now.data != held->data ||
           memcmp(now.strides, held->strides, sizeof now.strides) != 0) {
         *layer = o->layer, *kv = which;
         return false;
@@ -434,7 +521,7 @@ static uint32_t window_keep_from(uint32_t pos, uint32_t w) {
 /* Releases the local layers' KV before what a query at the sequence's length (the first of this
  * call, and the point a failed call rewinds to) can read. Addresses do not change, so a held
  * plan stays; the pool is thawed only for it. */
-static fer_status release_windows(feri_llama_seq *s) {
+fer_status feri_forward_release(feri_llama_seq *s) {
   if (!s->window_release || s->len == 0) return FER_STATUS_OK;
   const feri_llama *m = s->m;
   const uint32_t from = window_keep_from(s->len, m->cfg.swa_window);
@@ -448,11 +535,29 @@ static fer_status release_windows(feri_llama_seq *s) {
   return st;
 }
 
+/* Rank 0 of a tensor-parallel model: the other ranks have started the call it announced, so a
+ * failure of its own leaves them waiting: the job ends (tp_run.h). */
+static fer_status finish_announced(const feri_llama *m, fer_status st, const char *what) {
+  if (st != FER_STATUS_OK) feri_tp_fatal(m, what, st);
+  feri_tp_done(m);
+  return st;
+}
+
+/* feri_forward_release, announced first where it releases anything on a leading rank 0. */
+static fer_status release_windows(feri_llama_seq *s) {
+  const feri_llama *m = s->m;
+  if (!feri_tp_leading(m) || !s->window_release || s->len == 0 ||
+      window_keep_from(s->len, m->cfg.swa_window) <= s->released)
+    return feri_forward_release(s);
+  TRY(feri_tp_announce(m, FERI_TP_RELEASE, s->tp_id, 0, 0, NULL, NULL, 0));
+  return finish_announced(m, feri_forward_release(s), "releasing a sliding window's KV");
+}
+
 /* ---- single-sequence steps ------------------------------------------------------------------ */
 
 /* One step of n <= the scratch's rows tokens at the sequence's next positions. */
-static fer_status step(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits,
-                       int logits_mode) {
+fer_status feri_forward_chunk(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits,
+                              int logits_mode) {
   const uint32_t p0 = s->len;
   TRY(extend_kv(s, p0 + n));
   memcpy(s->sc.ids, ids, n * sizeof(int32_t));
@@ -483,6 +588,14 @@ static fer_status step(feri_llama_seq *s, fer_threadpool *pool, const int32_t *i
   return FER_STATUS_OK;
 }
 
+/* feri_forward_chunk, announced first on a leading rank 0. */
+static fer_status step(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits,
+                       int logits_mode) {
+  if (!feri_tp_leading(s->m)) return feri_forward_chunk(s, pool, ids, n, logits, logits_mode);
+  TRY(feri_tp_announce(s->m, FERI_TP_STEP, s->tp_id, n, (uint32_t)logits_mode, NULL, ids, n * sizeof *ids));
+  return finish_announced(s->m, feri_forward_chunk(s, pool, ids, n, logits, logits_mode), "a step every rank is in");
+}
+
 static fer_status check_ids(const feri_llama *m, const int32_t *ids, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     if (ids[i] < 0 || (uint32_t)ids[i] >= m->cfg.n_vocab)
@@ -490,6 +603,16 @@ static fer_status check_ids(const feri_llama *m, const int32_t *ids, uint32_t n)
                        m->cfg.n_vocab);
   }
   return FER_STATUS_OK;
+}
+
+/* The rewind itself (checked and announced by feri_llama_seq_rewind). */
+static fer_status truncate_to(feri_llama_seq *s, uint32_t n_tokens) {
+  /* truncation only writes zeros (no map) unless a window is shared: thaw for it all the same */
+  if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
+  fer_status st = fer_kv_seq_truncate(s->kv, n_tokens);
+  if (s->plan_held) fer_vmm_set_frozen(s->vmm, true);
+  if (st == FER_STATUS_OK) s->len = n_tokens; /* a held plan stays valid: addresses did not change */
+  return st;
 }
 
 /* Rewinds after a failure without losing the failure's message. */
@@ -548,12 +671,9 @@ fer_status feri_llama_seq_rewind(feri_llama_seq *s, uint32_t n_tokens) {
                      "rewind: to %u, but the sliding-window layers released the positions before %u (rewind to at "
                      "least %u, or create the sequence with FERI_WINDOW_KV_KEEP_ALL)",
                      n_tokens, s->released, s->released + s->m->cfg.swa_window - 1);
-  /* truncation only writes zeros (no map) unless a window is shared: thaw for it all the same */
-  if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
-  fer_status st = fer_kv_seq_truncate(s->kv, n_tokens);
-  if (s->plan_held) fer_vmm_set_frozen(s->vmm, true);
-  if (st == FER_STATUS_OK) s->len = n_tokens; /* a held plan stays valid: addresses did not change */
-  return st;
+  if (!feri_tp_leading(s->m)) return truncate_to(s, n_tokens);
+  TRY(feri_tp_announce(s->m, FERI_TP_REWIND, s->tp_id, n_tokens, 0, NULL, NULL, 0));
+  return finish_announced(s->m, truncate_to(s, n_tokens), "a rewind every rank makes");
 }
 
 /* ---- batched steps -------------------------------------------------------------------------- */
@@ -566,9 +686,21 @@ fer_status feri_llama_batch_create(const feri_llama *m, uint32_t rows, feri_llam
   if (!b) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "batch");
   b->m = m;
   fer_status st = feri_scratch_alloc(&m->cfg, rows, &b->sc);
+  if (st == FER_STATUS_OK) st = feri_tp_register(m, b, true, feri_tp_leading(m), &b->tp_id);
   if (st != FER_STATUS_OK) {
+    feri_scratch_free(&b->sc);
     free(b);
     return st;
+  }
+  if (feri_tp_leading(m)) { /* every rank makes its own */
+    st = feri_tp_announce(m, FERI_TP_BATCH_CREATE, b->tp_id, rows, 0, NULL, NULL, 0);
+    if (st != FER_STATUS_OK) {
+      feri_tp_unregister(m, b->tp_id);
+      feri_scratch_free(&b->sc);
+      free(b);
+      return st;
+    }
+    feri_tp_done(m);
   }
   *out = b;
   return FER_STATUS_OK;
@@ -576,6 +708,10 @@ fer_status feri_llama_batch_create(const feri_llama *m, uint32_t rows, feri_llam
 
 void feri_llama_batch_free(feri_llama_batch *b) {
   if (!b) return;
+  if (feri_tp_leading(b->m) && feri_tp_announced(b->m, b->tp_id) &&
+      feri_tp_announce(b->m, FERI_TP_BATCH_FREE, b->tp_id, 0, 0, NULL, NULL, 0) == FER_STATUS_OK)
+    feri_tp_done(b->m);
+  feri_tp_unregister(b->m, b->tp_id);
   feri_scratch_free(&b->sc);
   free(b->ops.ops);
   free(b);
@@ -606,7 +742,26 @@ fer_status feri_llama_forward_mixed(feri_llama_batch *b, fer_threadpool *pool, c
     if (atomic_exchange(&segs[i].seq->cancel, 0))
       return feri_fail(FER_STATUS_CANCELLED, "batch: sequence %u was cancelled; no sequence advanced", i);
   for (uint32_t i = 0; i < n_segs; i++) TRY(release_windows(segs[i].seq));
-  uint32_t grown = 0;
+  if (!feri_tp_leading(b->m)) return feri_forward_mixed_run(b, pool, segs, n_segs, logits);
+  /* announced as n_segs x (sequence id, tokens, logits wanted), then the ids */
+  uint32_t *msg = malloc((3 * (size_t)n_segs + n) * sizeof *msg);
+  if (!msg) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "batch: the step's announcement");
+  int32_t *ids = (int32_t *)(msg + 3 * n_segs);
+  for (uint32_t i = 0; i < n_segs; ids += segs[i].n, i++) {
+    msg[3 * i] = segs[i].seq->tp_id, msg[3 * i + 1] = segs[i].n, msg[3 * i + 2] = segs[i].logits;
+    memcpy(ids, segs[i].ids, segs[i].n * sizeof *ids);
+  }
+  fer_status st = feri_tp_announce(b->m, FERI_TP_MIXED, b->tp_id, n_segs, 0, NULL, msg, (3 * (size_t)n_segs + n) * sizeof *msg);
+  free(msg);
+  if (st != FER_STATUS_OK) return st;
+  return finish_announced(b->m, feri_forward_mixed_run(b, pool, segs, n_segs, logits), "a batched step every rank is in");
+}
+
+/* The mixed step after its checks (and its announcement). */
+fer_status feri_forward_mixed_run(feri_llama_batch *b, fer_threadpool *pool, const feri_llama_segment *segs,
+                                  uint32_t n_segs, float *logits) {
+  uint32_t n = 0, grown = 0;
+  for (uint32_t i = 0; i < n_segs; i++) n += segs[i].n;
   fer_status st = FER_STATUS_OK;
   for (; grown < n_segs && st == FER_STATUS_OK; grown++) st = extend_kv(segs[grown].seq, segs[grown].seq->len + segs[grown].n);
   if (st == FER_STATUS_OK) {
@@ -618,9 +773,11 @@ fer_status feri_llama_forward_mixed(feri_llama_batch *b, fer_threadpool *pool, c
     st = build_step(b->m, &b->sc, &rows, LOGITS_SELECTED, &b->ops);
     if (st == FER_STATUS_OK) st = run_step(b->m, &b->sc, pool, &b->ops, 0, n, logits);
   }
-  if (st != FER_STATUS_OK) { /* all or nothing: every sequence back to its length */
-    for (uint32_t i = 0; i < grown; i++) rewind_keeping_error(segs[i].seq, segs[i].seq->len, st);
-    return st;
+  if (st != FER_STATUS_OK) { /* all or nothing: every sequence back to its length (here only: announced calls fail together) */
+    feri_error_stash e;
+    feri_error_save(&e);
+    for (uint32_t i = 0; i < grown; i++) truncate_to(segs[i].seq, segs[i].seq->len);
+    return feri_error_restore(&e, st);
   }
   for (uint32_t i = 0; i < n_segs; i++) segs[i].seq->len += segs[i].n;
   return FER_STATUS_OK;

@@ -22,6 +22,7 @@
 #include "gguf/gguf.h"
 #include "kernels/gelu.h"
 #include "model/model_internal.h"
+#include "model/tp_run.h"
 
 const feri_llama_config *feri_llama_config_of(const feri_llama *m) { return &m->cfg; }
 
@@ -284,6 +285,115 @@ static fer_status read_config(const feri_gguf *g, feri_llama_config *c) {
 }
 #undef ARCH_KEY
 
+/* ---- tensor parallelism: this rank's share ----------------------------------------------- */
+
+/* Columns per block of a weight's format (1 for dense weights). */
+static uint32_t block_of(const feri_linear *w) {
+  int64_t be = 1, bb;
+  if (w->quant) fer_qblock_size(w->q.dtype, &be, &bb);
+  return (uint32_t)be;
+}
+
+/* Rows [r0, r1) of a weight: the same bytes from r0 on, fewer rows. */
+static void slice_rows(feri_linear *w, uint64_t r0, uint64_t r1) {
+  if (w->quant) {
+    const uint64_t stride = (uint64_t)w->q.row_stride;
+    w->q.data = (const char *)w->q.data + r0 * stride;
+    w->q.rows = (int64_t)(r1 - r0);
+    w->q.bytes = w->bytes = (r1 - r0) * stride;
+    w->off += r0 * stride;
+    return;
+  }
+  const uint64_t stride = (uint64_t)w->dense.strides[0];
+  w->dense.data = (char *)w->dense.data + r0 * stride;
+  w->dense.shape[0] = (int64_t)(r1 - r0);
+  w->bytes = (r1 - r0) * stride;
+  w->off += r0 * stride;
+}
+
+/* Columns [c0, c1) of a weight (on its block boundaries): every row from its c0-th column on,
+ * the row stride kept. off and bytes span the rows' slices with what lies between them. */
+static void slice_cols(feri_linear *w, uint64_t c0, uint64_t c1) {
+  if (w->quant) {
+    int64_t be, bb;
+    fer_qblock_size(w->q.dtype, &be, &bb);
+    const uint64_t skip = c0 / (uint64_t)be * (uint64_t)bb, width = (c1 - c0) / (uint64_t)be * (uint64_t)bb;
+    w->q.data = (const char *)w->q.data + skip;
+    w->q.cols = (int64_t)(c1 - c0);
+    w->q.bytes = w->bytes = (uint64_t)(w->q.rows - 1) * (uint64_t)w->q.row_stride + width;
+    w->off += skip;
+    return;
+  }
+  const uint64_t esz = (uint64_t)w->dense.strides[1];
+  w->dense.data = (char *)w->dense.data + c0 * esz;
+  w->dense.shape[1] = (int64_t)(c1 - c0);
+  w->bytes = (uint64_t)(w->dense.shape[0] - 1) * (uint64_t)w->dense.strides[0] + (c1 - c0) * esz;
+  w->off += c0 * esz;
+}
+
+static void slice_vector(feri_vector *v, uint64_t e0, uint64_t e1) {
+  v->t.data = (char *)v->t.data + e0 * 4;
+  v->t.shape[0] = (int64_t)(e1 - e0);
+  v->off += e0 * 4;
+  v->bytes = (e1 - e0) * 4;
+}
+
+/* Records a share: the local sizes, the attention groups, every rank's vocabulary columns. */
+static fer_status set_share(feri_llama *m, const feri_tp_plan *p) {
+  const feri_llama_config *c = &m->cfg;
+  m->tp = *p;
+  m->H = p->q_heads.end - p->q_heads.begin, m->Hkv = p->kv_heads.end - p->kv_heads.begin;
+  m->F = p->ff.end - p->ff.begin, m->V = p->vocab.end - p->vocab.begin;
+  free(m->groups), free(m->vocab_begin);
+  m->groups = calloc(m->H, sizeof *m->groups);
+  m->vocab_begin = calloc(p->size + 1, sizeof *m->vocab_begin);
+  if (!m->groups || !m->vocab_begin) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "model: tensor-parallel share");
+  /* one call when fer_attention's own mapping of the local heads is the model's; else one per KV head */
+  const uint32_t g = c->n_head / c->n_head_kv;
+  bool uniform = m->H % m->Hkv == 0;
+  for (uint32_t h = 0; h < m->H && uniform; h++)
+    uniform = h / (m->H / m->Hkv) == (p->q_heads.begin + h) / g - p->kv_heads.begin;
+  if (uniform) {
+    m->groups[0] = (feri_attn_group){0, m->H, 0, m->Hkv};
+    m->n_groups = 1;
+  } else {
+    m->n_groups = 0;
+    for (uint32_t h = 0; h < m->H; h++) {
+      const uint32_t kv = (p->q_heads.begin + h) / g - p->kv_heads.begin;
+      if (m->n_groups && m->groups[m->n_groups - 1].kv0 == kv) m->groups[m->n_groups - 1].qn++;
+      else m->groups[m->n_groups++] = (feri_attn_group){h, 1, kv, 1};
+    }
+  }
+  for (uint32_t r = 0; r <= p->size; r++) /* the plan's vocabulary split: as even as can be, the first ranks one more */
+    m->vocab_begin[r] = r * (c->n_vocab / p->size) + (r < c->n_vocab % p->size ? r : c->n_vocab % p->size);
+  return FER_STATUS_OK;
+}
+
+/* Cuts every projection to rank `rank` of `size`'s share (tp_plan.h), before any panel is made. */
+static fer_status take_share(feri_llama *m, uint32_t rank, uint32_t size) {
+  const feri_llama_config *c = &m->cfg;
+  feri_tp_shape shape = {c->n_head, c->n_head_kv, c->head_dim, c->n_embd, c->n_ff, c->n_vocab, 1, 1};
+  for (uint32_t l = 0; l < c->n_layer; l++) { /* the coarsest block of any layer bounds every cut */
+    if (block_of(&m->layers[l].wo) > shape.attn_out_block) shape.attn_out_block = block_of(&m->layers[l].wo);
+    if (block_of(&m->layers[l].w_down) > shape.ffn_down_block) shape.ffn_down_block = block_of(&m->layers[l].w_down);
+  }
+  feri_tp_plan p;
+  fer_status st = feri_tp_plan_make(&shape, rank, size, &p);
+  if (st != FER_STATUS_OK) return st;
+  const uint64_t hd = c->head_dim, q0 = p.q_heads.begin * hd, q1 = p.q_heads.end * hd;
+  const uint64_t k0 = p.kv_heads.begin * hd, k1 = p.kv_heads.end * hd;
+  for (uint32_t l = 0; l < c->n_layer; l++) {
+    feri_llama_layer *L = &m->layers[l];
+    slice_rows(&L->wq, q0, q1), slice_rows(&L->wk, k0, k1), slice_rows(&L->wv, k0, k1);
+    slice_cols(&L->wo, q0, q1);
+    slice_rows(&L->w_gate, p.ff.begin, p.ff.end), slice_rows(&L->w_up, p.ff.begin, p.ff.end);
+    slice_cols(&L->w_down, p.ff.begin, p.ff.end);
+    if (L->has_qkv_bias) slice_vector(&L->bq, q0, q1), slice_vector(&L->bk, k0, k1), slice_vector(&L->bv, k0, k1);
+  }
+  slice_rows(&m->output, p.vocab.begin, p.vocab.end);
+  return set_share(m, &p);
+}
+
 /* Binds the model to an opened GGUF (which it then owns). */
 static fer_status open_gguf(feri_gguf *g, feri_llama **out) {
   *out = NULL;
@@ -349,6 +459,11 @@ static fer_status open_gguf(feri_gguf *g, feri_llama **out) {
 #undef NAME
   }
   if (st == FER_STATUS_OK) st = assign_windows(m->g, m);
+  if (st == FER_STATUS_OK) {
+    feri_tp_plan whole = {.rank = 0, .size = 1, .q_heads = {0, c->n_head}, .kv_heads = {0, c->n_head_kv},
+                          .ff = {0, c->n_ff}, .vocab = {0, c->n_vocab}};
+    st = set_share(m, &whole);
+  }
   if (st != FER_STATUS_OK) {
     feri_error_stash e; /* closing calls entry points, which clear the message */
     feri_error_save(&e);
@@ -455,8 +570,52 @@ static void free_panels(feri_llama *m) {
   }
 }
 
+/* A checksum of what every rank must share: the file's header (metadata and tensor table) and the
+ * options that change the arithmetic. */
+static uint64_t share_checksum(const feri_llama *m, const feri_llama_options *o) {
+  size_t size;
+  const void *image = feri_gguf_image(m->g, &size);
+  uint64_t h = feri_tp_fnv(FERI_TP_FNV_START, image, (size_t)feri_gguf_data_offset(m->g));
+  const int32_t opts[3] = {o->weights, o->matmul, feri_comm_size(o->comm)};
+  return feri_tp_fnv(h, opts, sizeof opts);
+}
+
+/* Rank `rank` of several: the model cut to this rank's share, or a failure every rank shares
+ * (feri_tp_agree: every rank takes part, so that none waits for one that failed). */
+static fer_status open_share(const char *path, const feri_llama_options *o, feri_llama **out) {
+  feri_comm *c = o->comm;
+  feri_gguf *g = NULL;
+  fer_status st = feri_gguf_open_file(path, &g);
+  if (st == FER_STATUS_OK) st = open_gguf(g, out);
+  if (st == FER_STATUS_OK && o->weights != FERI_WEIGHTS_MAPPED)
+    st = feri_fail(FER_STATUS_UNSUPPORTED, "model: tensor parallelism uses the weights mapped from the file (no weight store)");
+  if (st == FER_STATUS_OK && o->matmul != FERI_MATMUL_I8 && o->matmul != FERI_MATMUL_EXACT)
+    st = feri_fail(FER_STATUS_INVALID_ARG, "model: matmul option %d is neither I8 (0) nor EXACT (1)", (int)o->matmul);
+  if (st == FER_STATUS_OK) {
+    (*out)->matmul_exact = o->matmul == FERI_MATMUL_EXACT;
+    (*out)->comm = c;
+    st = take_share(*out, (uint32_t)feri_comm_rank(c), (uint32_t)feri_comm_size(c));
+  }
+  if (st == FER_STATUS_OK) st = feri_tp_link_create(*out);
+  char why[184] = "";
+  size_t wl;
+  if (st != FER_STATUS_OK) fer_last_error_message(why, sizeof why, &wl);
+  st = feri_tp_agree(c, st, st == FER_STATUS_OK ? share_checksum(*out, o) : 0, why);
+  if (st == FER_STATUS_OK) st = pack_panels(*out);
+  if (st != FER_STATUS_OK) {
+    feri_error_stash e;
+    feri_error_save(&e);
+    if (*out) feri_tp_link_free(*out); /* closing must not announce */
+    feri_llama_close(*out);
+    *out = NULL;
+    feri_error_restore(&e, st);
+  }
+  return st;
+}
+
 fer_status feri_llama_open_with(const char *path, const feri_llama_options *o, feri_llama **out) {
   *out = NULL;
+  if (o && o->comm && feri_comm_size(o->comm) > 1) return open_share(path, o, out);
   feri_gguf *g = NULL;
   fer_status st = feri_gguf_open_file(path, &g);
   if (st == FER_STATUS_OK) st = open_gguf(g, out);
@@ -501,12 +660,16 @@ fer_status feri_llama_open_image(const void *data, size_t size, feri_llama **out
 
 void feri_llama_close(feri_llama *m) {
   if (!m) return;
+  if (feri_tp_leading(m) && feri_tp_announce(m, FERI_TP_CLOSE, 0, 0, 0, NULL, NULL, 0) == FER_STATUS_OK) feri_tp_done(m);
+  feri_tp_link_free(m);
   fer_weight_store_free(m->store);
   fer_vmm_free(m->weight_vmm);
   free_panels(m);
   feri_gguf_close(m->g);
   free(m->layers);
   free(m->gelu_lut);
+  free(m->groups);
+  free(m->vocab_begin);
   free(m);
 }
 
@@ -523,7 +686,8 @@ static fer_status kv_unit(const feri_llama_config *c, fer_dtype t, uint32_t *byt
 }
 
 /* The granule pool and KV cache of one sequence. */
-static fer_status make_kv(feri_llama_seq *s, const feri_llama_config *c, const feri_llama_seq_options *o) {
+static fer_status make_kv(feri_llama_seq *s, const feri_llama *m, const feri_llama_seq_options *o) {
+  const feri_llama_config *c = &m->cfg;
   uint32_t eb, dim;
   fer_status st = kv_unit(c, o->dtype, &eb, &dim);
   if (st != FER_STATUS_OK) return st;
@@ -532,7 +696,7 @@ static fer_status make_kv(feri_llama_seq *s, const feri_llama_config *c, const f
   vo.granule_bytes = o->granule_bytes ? o->granule_bytes : 64 * 1024;
   /* enough granules for every binding at full length, twice over (a bucketed relocation holds
    * the old and the new reservation at once) */
-  uint64_t row = (uint64_t)c->n_head_kv * dim * eb;
+  uint64_t row = (uint64_t)m->Hkv * dim * eb; /* this rank's KV heads */
   uint64_t per_binding = ((uint64_t)s->max_tokens * row + vo.granule_bytes - 1) / vo.granule_bytes + 1;
   vo.max_granules = 2 * (2ull * c->n_layer * per_binding + 8);
   st = fer_vmm_create(&vo, &s->vmm);
@@ -544,7 +708,7 @@ static fer_status make_kv(feri_llama_seq *s, const feri_llama_config *c, const f
   ko.min_bucket = o->min_bucket;
   ko.geometry.layout = o->layout;
   ko.geometry.n_layers = c->n_layer;
-  ko.geometry.n_kv_heads = c->n_head_kv;
+  ko.geometry.n_kv_heads = m->Hkv;
   ko.geometry.head_dim = dim;
   ko.geometry.elem_bytes = eb;
   ko.geometry.capacity_tokens = s->max_tokens;
@@ -584,7 +748,7 @@ fer_status feri_scratch_alloc(const feri_llama_config *c, uint32_t rows, feri_sc
 
 void feri_scratch_free(feri_scratch *sc) {
   free(sc->x), free(sc->h), free(sc->q), free(sc->k), free(sc->v), free(sc->att), free(sc->o);
-  free(sc->gate), free(sc->up), free(sc->last), free(sc->pos), free(sc->ids), free(sc->qws);
+  free(sc->gate), free(sc->up), free(sc->last), free(sc->pos), free(sc->ids), free(sc->qws), free(sc->tp_logits);
   memset(sc, 0, sizeof *sc);
 }
 
@@ -599,7 +763,7 @@ fer_status feri_llama_kv_geometry(const feri_llama *m, uint32_t max_tokens, cons
   out->struct_size = sizeof *out;
   out->layout = o->layout;
   out->n_layers = m->cfg.n_layer;
-  out->n_kv_heads = m->cfg.n_head_kv;
+  out->n_kv_heads = m->Hkv; /* this rank's */
   out->head_dim = dim;
   out->elem_bytes = eb;
   out->capacity_tokens = max_tokens;
@@ -631,10 +795,17 @@ fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const
                         !(o->layout == FER_KV_LAYOUT_HEAD_MAJOR && o->policy == FER_KV_POLICY_BUCKETED);
   }
   fer_status st = feri_scratch_alloc(c, max_tokens < FERI_PREFILL_CHUNK ? max_tokens : FERI_PREFILL_CHUNK, &s->sc);
-  if (st == FER_STATUS_OK) st = make_kv(s, c, kvo ? kvo : &defaults);
+  if (st == FER_STATUS_OK) st = make_kv(s, m, kvo ? kvo : &defaults);
+  if (st == FER_STATUS_OK) st = feri_tp_register(m, s, false, feri_tp_leading(m), &s->tp_id);
+  if (st == FER_STATUS_OK && feri_tp_leading(m)) { /* every rank makes its own */
+    st = feri_tp_announce(m, FERI_TP_SEQ_CREATE, s->tp_id, max_tokens, 0, kvo ? kvo : &defaults, NULL, 0);
+    if (st == FER_STATUS_OK) feri_tp_done(m);
+    else feri_tp_unregister(m, s->tp_id);
+  }
   if (st != FER_STATUS_OK) {
     feri_error_stash e;
     feri_error_save(&e);
+    s->tp_id = UINT32_MAX; /* not registered */
     feri_llama_seq_free(s);
     return feri_error_restore(&e, st);
   }
@@ -647,6 +818,9 @@ fer_status feri_llama_seq_create_on(const feri_llama *m, fer_kv_seq *kv, uint32_
   *out = NULL;
   if (max_tokens == 0 || max_tokens > (1u << 20) || len > max_tokens)
     return feri_fail(FER_STATUS_INVALID_ARG, "sequence: %u tokens of %u", len, max_tokens);
+  if (m->link)
+    return feri_fail(FER_STATUS_UNSUPPORTED, "sequence: a KV cache shared by sequences (the scheduler's prefix cache) "
+                                             "is not yet split over tensor-parallel ranks");
   fer_kv_seq_stats ks;
   fer_status st = fer_kv_seq_get_stats(kv, &ks);
   if (st != FER_STATUS_OK) return st;
@@ -672,6 +846,10 @@ fer_status feri_llama_seq_create_on(const feri_llama *m, fer_kv_seq *kv, uint32_
 
 void feri_llama_seq_free(feri_llama_seq *s) {
   if (!s) return;
+  if (feri_tp_leading(s->m) && feri_tp_announced(s->m, s->tp_id) &&
+      feri_tp_announce(s->m, FERI_TP_SEQ_FREE, s->tp_id, 0, 0, NULL, NULL, 0) == FER_STATUS_OK)
+    feri_tp_done(s->m);
+  if (s->tp_id != UINT32_MAX) feri_tp_unregister(s->m, s->tp_id);
   if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
   fer_kv_seq_free(s->kv);
   fer_kv_cache_free(s->cache); /* NULL (a sequence on a caller's cache): nothing */

@@ -83,12 +83,22 @@ enum { FERI_WEIGHTS_MAPPED = 0, FERI_WEIGHTS_STORE = 1 };
  * exact f32 product of the dequantized weights (fer_matmul_quant, about 3x slower). */
 enum { FERI_MATMUL_I8 = 0, FERI_MATMUL_EXACT = 1 };
 
+struct feri_comm;
+
 typedef struct feri_llama_options {
   int32_t weights;        /* FERI_WEIGHTS_* */
   int32_t matmul;         /* FERI_MATMUL_* */
   int32_t eviction;       /* fer_weight_eviction_code (store) */
   uint64_t budget_bytes;  /* store: most bytes resident at once */
   uint64_t granule_bytes; /* store: 0 = 2 MiB */
+  /* Tensor parallelism (tp_plan.h, tp_run.h): the ranks that share the model (borrowed: it
+   * outlives the model; NULL or one rank: the whole model here). This rank then holds its slice of
+   * every projection, its heads' KV and its vocabulary rows; each step all-reduces after the
+   * attention output and the FFN and gathers the logits on rank 0. Every rank opens the same file
+   * with the same options: the ranks compare a checksum of the file's header and the options, and
+   * all fail together, naming the rank and its reason, when one cannot open or differs. Mapped
+   * weights only. */
+  struct feri_comm *comm;
 } feri_llama_options;
 
 typedef struct feri_llama feri_llama;

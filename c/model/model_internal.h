@@ -7,9 +7,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "comm/comm.h"
 #include "ferrite.h"
 #include "gguf/gguf.h"
 #include "model/llama.h"
+#include "model/tp_plan.h"
+
+/* Query heads [q0, q0 + qn) of this rank's reading its KV heads [kv0, kv0 + kvn) in one attention
+ * call (fer_attention maps query head h to KV head h / (qn / kvn)); one group covers every head
+ * unless a tensor-parallel split cuts a KV head's queries unevenly. Indices are the rank's own. */
+typedef struct feri_attn_group {
+  uint32_t q0, qn, kv0, kvn;
+} feri_attn_group;
+
+struct feri_tp_link;
 
 struct feri_llama {
   feri_gguf *g;
@@ -26,6 +37,14 @@ struct feri_llama {
    * argmax equal and 564 of 564 confident positions this way, 627 and 563 of 564 with gelu in f32
    * throughout. */
   float *gelu_lut;
+  /* tensor parallelism: this rank's share (rank 0 of 1 holding everything in one process) */
+  feri_tp_plan tp;
+  feri_comm *comm;            /* borrowed; NULL: one process */
+  uint32_t H, Hkv, F, V;      /* this rank's query heads, KV heads, FFN columns, vocabulary rows */
+  feri_attn_group *groups;
+  uint32_t n_groups;
+  uint32_t *vocab_begin;      /* size + 1 entries: rank r's logits are columns [vocab_begin[r], vocab_begin[r + 1]) */
+  struct feri_tp_link *link;  /* the step mirroring of tp_run.c; NULL in one process */
 };
 
 enum {
@@ -46,11 +65,14 @@ enum {
   OP_GEGLU,      /* a = gelu_tanh(a) * b, n rows of width out */
   OP_SCALE,      /* dst[0 .. n) *= f */
   OP_SOFTCAP,    /* the call's logits, n rows: f * tanh(x / f) */
+  OP_ALLREDUCE,  /* tensor parallelism: dst[0 .. n) summed over the ranks */
+  OP_GATHER,     /* tensor parallelism: n rows of the ranks' logits slices (in the scratch) onto rank 0's logits */
 };
 
 struct feri_op {
   int kind;
   uint32_t layer, row;
+  uint32_t kv0, kvn;      /* ATTN, ATTN_ROWS: the KV heads the views b and d are cut to */
   feri_llama_seq *seq;    /* STORE_ROWS, ATTN_ROWS */
   const feri_linear *w;   /* LINEAR, EMBED */
   const feri_vector *vec; /* NORM, BIAS */
@@ -74,6 +96,8 @@ typedef struct feri_scratch {
   int32_t *pos, *ids;
   void *qws;
   size_t qws_bytes;
+  float *tp_logits;      /* tensor parallelism: this rank's logits slice, then rank 0's gathered rows */
+  size_t tp_logits_floats;
 } feri_scratch;
 
 fer_status feri_scratch_alloc(const feri_llama_config *c, uint32_t rows, feri_scratch *sc);
@@ -94,12 +118,30 @@ struct feri_llama_seq {
   bool window_release;     /* FERI_WINDOW_KV_RELEASE and a layout that can */
   uint32_t released;       /* the local layers' positions before this are released */
   _Atomic int cancel;      /* set by feri_llama_seq_cancel, taken by the next chunk boundary */
+  uint32_t tp_id;          /* the name every rank knows it by (tp_run.h) */
 };
 
 struct feri_llama_batch {
   const feri_llama *m;
   feri_scratch sc;         /* rows of a step: one per decoding sequence, plus prompt chunks */
   op_list ops;
+  uint32_t tp_id;
 };
+
+/* forward.c's primitives, which the tensor-parallel ranks replay (tp_run.c): one chunk of a
+ * sequence's tokens (mode LOGITS_*), a sliding window's release, a mixed step after its checks.
+ * logits NULL on the ranks other than 0. */
+enum {
+  LOGITS_NONE,
+  LOGITS_LAST,
+  LOGITS_ALL,
+  LOGITS_SELECTED, /* mixed steps: per segment */
+  LOGITS_HIDDEN    /* no logits: every row's final state after the output norm (embeddings) */
+};
+fer_status feri_forward_chunk(feri_llama_seq *s, fer_threadpool *pool, const int32_t *ids, uint32_t n, float *logits,
+                              int mode);
+fer_status feri_forward_release(feri_llama_seq *s);
+fer_status feri_forward_mixed_run(feri_llama_batch *b, fer_threadpool *pool, const feri_llama_segment *segs,
+                                  uint32_t n_segs, float *logits);
 
 #endif

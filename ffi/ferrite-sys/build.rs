@@ -200,7 +200,8 @@ fn cc_opt_level() -> u32 {
 
 /// The Debian libraries the tokenizer uses (c/tokenizer/BUILD.bazel's linkopts).
 fn link_system_libraries() {
-    for lib in ["pcre2-8", "cjson", "utf8proc"] {
+    // mpi: c/comm's collectives (Open MPI from Debian's libopenmpi-dev) for tensor parallelism
+    for lib in ["pcre2-8", "cjson", "utf8proc", "mpi"] {
         println!("cargo:rustc-link-lib=dylib={}", lib);
     }
 }

@@ -1,0 +1,302 @@
+/* tp_run.c: announcing rank 0's calls and replaying them on the other ranks (tp_run.h). */
+#include "model/tp_run.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/status.h"
+#include "model/model_internal.h"
+
+/* One announcement. Up to eight token ids travel inside it (a decode step); more in a second
+ * broadcast. */
+typedef struct tp_msg {
+  uint32_t kind, id, a, b;
+  uint32_t payload_bytes;
+  uint32_t pad;
+  feri_llama_seq_options opts;
+  int32_t inline_payload[8];
+} tp_msg;
+
+typedef struct tp_obj {
+  void *obj; /* NULL: a free slot */
+  bool batch, announced;
+} tp_obj;
+
+typedef struct feri_tp_link {
+  pthread_mutex_t lock; /* rank 0: one announced call at a time, its collectives with it */
+  bool leading;
+  tp_obj *objs;
+  uint32_t n_objs;
+  feri_tp_traffic traffic;
+} feri_tp_link;
+
+uint64_t feri_tp_fnv(uint64_t h, const void *data, size_t bytes) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static void host_name(char *buf, size_t n) {
+  if (gethostname(buf, n) != 0) snprintf(buf, n, "?");
+  buf[n - 1] = '\0';
+}
+
+fer_status feri_tp_agree(feri_comm *c, fer_status mine, uint64_t checksum, const char *why) {
+  /* what each rank tells the others: its status, checksum, host and reason */
+  struct report {
+    int32_t status;
+    uint32_t pad;
+    uint64_t checksum;
+    char host[64];
+    char why[184];
+  } me, *all;
+  memset(&me, 0, sizeof me);
+  me.status = mine, me.checksum = checksum;
+  host_name(me.host, sizeof me.host);
+  snprintf(me.why, sizeof me.why, "%s", mine == FER_STATUS_OK ? "" : why ? why : "failed");
+  const int p = feri_comm_size(c), r = feri_comm_rank(c);
+  all = calloc((size_t)p, sizeof *all);
+  if (!all) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tensor parallel: the start's reports");
+  fer_status st = feri_comm_allgather(c, &me, sizeof me, all);
+  if (st == FER_STATUS_OK) {
+    for (int k = 0; k < p && st == FER_STATUS_OK; k++) {
+      if (all[k].status != FER_STATUS_OK)
+        st = feri_fail((fer_status)all[k].status, "tensor parallel: rank %d of %d on host %s could not open its share: %s", k,
+                       p, all[k].host, all[k].why);
+      else if (all[k].checksum != all[0].checksum)
+        st = feri_fail(FER_STATUS_INVALID_ARG,
+                       "tensor parallel: rank %d of %d on host %s opened a different model or options than rank 0 on %s "
+                       "(checksum of the file's header and the options %016llx, rank 0's %016llx)",
+                       k, p, all[k].host, all[0].host, (unsigned long long)all[k].checksum,
+                       (unsigned long long)all[0].checksum);
+    }
+  }
+  (void)r;
+  free(all);
+  return st;
+}
+
+fer_status feri_tp_link_create(feri_llama *m) {
+  m->link = calloc(1, sizeof *m->link);
+  if (!m->link) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tensor parallel: link");
+  pthread_mutex_init(&m->link->lock, NULL);
+  return FER_STATUS_OK;
+}
+
+void feri_tp_link_free(feri_llama *m) {
+  if (!m->link) return;
+  pthread_mutex_destroy(&m->link->lock);
+  free(m->link->objs);
+  free(m->link);
+  m->link = NULL;
+}
+
+bool feri_tp_leading(const feri_llama *m) { return m->link && m->link->leading; }
+
+void feri_llama_tp_ranks(const feri_llama *m, uint32_t *rank, uint32_t *size) {
+  *rank = m->tp.rank, *size = m->tp.size;
+}
+
+void feri_llama_tp_traffic(const feri_llama *m, feri_tp_traffic *out) {
+  memset(out, 0, sizeof *out);
+  if (m->link) *out = m->link->traffic;
+}
+
+void feri_tp_count(const feri_llama *m, int purpose, const feri_comm_stats *before) {
+  if (!m->link) return;
+  feri_comm_stats now;
+  feri_comm_get_stats(m->comm, &now);
+  const uint64_t sent = now.bytes_sent - before->bytes_sent, received = now.bytes_received - before->bytes_received;
+  feri_tp_traffic *t = &m->link->traffic;
+  if (purpose == FERI_TP_COUNT_ALLREDUCE) t->allreduce_sent += sent, t->allreduce_received += received;
+  else if (purpose == FERI_TP_COUNT_LOGITS) t->logits_bytes += sent + received;
+  else t->call_bytes += sent + received;
+}
+
+fer_status feri_llama_tp_lead(feri_llama *m) {
+  if (!m->link || m->tp.rank != 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "tensor parallel: only rank 0 of several leads (this is rank %u of %u)",
+                     m->tp.rank, m->tp.size);
+  m->link->leading = true;
+  return FER_STATUS_OK;
+}
+
+fer_status feri_tp_register(const feri_llama *m, void *obj, bool batch, bool announced, uint32_t *id) {
+  feri_tp_link *k = m->link;
+  *id = 0;
+  if (!k) return FER_STATUS_OK;
+  uint32_t i = 0;
+  while (i < k->n_objs && k->objs[i].obj) i++;
+  if (i == k->n_objs) {
+    tp_obj *o = realloc(k->objs, (k->n_objs + 1) * sizeof *o);
+    if (!o) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tensor parallel: object table");
+    k->objs = o;
+    k->n_objs++;
+  }
+  k->objs[i] = (tp_obj){obj, batch, announced};
+  *id = i;
+  return FER_STATUS_OK;
+}
+
+void feri_tp_unregister(const feri_llama *m, uint32_t id) {
+  if (m->link && id < m->link->n_objs) m->link->objs[id].obj = NULL;
+}
+
+bool feri_tp_announced(const feri_llama *m, uint32_t id) {
+  return m->link && id < m->link->n_objs && m->link->objs[id].obj && m->link->objs[id].announced;
+}
+
+void feri_tp_fatal(const feri_llama *m, const char *what, fer_status st) {
+  char host[64], msg[512];
+  size_t len = 0;
+  host_name(host, sizeof host);
+  if (fer_last_error_message(msg, sizeof msg, &len) != FER_STATUS_OK) msg[0] = '\0';
+  fprintf(stderr, "ferrite: tensor-parallel rank %u of %u on host %s cannot go on: %s: %s (%s); ending the job\n",
+          m->tp.rank, m->tp.size, host, what, fer_status_str(st), msg);
+  fflush(stderr);
+  if (m->comm) feri_comm_abort(m->comm, 3);
+}
+
+fer_status feri_tp_announce(const feri_llama *m, uint32_t kind, uint32_t id, uint32_t a, uint32_t b,
+                            const feri_llama_seq_options *opts, const void *payload, size_t bytes) {
+  if (bytes > UINT32_MAX) return feri_fail(FER_STATUS_INVALID_ARG, "tensor parallel: a call of %zu bytes", bytes);
+  tp_msg msg;
+  memset(&msg, 0, sizeof msg);
+  msg.kind = kind, msg.id = id, msg.a = a, msg.b = b, msg.payload_bytes = (uint32_t)bytes;
+  if (opts) msg.opts = *opts;
+  if (bytes <= sizeof msg.inline_payload && bytes) memcpy(msg.inline_payload, payload, bytes);
+  pthread_mutex_lock(&m->link->lock);
+  feri_comm_stats before;
+  feri_comm_get_stats(m->comm, &before);
+  fer_status st = feri_comm_broadcast(m->comm, &msg, sizeof msg, 0);
+  if (st == FER_STATUS_OK && bytes > sizeof msg.inline_payload) st = feri_comm_broadcast(m->comm, (void *)payload, bytes, 0);
+  feri_tp_count(m, FERI_TP_COUNT_CALLS, &before);
+  if (st != FER_STATUS_OK) {
+    /* a half-sent call leaves the ranks out of step: nothing can go on */
+    feri_tp_fatal(m, "announcing a call to the other ranks", st);
+    pthread_mutex_unlock(&m->link->lock);
+  }
+  return st;
+}
+
+void feri_tp_done(const feri_llama *m) { pthread_mutex_unlock(&m->link->lock); }
+
+/* ---- the other ranks -------------------------------------------------------------------------- */
+
+static void *lookup(const feri_llama *m, uint32_t id, bool batch) {
+  const feri_tp_link *k = m->link;
+  return id < k->n_objs && k->objs[id].obj && k->objs[id].batch == batch ? k->objs[id].obj : NULL;
+}
+
+/* One announced call. */
+static fer_status replay(feri_llama *m, fer_threadpool *pool, const tp_msg *msg, const void *payload) {
+  switch (msg->kind) {
+    case FERI_TP_SEQ_CREATE: {
+      feri_llama_seq *s = NULL;
+      fer_status st = feri_llama_seq_create(m, msg->a, &msg->opts, &s);
+      if (st != FER_STATUS_OK) return st;
+      if (s->tp_id != msg->id) {
+        feri_llama_seq_free(s);
+        return feri_fail(FER_STATUS_MISUSE, "tensor parallel: sequence id %u here, %u on rank 0", s->tp_id, msg->id);
+      }
+      m->link->objs[s->tp_id].announced = true;
+      return FER_STATUS_OK;
+    }
+    case FERI_TP_BATCH_CREATE: {
+      feri_llama_batch *b = NULL;
+      fer_status st = feri_llama_batch_create(m, msg->a, &b);
+      if (st != FER_STATUS_OK) return st;
+      if (b->tp_id != msg->id) {
+        feri_llama_batch_free(b);
+        return feri_fail(FER_STATUS_MISUSE, "tensor parallel: batch id %u here, %u on rank 0", b->tp_id, msg->id);
+      }
+      m->link->objs[b->tp_id].announced = true;
+      return FER_STATUS_OK;
+    }
+    default: break;
+  }
+  const bool batch = msg->kind == FERI_TP_BATCH_FREE || msg->kind == FERI_TP_MIXED;
+  void *obj = lookup(m, msg->id, batch);
+  if (!obj) return feri_fail(FER_STATUS_MISUSE, "tensor parallel: call %u names %s %u, unknown here", msg->kind,
+                             batch ? "batch" : "sequence", msg->id);
+  switch (msg->kind) {
+    case FERI_TP_SEQ_FREE: feri_llama_seq_free(obj); return FER_STATUS_OK;
+    case FERI_TP_BATCH_FREE: feri_llama_batch_free(obj); return FER_STATUS_OK;
+    case FERI_TP_REWIND: return feri_llama_seq_rewind(obj, msg->a);
+    case FERI_TP_RELEASE: return feri_forward_release(obj);
+    case FERI_TP_STEP: return feri_forward_chunk(obj, pool, payload, msg->a, NULL, (int)msg->b);
+    case FERI_TP_MIXED: {
+      /* the payload: n_segs x (sequence id, tokens, logits wanted), then the ids */
+      const uint32_t n_segs = msg->a, *seg = payload;
+      feri_llama_segment *segs = calloc(n_segs, sizeof *segs);
+      if (!segs) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tensor parallel: segments");
+      const int32_t *ids = (const int32_t *)(seg + 3 * n_segs);
+      fer_status st = FER_STATUS_OK;
+      for (uint32_t i = 0; i < n_segs && st == FER_STATUS_OK; i++) {
+        segs[i] = (feri_llama_segment){lookup(m, seg[3 * i], false), ids, seg[3 * i + 1], seg[3 * i + 2] != 0};
+        if (!segs[i].seq) st = feri_fail(FER_STATUS_MISUSE, "tensor parallel: segment %u's sequence %u is unknown", i, seg[3 * i]);
+        ids += segs[i].n;
+      }
+      if (st == FER_STATUS_OK) st = feri_forward_mixed_run(obj, pool, segs, n_segs, NULL);
+      free(segs);
+      return st;
+    }
+    default: return feri_fail(FER_STATUS_MISUSE, "tensor parallel: unknown call %u", msg->kind);
+  }
+}
+
+fer_status feri_llama_tp_serve(feri_llama *m, fer_threadpool *pool) {
+  if (!m->link || m->tp.rank == 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "tensor parallel: rank 0 leads, it does not serve (this is rank %u of %u)",
+                     m->tp.rank, m->tp.size);
+  void *payload = NULL;
+  size_t cap = 0;
+  fer_status st = FER_STATUS_OK;
+  for (;;) {
+    tp_msg msg;
+    feri_comm_stats before;
+    feri_comm_get_stats(m->comm, &before);
+    st = feri_comm_broadcast(m->comm, &msg, sizeof msg, 0);
+    if (st != FER_STATUS_OK) {
+      feri_tp_fatal(m, "waiting for rank 0's next call", st);
+      break;
+    }
+    if (msg.kind == FERI_TP_CLOSE) break;
+    const void *data = msg.inline_payload;
+    if (msg.payload_bytes > sizeof msg.inline_payload) {
+      if (msg.payload_bytes > cap) {
+        void *p = realloc(payload, msg.payload_bytes);
+        if (!p) {
+          st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "tensor parallel: a call of %u bytes", msg.payload_bytes);
+          feri_tp_fatal(m, "receiving rank 0's call", st);
+          break;
+        }
+        payload = p, cap = msg.payload_bytes;
+      }
+      st = feri_comm_broadcast(m->comm, payload, msg.payload_bytes, 0);
+      if (st != FER_STATUS_OK) {
+        feri_tp_fatal(m, "receiving rank 0's call", st);
+        break;
+      }
+      data = payload;
+    }
+    feri_tp_count(m, FERI_TP_COUNT_CALLS, &before);
+    st = replay(m, pool, &msg, data);
+    if (st != FER_STATUS_OK) {
+      feri_tp_fatal(m, "making rank 0's call", st);
+      break;
+    }
+  }
+  free(payload);
+  /* what the announcements made and rank 0 did not free (it closed with them alive) */
+  for (uint32_t i = 0; i < m->link->n_objs; i++) {
+    tp_obj *o = &m->link->objs[i];
+    if (!o->obj || !o->announced) continue;
+    if (o->batch) feri_llama_batch_free(o->obj);
+    else feri_llama_seq_free(o->obj);
+  }
+  return st;
+}

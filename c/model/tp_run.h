@@ -1,0 +1,93 @@
+/* tp_run.h: the ranks of a tensor-parallel model kept in step (issue 33).
+ *
+ * Rank 0 runs everything a user sees (the engine, `ferrite generate`). Each call on it that
+ * changes a sequence or runs a step (a sequence or batch created or freed, a rewind, a sliding
+ * window's release, a prefill chunk or decode step, a mixed step) is first announced to the other
+ * ranks (a broadcast of the call and its token ids), which make the same call on their share of
+ * the model in feri_llama_tp_serve. So every rank's all-reduces meet in the same order, and the
+ * other ranks never need their own scheduler or sampler. Objects are named by ids every rank
+ * assigns alike (the lowest free slot, in the order of creation).
+ *
+ * A rank that fails inside a step the others have entered ends the whole job (feri_comm_abort,
+ * after printing its rank, host and reason): the others would otherwise wait for it forever. */
+#ifndef FERI_MODEL_TP_RUN_H
+#define FERI_MODEL_TP_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "ferrite.h"
+#include "model/llama.h"
+
+/* At open, on every rank: each rank's status and checksum (of the file's header and the
+ * options) to every rank; all fail together, the message naming the first rank that failed (its
+ * host and reason) or differs. `why`: this rank's message when `mine` is not OK. */
+fer_status feri_tp_agree(feri_comm *c, fer_status mine, uint64_t checksum, const char *why);
+
+/* FNV-1a, 64 bits, continued from h (start with FERI_TP_FNV_START). */
+uint64_t feri_tp_fnv(uint64_t h, const void *data, size_t bytes);
+#define FERI_TP_FNV_START 0xcbf29ce484222325ull
+
+/* Rank 0 of a model opened with several ranks: from now on its calls are announced (what every
+ * rank made alike before, such as an engine's own batch, stays local to each). INVALID_ARG on
+ * another rank or in one process. */
+fer_status feri_llama_tp_lead(feri_llama *m);
+
+/* Ranks other than 0: makes rank 0's announced calls until it closes its model, then frees what
+ * the announcements made and returns OK. INVALID_ARG on rank 0 or in one process. */
+fer_status feri_llama_tp_serve(feri_llama *m, fer_threadpool *pool);
+
+/* This rank and the ranks' count (0 and 1 in one process). */
+void feri_llama_tp_ranks(const feri_llama *m, uint32_t *rank, uint32_t *size);
+
+/* This rank's traffic since the model opened, by purpose (zeros in one process): the all-reduces'
+ * payload sent and received, the logits slices sent or received, the announcements of calls. */
+typedef struct feri_tp_traffic {
+  uint64_t allreduce_sent, allreduce_received, logits_bytes, call_bytes;
+} feri_tp_traffic;
+void feri_llama_tp_traffic(const feri_llama *m, feri_tp_traffic *out);
+
+/* ---- for llama.c and forward.c ---- */
+
+enum {
+  FERI_TP_CLOSE = 1,
+  FERI_TP_SEQ_CREATE,
+  FERI_TP_SEQ_FREE,
+  FERI_TP_REWIND,
+  FERI_TP_RELEASE,
+  FERI_TP_STEP,
+  FERI_TP_BATCH_CREATE,
+  FERI_TP_BATCH_FREE,
+  FERI_TP_MIXED
+};
+
+/* The link every rank of a several-rank model holds (created at open). */
+fer_status feri_tp_link_create(feri_llama *m);
+void feri_tp_link_free(feri_llama *m);
+
+/* True on rank 0 once it leads: its calls must be announced. */
+bool feri_tp_leading(const feri_llama *m);
+
+/* Rank 0: takes the link's lock and broadcasts a call (kind, object id, two numbers, sequence
+ * options for a creation, a payload of token ids or segments). On OK the caller makes the call
+ * and then calls feri_tp_done; on failure nothing was sent and the lock is not held. */
+fer_status feri_tp_announce(const feri_llama *m, uint32_t kind, uint32_t id, uint32_t a, uint32_t b,
+                            const feri_llama_seq_options *opts, const void *payload, size_t bytes);
+void feri_tp_done(const feri_llama *m);
+
+/* Every rank: names an object (a sequence or a batch) by the lowest free id; forgets it. */
+fer_status feri_tp_register(const feri_llama *m, void *obj, bool batch, bool announced, uint32_t *id);
+void feri_tp_unregister(const feri_llama *m, uint32_t id);
+/* Was object id made by an announcement (so that its free is announced too)? */
+bool feri_tp_announced(const feri_llama *m, uint32_t id);
+
+/* Adds what the communicator counted since `before` to the traffic of a purpose. */
+enum { FERI_TP_COUNT_ALLREDUCE, FERI_TP_COUNT_LOGITS, FERI_TP_COUNT_CALLS };
+void feri_tp_count(const feri_llama *m, int purpose, const feri_comm_stats *before);
+
+/* A rank that cannot go on inside a step: prints its rank, host and the reason, ends the job. */
+void feri_tp_fatal(const feri_llama *m, const char *what, fer_status st);
+
+#endif
