@@ -1925,6 +1925,15 @@ typedef struct fer_engine_config {
   /** The time the chat template's strftime_now formats, in seconds since 1970 UTC (reproducible
    *  prompts); 0: the clock at each render. FERRITE_TEMPLATE_NOW: a date, YYYY-MM-DD (midnight UTC). */
   int64_t chat_template_now_unix;
+  /** Tensor parallelism over MPI (Open MPI): the number of processes `mpirun -n N` started, each
+   *  holding 1/N of every projection (its query heads and the KV heads they read, a block-aligned
+   *  share of the FFN, a share of the vocabulary), with two all-reduces per layer; 0 or 1: one
+   *  process. Every process creates its engine with the same config and file; rank 0 then serves
+   *  (sequences, scheduler-free generation), the others call fer_engine_run_rank. Model files and
+   *  mapped weights only; a mismatch of file or options across the ranks, or a rank that cannot
+   *  open its share, fails creation on every rank naming that rank and its host.
+   *  FERRITE_TENSOR_PARALLEL: the number. */
+  uint32_t tensor_parallel;
 } fer_engine_config;
 
 /** Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped
@@ -1938,6 +1947,21 @@ fer_status fer_engine_config_init(fer_engine_config *config);
  * C-ABI-008), and makes the pool and the governor.
  */
 fer_status fer_engine_create(const fer_engine_config *config, fer_engine **out_engine);
+
+/**
+ * This process's rank in its tensor-parallel job and the job's size (fer_engine_config's
+ * tensor_parallel): 0 and 1 for an engine of one process. Both outputs 0 on failure.
+ */
+fer_status fer_engine_parallel_info(const fer_engine *engine, uint32_t *out_rank, uint32_t *out_size);
+
+/**
+ * On a rank other than 0 of a tensor-parallel engine: makes rank 0's calls on this rank's share
+ * of the model (every step rank 0 runs, its sequences' creation, rewinds and frees) until rank 0
+ * frees its engine, then returns OK; free this engine then. MISUSE on rank 0 or for an engine of
+ * one process. A failure inside a step the other ranks are in ends the whole job (MPI_Abort), after
+ * printing this rank, its host and the reason, since they would wait for it forever.
+ */
+fer_status fer_engine_run_rank(fer_engine *engine);
 
 /** Frees the engine; BUSY (nothing freed) while sequences are alive. NULL is OK. */
 fer_status fer_engine_free(fer_engine *engine);

@@ -15,6 +15,7 @@
 #include "gguf/gguf.h"
 #include "grammar/grammar_api.h"
 #include "model/llama.h"
+#include "model/tp_run.h"
 #include "model/tiny.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,7 +39,8 @@ fer_status feri_engine_leave(fer_engine *e, fer_status st) {
 static void engine_release(fer_engine *e) {
   feri_llama_batch_free(e->batch);
   fer_tokenizer_free(e->tok);
-  feri_llama_close(e->model);
+  feri_llama_close(e->model); /* rank 0: tells the other ranks to stop */
+  feri_comm_free(e->comm);    /* after the model, which uses it */
   fer_threadpool_free(e->pool);
   fer_governor_free(e->gov);
   free(e->scratch_logits);
@@ -121,11 +123,18 @@ static fer_status open_chat_template(fer_engine *e, const feri_gguf *g) {
 static fer_status open_parts(fer_engine *e) {
   const fer_engine_config *c = &e->cfg;
   fer_status st;
+  if (c->tensor_parallel > 1) { /* the job mpirun started: one rank per share */
+    if ((st = feri_comm_mpi(&e->comm)) != FER_STATUS_OK) return st;
+    if ((uint32_t)feri_comm_size(e->comm) != c->tensor_parallel)
+      return feri_fail(FER_STATUS_INVALID_ARG, "fer_engine_create: tensor_parallel %u, but mpirun started %d processes",
+                       c->tensor_parallel, feri_comm_size(e->comm));
+  }
   if (c->model_path) {
     feri_llama_options mo = {.weights = c->weight_budget_bytes ? FERI_WEIGHTS_STORE : FERI_WEIGHTS_MAPPED,
                              .matmul = c->matmul == FER_MATMUL_EXACT ? FERI_MATMUL_EXACT : FERI_MATMUL_I8,
                              .eviction = FER_WEIGHTS_EVICT_STABLE_SUBSET,
-                             .budget_bytes = c->weight_budget_bytes};
+                             .budget_bytes = c->weight_budget_bytes,
+                             .comm = e->comm};
     st = feri_llama_open_with(c->model_path, &mo, &e->model);
   } else {
     st = feri_llama_open_image(c->model_image, (size_t)c->model_image_bytes, &e->model);
@@ -185,9 +194,34 @@ fer_status fer_engine_create(const fer_engine_config *config, fer_engine **out) 
     engine_release(e);
     return feri_error_restore(&keep, st);
   }
+  if (e->comm && feri_comm_rank(e->comm) == 0 && (st = feri_llama_tp_lead(e->model)) != FER_STATUS_OK) {
+    engine_release(e);
+    return st;
+  }
   feri_error_clear(); /* a model without a chat template is not an error of creation */
   *out = e;
   return FER_STATUS_OK;
+}
+
+fer_status fer_engine_parallel_info(const fer_engine *e, uint32_t *out_rank, uint32_t *out_size) {
+  feri_error_clear();
+  if (out_rank) *out_rank = 0;
+  if (out_size) *out_size = 0;
+  if (e == NULL || out_rank == NULL || out_size == NULL)
+    return feri_fail(FER_STATUS_NULL_ARG, "fer_engine_parallel_info: NULL argument");
+  feri_llama_tp_ranks(e->model, out_rank, out_size);
+  return FER_STATUS_OK;
+}
+
+fer_status fer_engine_run_rank(fer_engine *e) {
+  static const char *const fn = "fer_engine_run_rank";
+  feri_error_clear();
+  if (e == NULL) return feri_fail(FER_STATUS_NULL_ARG, "%s: engine is NULL", fn);
+  if (e->comm == NULL || feri_comm_rank(e->comm) == 0)
+    return feri_fail(FER_STATUS_MISUSE, "%s: only a rank other than 0 of a tensor-parallel engine runs rank 0's calls", fn);
+  fer_status st = feri_engine_enter(e, fn);
+  if (st != FER_STATUS_OK) return st;
+  return feri_engine_leave(e, feri_llama_tp_serve(e->model, e->pool));
 }
 
 fer_status fer_engine_free(fer_engine *e) {

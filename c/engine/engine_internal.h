@@ -8,12 +8,14 @@
 #include <stdint.h>
 
 #include "ferrite.h"
+#include "comm/comm.h"
 #include "model/llama.h"
 
 struct fer_engine {
   fer_engine_config cfg; /* effective; model_path points to path_copy */
   char *path_copy;
   feri_llama *model;
+  feri_comm *comm;         /* tensor parallelism: the job's ranks (NULL: one process) */
   fer_tokenizer *tok;
   fer_threadpool *pool;
   fer_governor *gov;

@@ -255,6 +255,9 @@ static void test_bad_input(const tiny *t) {
   c.weight_budget_bytes = 1 << 20; /* a store needs a file */
   CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
   c.weight_budget_bytes = 0;
+  c.tensor_parallel = 2; /* every rank opens a file: an image is refused before MPI is touched */
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
+  c.tensor_parallel = 0;
   c.model_image_bytes = t->bytes / 2; /* truncated image */
   CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_CORRUPT);
   e = engine_on(t, NULL);
@@ -283,6 +286,12 @@ static void test_bad_input(const tiny *t) {
   fer_chat_message m = {"user", "hi"};
   CHECK_STATUS(fer_engine_chat_render(e, &m, 1, FER_CHAT_ADD_GENERATION_PROMPT, text, sizeof text, &len),
                FER_STATUS_UNSUPPORTED); /* the tiny model has no chat template */
+  uint32_t rank = 7, size = 7; /* one process: rank 0 of 1, with no rank's calls to run */
+  CHECK_STATUS(fer_engine_parallel_info(e, &rank, &size), FER_STATUS_OK);
+  CHECK(rank == 0 && size == 1);
+  CHECK_STATUS(fer_engine_run_rank(e), FER_STATUS_MISUSE);
+  CHECK_STATUS(fer_engine_parallel_info(e, NULL, &size), FER_STATUS_NULL_ARG);
+  CHECK(size == 0);
   fer_model_info info;
   CHECK_STATUS(fer_engine_model_info(e, &info), FER_STATUS_OK);
   CHECK(strcmp(info.architecture, "llama") == 0 && info.n_vocab == 261 && info.eos_id == 260 && info.eot_id == -1);

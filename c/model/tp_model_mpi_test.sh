@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # tp_model_mpi_test.sh: tp_model_test at 2 and 4 tensor-parallel ranks that mpirun starts on this
 # host, over Open MPI's TCP transport on loopback (not shared memory), as root where CI runs as root.
-# usage: tp_model_mpi_test.sh TP_MODEL_TEST_BINARY
+# Then the command line users run: `mpirun -n 2 ferrite generate --tp 2` prints what one process
+# prints (the exact route), and a start where the ranks' options differ, or one rank's file is
+# missing, fails on every rank naming the rank (C-TP-005).
+# usage: tp_model_mpi_test.sh TP_MODEL_TEST_BINARY FERRITE_BINARY
 # FERRITE_TP_STEPS: greedy steps per prompt (12 here, to keep `make test` short; the 64 of
 # docs/CLAIMS.md C-TP-003: bazel test //c/model:tp_model_mpi_test --test_env=FERRITE_TP_STEPS=64).
 set -euo pipefail
 bin=$1
+ferrite=$2
 # LeakSanitizer is off under mpirun: Open MPI keeps allocations in components it unloads at
 # MPI_Finalize (comm_mpi_test.sh); ASan still checks every access.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
@@ -15,6 +19,8 @@ if ! command -v mpirun > /dev/null; then
 fi
 root=()
 [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+mpi=(timeout 600 mpirun "${root[@]}" --oversubscribe --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo
+  --mca oob_tcp_if_include lo -x ASAN_OPTIONS)
 for n in 2 4; do
   out=$(timeout 1500 mpirun "${root[@]}" --oversubscribe -n "$n" --mca pml ob1 --mca btl self,tcp \
     --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x ASAN_OPTIONS -x HOME -x FERRITE_DATA_DIR \
@@ -24,3 +30,28 @@ for n in 2 4; do
   if [ "$got" -ne "$n" ]; then echo "$out"; echo "tp_model_mpi_test: $got of $n ranks passed"; exit 1; fi
   echo "tp_model_mpi_test: $n ranks passed"
 done
+
+model="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}/smollm2-135m-instruct-q4_1.gguf"
+if [ ! -f "$model" ]; then
+  echo "SKIPPED: tp_model_mpi_test command line ($model missing: scripts/fetch-test-data.sh)"
+  exit 0
+fi
+gen=(generate --model "$model" --chat --prompt "What is the capital of France?" --max-tokens 12 --threads 1)
+one=$("$ferrite" "${gen[@]}" --matmul exact 2> /dev/null)
+two=$("${mpi[@]}" -n 2 "$ferrite" "${gen[@]}" --matmul exact --tp 2 2> /dev/null)
+echo "one process: $one"
+echo "two ranks:   $two"
+if [ -z "$one" ] || [ "$one" != "$two" ]; then echo "tp_model_mpi_test: the two ranks' answer differs"; exit 1; fi
+# different options on the two ranks (MPMD: one command line each): both fail, naming rank 1
+if out=$("${mpi[@]}" -n 1 "$ferrite" "${gen[@]}" --matmul exact --tp 2 : -n 1 "$ferrite" "${gen[@]}" --matmul i8 --tp 2 2>&1); then
+  echo "$out"; echo "tp_model_mpi_test: ranks with different options started"; exit 1
+fi
+grep -q "rank 1 of 2 on host .* opened a different model or options" <<< "$out" || {
+  echo "$out"; echo "tp_model_mpi_test: no message naming the differing rank"; exit 1; }
+# rank 1's file not a model (a file that is not GGUF): both fail, naming rank 1 and its reason
+if out=$("${mpi[@]}" -n 1 "$ferrite" "${gen[@]}" --tp 2 : -n 1 "$ferrite" generate --model "$bin" --prompt x --tp 2 2>&1); then
+  echo "$out"; echo "tp_model_mpi_test: a rank without its file started"; exit 1
+fi
+grep -q "rank 1 of 2 on host .* could not open its share" <<< "$out" || {
+  echo "$out"; echo "tp_model_mpi_test: no message naming the rank without its file"; exit 1; }
+echo "tp_model_mpi_test: the command line at 2 ranks, and its refusals, passed"

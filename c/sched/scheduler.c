@@ -156,6 +156,9 @@ fer_status fer_scheduler_create(fer_engine *e, const fer_scheduler_options *opts
   if (opts->struct_size < sizeof *opts)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: options->struct_size %u < %zu (call fer_scheduler_options_init)", fn,
                      opts->struct_size, sizeof *opts);
+  if (e->cfg.tensor_parallel > 1)
+    return feri_fail(FER_STATUS_UNSUPPORTED, "%s: the scheduler (its shared KV cache and prefix cache) does not yet run "
+                                             "over tensor-parallel ranks; use the engine's sequences", fn);
   fer_scheduler_options o = *opts;
   o.struct_size = sizeof o;
   if (o.max_running == 0) o.max_running = e->cfg.max_seqs;

@@ -25,7 +25,7 @@ typedef struct gen_args {
   const char *model, *prompt, *arch, *system, *chat_template;
   const char *json_schema, *regex, *gbnf; /* at most one: the grammar of the output */
   int chat, tiny, ignore_eos, arch_set, threads_set, budget_set, json_compact;
-  uint64_t max_tokens, threads, top_k, seed;
+  uint64_t max_tokens, threads, top_k, seed, tp;
   uint64_t budget; /* 0: weights used from the mapped file */
   float temperature, top_p, min_p;
   float repeat_penalty, presence_penalty, frequency_penalty; /* 1, 0, 0: off */
@@ -41,7 +41,7 @@ const char feri_generate_usage[] =
     "                 [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F]\n"
     "                 [--dry-multiplier M [--dry-base B] [--dry-allowed-length N] [--dry-penalty-last-n N]]\n"
     "                 [--mirostat 1|2 [--mirostat-ent TAU] [--mirostat-lr ETA]]\n"
-    "                 [--threads N] [--budget BYTES[K|M|G]] [--matmul i8|exact]\n"
+    "                 [--threads N] [--tp N] [--budget BYTES[K|M|G]] [--matmul i8|exact]\n"
     "                 [--kv-layout head-major|seq-major|token-major] [--kv-dtype f32|f16|bf16|q8_0]\n"
     "                 [--plan off|unconditional|address-stable]\n"
     "                 [--json-schema FILE [--json-compact] | --regex RE | --grammar FILE.gbnf]\n"
@@ -66,6 +66,8 @@ static const char VALUES[] =
     "  --mirostat 1|2    mirostat v1 or v2 in place of top-k, top-p and min-p (0: off, the default);\n"
     "                    --mirostat-ent TAU (0, 100] (5), --mirostat-lr ETA (0, 10] (0.1)\n"
     "  --threads N       0 (the engine's default) .. 1024\n"
+    "  --tp N            tensor parallelism over the N processes of `mpirun -n N ferrite generate ...`\n"
+    "                    (each holds 1/N of the model; rank 0 prints the answer); 1: one process\n"
     "  --budget BYTES    with --model: a weight store of that many bytes (K, M, G: 2^10, 2^20,\n"
     "                    2^30); 0 or absent uses the weights in place from the mapped file\n"
     "  --chat-template F the Jinja chat template in file F instead of the model file's own (a file\n"
@@ -110,7 +112,7 @@ static const char *const VALUED[] = {"--model", "--prompt", "--arch", "--system"
                                      "--kv-layout", "--kv-dtype", "--plan", "--matmul", "--json-schema", "--regex",
                                      "--grammar", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
                                      "--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-penalty-last-n",
-                                     "--mirostat", "--mirostat-ent", "--mirostat-lr", NULL};
+                                     "--mirostat", "--mirostat-ent", "--mirostat-lr", "--tp", NULL};
 
 enum { PARSE_BAD = 0, PARSE_OK = 1, PARSE_HELP = 2 };
 
@@ -140,6 +142,7 @@ static bool parse_value(const char *k, const char *v, gen_args *a) {
     return feri_arg_unsigned(C, k, v, 0, 1024, &a->threads);
   }
   else if (strcmp(k, "--top-k") == 0) return feri_arg_unsigned(C, k, v, 0, INT32_MAX, &a->top_k);
+  else if (strcmp(k, "--tp") == 0) return feri_arg_unsigned(C, k, v, 1, 4096, &a->tp);
   else if (strcmp(k, "--seed") == 0) return feri_arg_unsigned(C, k, v, 0, UINT64_MAX, &a->seed);
   else if (strcmp(k, "--budget") == 0) {
     a->budget_set = 1;
@@ -374,8 +377,16 @@ int feri_cmd_generate(int argc, char **argv) {
   if (a.kv_dtype >= 0) cfg.kv_dtype = a.kv_dtype;
   if (a.plan >= 0) cfg.plan = a.plan;
   if (a.matmul >= 0) cfg.matmul = a.matmul;
+  if (a.tp > 1) cfg.tensor_parallel = (uint32_t)a.tp;
   if (fer_engine_create(&cfg, &e) != FER_STATUS_OK) {
     print_error("creating the engine");
+    goto out;
+  }
+  uint32_t rank = 0, ranks = 1;
+  fer_engine_parallel_info(e, &rank, &ranks);
+  if (rank != 0) { /* a tensor-parallel rank: rank 0's steps on this share, until rank 0 is done */
+    if (fer_engine_run_rank(e) != FER_STATUS_OK) print_error("running rank 0's steps");
+    else rc = 0;
     goto out;
   }
   fer_model_info info;

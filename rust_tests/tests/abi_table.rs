@@ -1325,6 +1325,19 @@ fn rows(c: &mut Ctx) {
     c.getter("fer_engine_get_config", c.h.engine, fer_engine_get_config);
     c.getter("fer_engine_model_info", c.h.engine, fer_engine_model_info);
     c.getter("fer_engine_tokenizer", c.h.engine, fer_engine_tokenizer);
+    if c.row("fer_engine_parallel_info") {
+        c.each("fer_engine_parallel_info", &[("engine", N), ("out_rank", N), ("out_size", N)], true, |h, n| {
+            let (mut r, mut s): (u32, u32) = (sentinel(), sentinel());
+            let st = unsafe { fer_engine_parallel_info(nz(n, 0, h.engine), nzm(n, 1, &mut r), nzm(n, 2, &mut s)) };
+            // one process: rank 0 of 1 when all is valid; both zero on a refusal
+            let want = if n.iter().any(|&b| b) { (0, 0) } else { (0, 1) };
+            (st, vec![("out_rank", n[1] || r == want.0), ("out_size", n[2] || s == want.1)])
+        });
+    }
+    if c.row("fer_engine_run_rank") {
+        // NULL is NULL_ARG; the fixture's one-process engine is MISUSE (checked in tests/engine.rs)
+        c.each("fer_engine_run_rank", &[("engine", N)], false, |_, n| (unsafe { fer_engine_run_rank(nzm(n, 0, null_mut())) }, vec![]));
+    }
     let role = CString::new("user").unwrap();
     let content = CString::new("hi").unwrap();
     let msgs = [fer_chat_message { role: role.as_ptr(), content: content.as_ptr() }];

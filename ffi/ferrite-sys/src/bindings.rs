@@ -2108,6 +2108,15 @@ pub struct fer_engine_config {
     #[doc = " The time the chat template's strftime_now formats, in seconds since 1970 UTC (reproducible"]
     #[doc = "  prompts); 0: the clock at each render. FERRITE_TEMPLATE_NOW: a date, YYYY-MM-DD (midnight UTC)."]
     pub chat_template_now_unix: i64,
+    #[doc = " Tensor parallelism over MPI (Open MPI): the number of processes `mpirun -n N` started, each"]
+    #[doc = "  holding 1/N of every projection (its query heads and the KV heads they read, a block-aligned"]
+    #[doc = "  share of the FFN, a share of the vocabulary), with two all-reduces per layer; 0 or 1: one"]
+    #[doc = "  process. Every process creates its engine with the same config and file; rank 0 then serves"]
+    #[doc = "  (sequences, scheduler-free generation), the others call fer_engine_run_rank. Model files and"]
+    #[doc = "  mapped weights only; a mismatch of file or options across the ranks, or a rank that cannot"]
+    #[doc = "  open its share, fails creation on every rank naming that rank and its host."]
+    #[doc = "  FERRITE_TENSOR_PARALLEL: the number."]
+    pub tensor_parallel: u32,
 }
 extern "C" {
     #[doc = " Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped"]
@@ -2123,6 +2132,23 @@ extern "C" {
         config: *const fer_engine_config,
         out_engine: *mut *mut fer_engine,
     ) -> fer_status;
+}
+extern "C" {
+    #[doc = " This process's rank in its tensor-parallel job and the job's size (fer_engine_config's"]
+    #[doc = " tensor_parallel): 0 and 1 for an engine of one process. Both outputs 0 on failure."]
+    pub fn fer_engine_parallel_info(
+        engine: *const fer_engine,
+        out_rank: *mut u32,
+        out_size: *mut u32,
+    ) -> fer_status;
+}
+extern "C" {
+    #[doc = " On a rank other than 0 of a tensor-parallel engine: makes rank 0's calls on this rank's share"]
+    #[doc = " of the model (every step rank 0 runs, its sequences' creation, rewinds and frees) until rank 0"]
+    #[doc = " frees its engine, then returns OK; free this engine then. MISUSE on rank 0 or for an engine of"]
+    #[doc = " one process. A failure inside a step the other ranks are in ends the whole job (MPI_Abort), after"]
+    #[doc = " printing this rank, its host and the reason, since they would wait for it forever."]
+    pub fn fer_engine_run_rank(engine: *mut fer_engine) -> fer_status;
 }
 extern "C" {
     #[doc = " Frees the engine; BUSY (nothing freed) while sequences are alive. NULL is OK."]

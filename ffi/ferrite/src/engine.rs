@@ -98,6 +98,8 @@ pub struct EngineConfig {
     pub chat_template_path: Option<PathBuf>,
     /// The time strftime_now formats (seconds since 1970 UTC); 0: the clock.
     pub chat_template_now_unix: i64,
+    /// Tensor parallelism over the processes `mpirun -n N` started (0 or 1: one process).
+    pub tensor_parallel: u32,
 }
 
 fn raw_config_init() -> sys::fer_engine_config {
@@ -131,6 +133,7 @@ impl EngineConfig {
                 Some(PathBuf::from(unsafe { CStr::from_ptr(c.chat_template_path) }.to_string_lossy().into_owned()))
             },
             chat_template_now_unix: c.chat_template_now_unix,
+            tensor_parallel: c.tensor_parallel,
         }
     }
 
@@ -309,6 +312,7 @@ impl<'m> Engine<'m> {
             environment: ptr::null(),
             chat_template_path: ptr::null(),
             chat_template_now_unix: config.chat_template_now_unix,
+            tensor_parallel: config.tensor_parallel,
         };
         // The path and the environment are read during the call only (the engine copies the path;
         // the environment is read "there and only there"): locals suffice.
