@@ -686,7 +686,7 @@ fer_status feri_llama_batch_create(const feri_llama *m, uint32_t rows, feri_llam
   if (!b) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "batch");
   b->m = m;
   fer_status st = feri_scratch_alloc(&m->cfg, rows, &b->sc);
-  if (st == FER_STATUS_OK) st = feri_tp_register(m, b, true, feri_tp_leading(m), &b->tp_id);
+  if (st == FER_STATUS_OK) st = feri_tp_register(m, b, FERI_TP_OBJ_BATCH, NULL, feri_tp_leading(m), &b->tp_id);
   if (st != FER_STATUS_OK) {
     feri_scratch_free(&b->sc);
     free(b);

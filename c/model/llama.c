@@ -796,7 +796,7 @@ fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const
   }
   fer_status st = feri_scratch_alloc(c, max_tokens < FERI_PREFILL_CHUNK ? max_tokens : FERI_PREFILL_CHUNK, &s->sc);
   if (st == FER_STATUS_OK) st = make_kv(s, m, kvo ? kvo : &defaults);
-  if (st == FER_STATUS_OK) st = feri_tp_register(m, s, false, feri_tp_leading(m), &s->tp_id);
+  if (st == FER_STATUS_OK) st = feri_tp_register(m, s, FERI_TP_OBJ_SEQ, NULL, feri_tp_leading(m), &s->tp_id);
   if (st == FER_STATUS_OK && feri_tp_leading(m)) { /* every rank makes its own */
     st = feri_tp_announce(m, FERI_TP_SEQ_CREATE, s->tp_id, max_tokens, 0, kvo ? kvo : &defaults, NULL, 0);
     if (st == FER_STATUS_OK) feri_tp_done(m);
@@ -818,9 +818,10 @@ fer_status feri_llama_seq_create_on(const feri_llama *m, fer_kv_seq *kv, uint32_
   *out = NULL;
   if (max_tokens == 0 || max_tokens > (1u << 20) || len > max_tokens)
     return feri_fail(FER_STATUS_INVALID_ARG, "sequence: %u tokens of %u", len, max_tokens);
-  if (m->link)
-    return feri_fail(FER_STATUS_UNSUPPORTED, "sequence: a KV cache shared by sequences (the scheduler's prefix cache) "
-                                             "is not yet split over tensor-parallel ranks");
+  uint32_t kv_id = 0; /* several ranks: the KV sequence's name (made through shared_kv.h) */
+  if (m->link && !feri_tp_find(m, kv, FERI_TP_OBJ_KV_SEQ, &kv_id))
+    return feri_fail(FER_STATUS_MISUSE, "sequence: a KV sequence made outside the model (shared_kv.h) on a "
+                                        "tensor-parallel model");
   fer_kv_seq_stats ks;
   fer_status st = fer_kv_seq_get_stats(kv, &ks);
   if (st != FER_STATUS_OK) return st;
@@ -835,11 +836,19 @@ fer_status feri_llama_seq_create_on(const feri_llama *m, fer_kv_seq *kv, uint32_
   atomic_init(&s->cancel, 0);
   /* a sliding-window model keeps every position: a cached prefix must stay whole to be forked */
   st = feri_scratch_alloc(&m->cfg, 1, &s->sc);
+  if (st == FER_STATUS_OK) st = feri_tp_register(m, s, FERI_TP_OBJ_SEQ, NULL, feri_tp_leading(m), &s->tp_id);
+  if (st == FER_STATUS_OK && feri_tp_leading(m)) { /* every rank makes its own on its KV sequence */
+    const uint32_t sizes[2] = {len, max_tokens};
+    st = feri_tp_announce(m, FERI_TP_SEQ_CREATE_ON, s->tp_id, kv_id, 0, NULL, sizes, sizeof sizes);
+    if (st == FER_STATUS_OK) feri_tp_done(m);
+    else feri_tp_unregister(m, s->tp_id);
+  }
   if (st != FER_STATUS_OK) {
+    feri_scratch_free(&s->sc);
     free(s);
     return st;
   }
-  s->kv = kv;
+  s->kv = kv; /* the sequence owns it now; it stays named (a prefix cache forks it) until freed */
   *out = s;
   return FER_STATUS_OK;
 }
@@ -850,6 +859,8 @@ void feri_llama_seq_free(feri_llama_seq *s) {
       feri_tp_announce(s->m, FERI_TP_SEQ_FREE, s->tp_id, 0, 0, NULL, NULL, 0) == FER_STATUS_OK)
     feri_tp_done(s->m);
   if (s->tp_id != UINT32_MAX) feri_tp_unregister(s->m, s->tp_id);
+  uint32_t kv_id;
+  if (s->kv && feri_tp_find(s->m, s->kv, FERI_TP_OBJ_KV_SEQ, &kv_id)) feri_tp_unregister(s->m, kv_id);
   if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
   fer_kv_seq_free(s->kv);
   fer_kv_cache_free(s->cache); /* NULL (a sequence on a caller's cache): nothing */

@@ -23,7 +23,7 @@ mpi=(timeout 600 mpirun "${root[@]}" --oversubscribe --mca pml ob1 --mca btl sel
   --mca oob_tcp_if_include lo -x ASAN_OPTIONS)
 for n in 2 4; do
   out=$(timeout 1500 mpirun "${root[@]}" --oversubscribe -n "$n" --mca pml ob1 --mca btl self,tcp \
-    --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x ASAN_OPTIONS -x HOME -x FERRITE_DATA_DIR \
+    --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x ASAN_OPTIONS \
     "$bin" --mpi "${FERRITE_TP_STEPS:-12}" 2>&1) || { echo "$out"; echo "tp_model_mpi_test: $n ranks failed"; exit 1; }
   echo "$out" | grep -E "^(tp_model_test|SKIPPED)" || true
   got=$(grep -c "^tp_model_test: all checks passed" <<< "$out" || true)
@@ -31,7 +31,10 @@ for n in 2 4; do
   echo "tp_model_mpi_test: $n ranks passed"
 done
 
-model="${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}/smollm2-135m-instruct-q4_1.gguf"
+# the data directory as the C tests find it: $FERRITE_DATA_DIR, else the account's ~/.cache/ferrite
+# (Bazel's sandbox may leave HOME unset)
+home=$(getent passwd "$(id -u)" | cut -d: -f6)
+model="${FERRITE_DATA_DIR:-$home/.cache/ferrite}/smollm2-135m-instruct-q4_1.gguf"
 if [ ! -f "$model" ]; then
   echo "SKIPPED: tp_model_mpi_test command line ($model missing: scripts/fetch-test-data.sh)"
   exit 0

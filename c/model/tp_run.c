@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "model/model_internal.h"
+#include "model/shared_kv.h"
 
 /* One announcement. Up to eight token ids travel inside it (a decode step); more in a second
  * broadcast. */
@@ -22,7 +23,9 @@ typedef struct tp_msg {
 
 typedef struct tp_obj {
   void *obj; /* NULL: a free slot */
-  bool batch, announced;
+  void *aux; /* a KV cache's pool */
+  int kind;  /* FERI_TP_OBJ_* */
+  bool announced;
 } tp_obj;
 
 typedef struct feri_tp_link {
@@ -124,7 +127,7 @@ fer_status feri_llama_tp_lead(feri_llama *m) {
   return FER_STATUS_OK;
 }
 
-fer_status feri_tp_register(const feri_llama *m, void *obj, bool batch, bool announced, uint32_t *id) {
+fer_status feri_tp_register(const feri_llama *m, void *obj, int kind, void *aux, bool announced, uint32_t *id) {
   feri_tp_link *k = m->link;
   *id = 0;
   if (!k) return FER_STATUS_OK;
@@ -136,13 +139,28 @@ fer_status feri_tp_register(const feri_llama *m, void *obj, bool batch, bool ann
     k->objs = o;
     k->n_objs++;
   }
-  k->objs[i] = (tp_obj){obj, batch, announced};
+  k->objs[i] = (tp_obj){obj, aux, kind, announced};
   *id = i;
   return FER_STATUS_OK;
 }
 
 void feri_tp_unregister(const feri_llama *m, uint32_t id) {
   if (m->link && id < m->link->n_objs) m->link->objs[id].obj = NULL;
+}
+
+uint32_t feri_tp_next_id(const feri_llama *m) {
+  uint32_t i = 0;
+  while (m->link && i < m->link->n_objs && m->link->objs[i].obj) i++;
+  return i;
+}
+
+bool feri_tp_find(const feri_llama *m, const void *obj, int kind, uint32_t *id) {
+  for (uint32_t i = 0; m->link && i < m->link->n_objs; i++)
+    if (m->link->objs[i].obj == obj && m->link->objs[i].kind == kind) {
+      *id = i;
+      return true;
+    }
+  return false;
 }
 
 bool feri_tp_announced(const feri_llama *m, uint32_t id) {
@@ -186,9 +204,73 @@ void feri_tp_done(const feri_llama *m) { pthread_mutex_unlock(&m->link->lock); }
 
 /* ---- the other ranks -------------------------------------------------------------------------- */
 
-static void *lookup(const feri_llama *m, uint32_t id, bool batch) {
+static void *lookup(const feri_llama *m, uint32_t id, int kind) {
   const feri_tp_link *k = m->link;
-  return id < k->n_objs && k->objs[id].obj && k->objs[id].batch == batch ? k->objs[id].obj : NULL;
+  return id < k->n_objs && k->objs[id].obj && k->objs[id].kind == kind ? k->objs[id].obj : NULL;
+}
+
+/* A replayed creation got the id rank 0 announced (the ranks assign ids alike), and is marked as
+ * the announcement's (freed by the serve loop's end if rank 0 never frees it). */
+static fer_status same_id(const feri_llama *m, uint32_t got, uint32_t want, const char *what) {
+  if (got != want) return feri_fail(FER_STATUS_MISUSE, "tensor parallel: %s id %u here, %u on rank 0", what, got, want);
+  m->link->objs[got].announced = true;
+  return FER_STATUS_OK;
+}
+
+/* The KV calls of shared_kv.h on this rank (the payload of a cache's creation: rank 0's pool and
+ * cache options and its KV heads). */
+static fer_status replay_kv(feri_llama *m, const tp_msg *msg, const void *payload) {
+  switch (msg->kind) {
+    case FERI_TP_KV_CACHE_CREATE: {
+      fer_vmm_options vo;
+      fer_kv_cache_options ko;
+      uint32_t heads0;
+      memcpy(&vo, payload, sizeof vo);
+      memcpy(&ko, (const char *)payload + sizeof vo, sizeof ko);
+      memcpy(&heads0, (const char *)payload + sizeof vo + sizeof ko, sizeof heads0);
+      /* this rank's KV heads, and a pool scaled to them */
+      ko.geometry.n_kv_heads = m->Hkv;
+      if (m->Hkv > heads0) vo.max_granules = vo.max_granules * ((m->Hkv + heads0 - 1) / heads0);
+      fer_vmm *vmm = NULL;
+      fer_kv_cache *cache = NULL;
+      fer_status st = feri_llama_kv_cache_create(m, &vo, &ko, &vmm, &cache);
+      uint32_t id = 0;
+      if (st == FER_STATUS_OK) st = feri_tp_find(m, cache, FERI_TP_OBJ_KV_CACHE, &id) ? FER_STATUS_OK : FER_STATUS_MISUSE;
+      return st == FER_STATUS_OK ? same_id(m, id, msg->id, "KV cache") : st;
+    }
+    case FERI_TP_KV_SEQ_CREATE:
+    case FERI_TP_KV_SEQ_FORK: {
+      fer_kv_seq *kv = NULL;
+      const bool fork = msg->kind == FERI_TP_KV_SEQ_FORK;
+      void *from = lookup(m, msg->a, fork ? FERI_TP_OBJ_KV_SEQ : FERI_TP_OBJ_KV_CACHE);
+      if (!from) return feri_fail(FER_STATUS_MISUSE, "tensor parallel: KV object %u is unknown here", msg->a);
+      fer_status st = fork ? feri_llama_kv_seq_fork(m, from, msg->b, &kv) : feri_llama_kv_seq_create(m, from, &kv);
+      uint32_t id = 0;
+      if (st == FER_STATUS_OK) st = feri_tp_find(m, kv, FERI_TP_OBJ_KV_SEQ, &id) ? FER_STATUS_OK : FER_STATUS_MISUSE;
+      return st == FER_STATUS_OK ? same_id(m, id, msg->id, "KV sequence") : st;
+    }
+    case FERI_TP_SEQ_CREATE_ON: {
+      fer_kv_seq *kv = lookup(m, msg->a, FERI_TP_OBJ_KV_SEQ);
+      if (!kv) return feri_fail(FER_STATUS_MISUSE, "tensor parallel: KV sequence %u is unknown here", msg->a);
+      feri_llama_seq *s = NULL;
+      uint32_t len, max_tokens;
+      memcpy(&len, payload, 4), memcpy(&max_tokens, (const char *)payload + 4, 4);
+      fer_status st = feri_llama_seq_create_on(m, kv, len, max_tokens, &s);
+      return st == FER_STATUS_OK ? same_id(m, s->tp_id, msg->id, "sequence") : st;
+    }
+    case FERI_TP_KV_SEQ_FREE: {
+      fer_kv_seq *kv = lookup(m, msg->id, FERI_TP_OBJ_KV_SEQ);
+      if (!kv) return feri_fail(FER_STATUS_MISUSE, "tensor parallel: KV sequence %u is unknown here", msg->id);
+      feri_llama_kv_seq_free(m, kv);
+      return FER_STATUS_OK;
+    }
+    default: { /* FERI_TP_KV_CACHE_FREE */
+      fer_kv_cache *cache = lookup(m, msg->id, FERI_TP_OBJ_KV_CACHE);
+      if (!cache) return feri_fail(FER_STATUS_MISUSE, "tensor parallel: KV cache %u is unknown here", msg->id);
+      feri_llama_kv_cache_free(m, cache, m->link->objs[msg->id].aux);
+      return FER_STATUS_OK;
+    }
+  }
 }
 
 /* One announced call. */
@@ -198,28 +280,24 @@ static fer_status replay(feri_llama *m, fer_threadpool *pool, const tp_msg *msg,
       feri_llama_seq *s = NULL;
       fer_status st = feri_llama_seq_create(m, msg->a, &msg->opts, &s);
       if (st != FER_STATUS_OK) return st;
-      if (s->tp_id != msg->id) {
-        feri_llama_seq_free(s);
-        return feri_fail(FER_STATUS_MISUSE, "tensor parallel: sequence id %u here, %u on rank 0", s->tp_id, msg->id);
-      }
-      m->link->objs[s->tp_id].announced = true;
-      return FER_STATUS_OK;
+      return same_id(m, s->tp_id, msg->id, "sequence");
     }
     case FERI_TP_BATCH_CREATE: {
       feri_llama_batch *b = NULL;
       fer_status st = feri_llama_batch_create(m, msg->a, &b);
       if (st != FER_STATUS_OK) return st;
-      if (b->tp_id != msg->id) {
-        feri_llama_batch_free(b);
-        return feri_fail(FER_STATUS_MISUSE, "tensor parallel: batch id %u here, %u on rank 0", b->tp_id, msg->id);
-      }
-      m->link->objs[b->tp_id].announced = true;
-      return FER_STATUS_OK;
+      return same_id(m, b->tp_id, msg->id, "batch");
     }
+    case FERI_TP_KV_CACHE_CREATE:
+    case FERI_TP_KV_CACHE_FREE:
+    case FERI_TP_KV_SEQ_CREATE:
+    case FERI_TP_KV_SEQ_FORK:
+    case FERI_TP_KV_SEQ_FREE:
+    case FERI_TP_SEQ_CREATE_ON: return replay_kv(m, msg, payload);
     default: break;
   }
   const bool batch = msg->kind == FERI_TP_BATCH_FREE || msg->kind == FERI_TP_MIXED;
-  void *obj = lookup(m, msg->id, batch);
+  void *obj = lookup(m, msg->id, batch ? FERI_TP_OBJ_BATCH : FERI_TP_OBJ_SEQ);
   if (!obj) return feri_fail(FER_STATUS_MISUSE, "tensor parallel: call %u names %s %u, unknown here", msg->kind,
                              batch ? "batch" : "sequence", msg->id);
   switch (msg->kind) {
@@ -236,7 +314,7 @@ static fer_status replay(feri_llama *m, fer_threadpool *pool, const tp_msg *msg,
       const int32_t *ids = (const int32_t *)(seg + 3 * n_segs);
       fer_status st = FER_STATUS_OK;
       for (uint32_t i = 0; i < n_segs && st == FER_STATUS_OK; i++) {
-        segs[i] = (feri_llama_segment){lookup(m, seg[3 * i], false), ids, seg[3 * i + 1], seg[3 * i + 2] != 0};
+        segs[i] = (feri_llama_segment){lookup(m, seg[3 * i], FERI_TP_OBJ_SEQ), ids, seg[3 * i + 1], seg[3 * i + 2] != 0};
         if (!segs[i].seq) st = feri_fail(FER_STATUS_MISUSE, "tensor parallel: segment %u's sequence %u is unknown", i, seg[3 * i]);
         ids += segs[i].n;
       }
@@ -291,12 +369,18 @@ fer_status feri_llama_tp_serve(feri_llama *m, fer_threadpool *pool) {
     }
   }
   free(payload);
-  /* what the announcements made and rank 0 did not free (it closed with them alive) */
-  for (uint32_t i = 0; i < m->link->n_objs; i++) {
-    tp_obj *o = &m->link->objs[i];
-    if (!o->obj || !o->announced) continue;
-    if (o->batch) feri_llama_batch_free(o->obj);
-    else feri_llama_seq_free(o->obj);
+  /* what the announcements made and rank 0 did not free (it closed with them alive): sequences
+   * before the KV caches they live on */
+  static const int order[4] = {FERI_TP_OBJ_SEQ, FERI_TP_OBJ_KV_SEQ, FERI_TP_OBJ_BATCH, FERI_TP_OBJ_KV_CACHE};
+  for (int k = 0; k < 4; k++) {
+    for (uint32_t i = 0; i < m->link->n_objs; i++) {
+      tp_obj *o = &m->link->objs[i];
+      if (!o->obj || !o->announced || o->kind != order[k]) continue;
+      if (o->kind == FERI_TP_OBJ_SEQ) feri_llama_seq_free(o->obj);
+      else if (o->kind == FERI_TP_OBJ_KV_SEQ) feri_llama_kv_seq_free(m, o->obj);
+      else if (o->kind == FERI_TP_OBJ_BATCH) feri_llama_batch_free(o->obj);
+      else feri_llama_kv_cache_free(m, o->obj, o->aux);
+    }
   }
   return st;
 }

@@ -60,8 +60,17 @@ enum {
   FERI_TP_STEP,
   FERI_TP_BATCH_CREATE,
   FERI_TP_BATCH_FREE,
-  FERI_TP_MIXED
+  FERI_TP_MIXED,
+  FERI_TP_KV_CACHE_CREATE, /* shared_kv.h */
+  FERI_TP_KV_CACHE_FREE,
+  FERI_TP_KV_SEQ_CREATE,
+  FERI_TP_KV_SEQ_FORK,
+  FERI_TP_KV_SEQ_FREE,
+  FERI_TP_SEQ_CREATE_ON
 };
+
+/* What a registered object is. */
+enum { FERI_TP_OBJ_SEQ, FERI_TP_OBJ_BATCH, FERI_TP_OBJ_KV_CACHE, FERI_TP_OBJ_KV_SEQ };
 
 /* The link every rank of a several-rank model holds (created at open). */
 fer_status feri_tp_link_create(feri_llama *m);
@@ -77,9 +86,13 @@ fer_status feri_tp_announce(const feri_llama *m, uint32_t kind, uint32_t id, uin
                             const feri_llama_seq_options *opts, const void *payload, size_t bytes);
 void feri_tp_done(const feri_llama *m);
 
-/* Every rank: names an object (a sequence or a batch) by the lowest free id; forgets it. */
-fer_status feri_tp_register(const feri_llama *m, void *obj, bool batch, bool announced, uint32_t *id);
+/* Every rank: names an object (FERI_TP_OBJ_*; aux: a KV cache's pool) by the lowest free id;
+ * forgets it; finds the id of an object (rank 0: the ids it announces). */
+fer_status feri_tp_register(const feri_llama *m, void *obj, int kind, void *aux, bool announced, uint32_t *id);
 void feri_tp_unregister(const feri_llama *m, uint32_t id);
+bool feri_tp_find(const feri_llama *m, const void *obj, int kind, uint32_t *id);
+/* The id the next registration gets (what rank 0 announces before it makes the object). */
+uint32_t feri_tp_next_id(const feri_llama *m);
 /* Was object id made by an announcement (so that its free is announced too)? */
 bool feri_tp_announced(const feri_llama *m, uint32_t id);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "model/shared_kv.h"
 
 typedef struct entry {
   int32_t *ids;     /* the cached tokens: n_blocks x block_tokens */
@@ -19,6 +20,7 @@ typedef struct entry {
 } entry;
 
 struct feri_prefix_cache {
+  const feri_llama *model; /* forks and frees go through it (model/shared_kv.h) */
   fer_governor *gov;
   uint64_t granule; /* of the entries' pool */
   uint32_t block;
@@ -28,13 +30,13 @@ struct feri_prefix_cache {
   uint64_t tick, bytes, evictions, inserts;
 };
 
-fer_status feri_prefix_cache_create(fer_governor *gov, uint64_t granule_bytes, uint32_t block_tokens, uint64_t max_bytes,
+fer_status feri_prefix_cache_create(const feri_llama *model, fer_governor *gov, uint64_t granule_bytes, uint32_t block_tokens, uint64_t max_bytes,
                                     feri_prefix_cache **out) {
   *out = NULL;
   if (block_tokens == 0) return feri_fail(FER_STATUS_INVALID_ARG, "prefix cache: blocks of 0 tokens");
   feri_prefix_cache *c = calloc(1, sizeof *c);
   if (!c) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "prefix cache");
-  c->gov = gov, c->granule = granule_bytes, c->block = block_tokens, c->max_bytes = max_bytes;
+  c->model = model, c->gov = gov, c->granule = granule_bytes, c->block = block_tokens, c->max_bytes = max_bytes;
   *out = c;
   return FER_STATUS_OK;
 }
@@ -66,7 +68,7 @@ static uint32_t shared_blocks(const feri_prefix_cache *c, const entry *e, const 
 
 static void entry_drop(feri_prefix_cache *c, size_t i) {
   entry *e = &c->e[i];
-  (void)fer_kv_seq_free(e->kv); /* the pool is never frozen: this cannot be refused */
+  feri_llama_kv_seq_free(c->model, e->kv); /* the pool is never frozen: this cannot be refused */
   fer_governor_release(c->gov, FER_MEM_ROLE_CACHE, e->bytes);
   c->bytes -= e->bytes;
   free(e->ids), free(e->hash);
@@ -139,7 +141,7 @@ fer_status feri_prefix_cache_insert(feri_prefix_cache *c, const fer_kv_seq *kv, 
     }
   }
   fer_kv_seq *fork = NULL;
-  fer_status st = fer_kv_seq_fork(kv, (uint64_t)n_blocks * c->block, &fork);
+  fer_status st = feri_llama_kv_seq_fork(c->model, kv, (uint64_t)n_blocks * c->block, &fork);
   fer_kv_seq_stats ks;
   fer_kv_seq_sharing sh;
   if (st == FER_STATUS_OK) st = fer_kv_seq_get_stats(fork, &ks);
@@ -154,7 +156,7 @@ fer_status feri_prefix_cache_insert(feri_prefix_cache *c, const fer_kv_seq *kv, 
     else c->e = p, c->cap = cap;
   }
   if (st != FER_STATUS_OK) {
-    (void)fer_kv_seq_free(fork);
+    feri_llama_kv_seq_free(c->model, fork);
     free(hash), free(copy);
     return st;
   }
@@ -164,7 +166,7 @@ fer_status feri_prefix_cache_insert(feri_prefix_cache *c, const fer_kv_seq *kv, 
     else i++;
   }
   if (!make_room(c, bytes)) { /* no room: not cached */
-    (void)fer_kv_seq_free(fork);
+    feri_llama_kv_seq_free(c->model, fork);
     free(hash), free(copy);
     return FER_STATUS_OK;
   }

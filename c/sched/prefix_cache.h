@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "ferrite.h"
+#include "model/llama.h"
 
 typedef struct feri_prefix_cache feri_prefix_cache;
 
@@ -24,7 +25,7 @@ typedef struct feri_prefix_cache_stats {
 
 /* granule_bytes: the entries' pool's granule; block_tokens >= 1; max_bytes 0 = bounded by the
  * governor only. */
-fer_status feri_prefix_cache_create(fer_governor *gov, uint64_t granule_bytes, uint32_t block_tokens, uint64_t max_bytes,
+fer_status feri_prefix_cache_create(const feri_llama *model, fer_governor *gov, uint64_t granule_bytes, uint32_t block_tokens, uint64_t max_bytes,
                                     feri_prefix_cache **out);
 /* Frees every entry (their KV and charges) and the cache. NULL is OK. */
 void feri_prefix_cache_free(feri_prefix_cache *c);

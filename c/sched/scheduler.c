@@ -24,6 +24,7 @@
 #include "engine/engine_internal.h"
 #include "grammar/grammar_api.h"
 #include "model/llama.h"
+#include "model/shared_kv.h"
 #include "sched/prefix_cache.h"
 
 typedef struct request {
@@ -111,8 +112,7 @@ static fer_status sched_leave(fer_scheduler *s, fer_status st) {
 
 static void sched_release(fer_scheduler *s) {
   feri_prefix_cache_free(s->prefix);
-  (void)fer_kv_cache_free(s->kv_cache);
-  (void)fer_vmm_free(s->vmm);
+  feri_llama_kv_cache_free(s->e->model, s->kv_cache, s->vmm);
   feri_llama_batch_free(s->batch);
   free(s->logits), free(s->raw), free(s->segs), free(s->seg_req), free(s->running), free(s->ev);
   pthread_mutex_destroy(&s->lock);
@@ -135,14 +135,13 @@ static fer_status make_kv(fer_scheduler *s) {
   fer_vmm_options_init(&vo);
   vo.granule_bytes = s->granule;
   vo.max_granules = s->budget / s->granule + bindings * (2ull * s->o.max_running + 8) + 64;
-  if ((st = fer_vmm_create(&vo, &s->vmm)) != FER_STATUS_OK) return st;
   fer_kv_cache_options ko;
   fer_kv_cache_options_init(&ko);
   ko.policy = FER_KV_POLICY_FIXED_MAX;
   ko.dtype = so.dtype;
   ko.min_bucket = 1;
   ko.geometry = s->geometry;
-  return fer_kv_cache_create(s->vmm, &ko, &s->kv_cache);
+  return feri_llama_kv_cache_create(e->model, &vo, &ko, &s->vmm, &s->kv_cache);
 }
 
 /* The engine's reclaim hook: the least recently used cached prefix goes. */
@@ -156,9 +155,6 @@ fer_status fer_scheduler_create(fer_engine *e, const fer_scheduler_options *opts
   if (opts->struct_size < sizeof *opts)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: options->struct_size %u < %zu (call fer_scheduler_options_init)", fn,
                      opts->struct_size, sizeof *opts);
-  if (e->cfg.tensor_parallel > 1)
-    return feri_fail(FER_STATUS_UNSUPPORTED, "%s: the scheduler (its shared KV cache and prefix cache) does not yet run "
-                                             "over tensor-parallel ranks; use the engine's sequences", fn);
   fer_scheduler_options o = *opts;
   o.struct_size = sizeof o;
   if (o.max_running == 0) o.max_running = e->cfg.max_seqs;
@@ -194,7 +190,7 @@ fer_status fer_scheduler_create(fer_engine *e, const fer_scheduler_options *opts
   if (st == FER_STATUS_OK) st = feri_llama_batch_create(e->model, o.step_tokens, &s->batch);
   if (st == FER_STATUS_OK) st = make_kv(s);
   if (st == FER_STATUS_OK && o.prefix_block_tokens > 0)
-    st = feri_prefix_cache_create(e->gov, s->granule, o.prefix_block_tokens, o.prefix_cache_bytes, &s->prefix);
+    st = feri_prefix_cache_create(e->model, e->gov, s->granule, o.prefix_block_tokens, o.prefix_cache_bytes, &s->prefix);
   if (st != FER_STATUS_OK) {
     feri_error_stash keep;
     feri_error_save(&keep);
@@ -462,19 +458,19 @@ static fer_status attach_sequence(fer_scheduler *s, request *r) {
     const fer_kv_seq *hit = NULL;
     r->cache_inserts_seen = feri_prefix_cache_inserts(s->prefix);
     cached = feri_prefix_cache_lookup(s->prefix, r->tokens, r->n_prompt, r->n_prompt - 1, &hit);
-    if (cached > 0 && fer_kv_seq_fork(hit, cached, &kv) != FER_STATUS_OK) cached = 0, kv = NULL; /* a miss, then */
+    if (cached > 0 && feri_llama_kv_seq_fork(s->e->model, hit, cached, &kv) != FER_STATUS_OK) cached = 0, kv = NULL; /* a miss, then */
     pthread_mutex_lock(&s->lock);
     if (cached > 0) s->stats.cache_hits++, s->stats.cache_hit_tokens += cached;
     else s->stats.cache_misses++;
     pthread_mutex_unlock(&s->lock);
   }
   fer_status st = FER_STATUS_OK;
-  if (kv == NULL) st = fer_kv_seq_create(s->kv_cache, &kv);
+  if (kv == NULL) st = feri_llama_kv_seq_create(s->e->model, s->kv_cache, &kv);
   if (st == FER_STATUS_OK) st = feri_llama_seq_create_on(s->e->model, kv, cached, r->n_prompt + r->max_new, &r->seq);
   if (st != FER_STATUS_OK) {
     feri_error_stash keep;
     feri_error_save(&keep);
-    (void)fer_kv_seq_free(kv);
+    feri_llama_kv_seq_free(s->e->model, kv);
     return feri_error_restore(&keep, st);
   }
   r->n_fed = r->n_cached = cached;
@@ -656,10 +652,10 @@ static void refresh_prefix(fer_scheduler *s, request *r) {
   feri_error_save(&keep);
   fer_kv_seq *kv = NULL;
   feri_llama_seq *seq = NULL;
-  fer_status st = fer_kv_seq_fork(hit, cached, &kv);
+  fer_status st = feri_llama_kv_seq_fork(s->e->model, hit, cached, &kv);
   if (st == FER_STATUS_OK) st = feri_llama_seq_create_on(s->e->model, kv, cached, r->n_prompt + r->max_new, &seq);
   if (st != FER_STATUS_OK) {
-    (void)fer_kv_seq_free(kv);
+    feri_llama_kv_seq_free(s->e->model, kv);
     feri_error_restore(&keep, FER_STATUS_OK);
     return;
   }

@@ -30,6 +30,9 @@ POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics; llama-server's P
   --body-limit BYTES  largest request body, with K/M/G suffix (default 4M)
   --timeout SECS      a request's headers, and then its body, must arrive within this (default 10)
   --no-prefix-cache   do not reuse KV of shared prompt prefixes
+  --matmul MODE       i8 (8-bit activations, llama.cpp's arithmetic; the default) or exact (f32)
+  --tp N              tensor parallelism over the N processes of `mpirun -n N ferrite-serve ...`:
+                      each holds 1/N of the model, rank 0 serves HTTP, the others follow it
   -h, --help          this text
 
 FERRITE_TEMPLATE_NOW=YYYY-MM-DD fixes the date chat templates print (reproducible prompts).
@@ -54,6 +57,10 @@ pub struct Options {
     pub body_limit: u64,
     pub timeout: Duration,
     pub prefix_cache: bool,
+    /// `ferrite::matmul` mode (None: the engine's default).
+    pub matmul: Option<i32>,
+    /// Ranks of a tensor-parallel job (1: one process).
+    pub tp: u32,
 }
 
 impl Default for Options {
@@ -74,6 +81,8 @@ impl Default for Options {
             body_limit: 4 << 20,
             timeout: Duration::from_secs(10),
             prefix_cache: true,
+            matmul: None,
+            tp: 1,
         }
     }
 }
@@ -153,6 +162,14 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, Str
             "--body-limit" => o.body_limit = parse_size(&value(&mut it)?)?,
             "--timeout" => o.timeout = Duration::from_secs(parse_num(&flag, &value(&mut it)?, 1, 3600)?),
             "--no-prefix-cache" => o.prefix_cache = false,
+            "--matmul" => {
+                o.matmul = Some(match value(&mut it)?.as_str() {
+                    "i8" => ferrite::engine::matmul::I8,
+                    "exact" => ferrite::engine::matmul::EXACT,
+                    v => return Err(format!("--matmul: `{v}` is not i8 or exact")),
+                })
+            }
+            "--tp" => o.tp = parse_num(&flag, &value(&mut it)?, 1, 4096)?,
             _ => return Err(format!("unknown option `{arg}` (see --help)")),
         }
     }
@@ -191,6 +208,10 @@ mod tests {
         assert_eq!(o.chat_template, None);
         let Parsed::Run(t) = parse("--model m.gguf --chat-template=t.jinja").unwrap() else { panic!() };
         assert_eq!(t.chat_template, Some(PathBuf::from("t.jinja")));
+        assert_eq!((t.matmul, t.tp), (None, 1));
+        let Parsed::Run(t) = parse("--model m.gguf --matmul exact --tp 2").unwrap() else { panic!() };
+        assert_eq!((t.matmul, t.tp), (Some(ferrite::engine::matmul::EXACT), 2));
+        assert!(parse("--model m.gguf --matmul f16").is_err() && parse("--model m.gguf --tp 0").is_err());
         assert_eq!((o.port, o.parallel, o.threads, o.ctx), (0, 8, Some(3), Some(2048)));
         assert_eq!((o.kv_budget, o.body_limit), (Some(2 << 30), 512 << 10));
         assert_eq!((o.max_queued, o.timeout, o.prefix_cache), (5, Duration::from_secs(3), false));

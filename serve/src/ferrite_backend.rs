@@ -66,30 +66,50 @@ mod tests {
     }
 }
 
+/// The engine every rank of a tensor-parallel job must create alike (the options' engine part).
+fn engine_config(opts: &Options) -> EngineConfig {
+    let mut cfg = EngineConfig::default().max_seqs(opts.parallel.max(1));
+    if let Some(t) = opts.threads {
+        cfg = cfg.threads(t);
+    }
+    if let Some(b) = opts.kv_budget {
+        cfg = cfg.kv_budget(b);
+    }
+    if let Some(d) = opts.kv_dtype {
+        cfg = cfg.kv_dtype(d);
+    }
+    if let Some(c) = opts.ctx {
+        cfg = cfg.max_tokens(c);
+    }
+    if let Some(t) = &opts.chat_template {
+        cfg = cfg.chat_template(t);
+    }
+    // the one engine variable the server takes from its environment: the date chat templates
+    // print (strftime_now), fixed for reproducible prompts; the engine checks it
+    if let Ok(d) = std::env::var("FERRITE_TEMPLATE_NOW") {
+        cfg = cfg.environment([format!("FERRITE_TEMPLATE_NOW={d}")]);
+    }
+    if let Some(m) = opts.matmul {
+        cfg = cfg.matmul(m);
+    }
+    if opts.tp > 1 {
+        cfg = cfg.tensor_parallel(opts.tp);
+    }
+    cfg
+}
+
+/// A rank other than 0 of `mpirun -n N ferrite-serve --tp N`: opens its share of the model and
+/// follows rank 0's steps until rank 0's engine is freed (no HTTP of its own).
+pub fn follow_rank_0(opts: &Options) -> Result<(), String> {
+    let path = opts.model.as_ref().ok_or("--model is required with --tp")?;
+    let engine = Engine::from_path(path, &engine_config(opts)).map_err(|e| format!("{}: {e}", path.display()))?;
+    engine.run_rank().map_err(|e| format!("following rank 0: {e}"))
+}
+
 impl FerriteBackend {
     pub fn open(opts: &Options) -> Result<FerriteBackend, String> {
         let path = opts.model.as_ref().ok_or("--model is required (or --fake)")?;
-        let mut cfg = EngineConfig::default().max_seqs(opts.parallel.max(1));
-        if let Some(t) = opts.threads {
-            cfg = cfg.threads(t);
-        }
-        if let Some(b) = opts.kv_budget {
-            cfg = cfg.kv_budget(b);
-        }
-        if let Some(d) = opts.kv_dtype {
-            cfg = cfg.kv_dtype(d);
-        }
-        if let Some(c) = opts.ctx {
-            cfg = cfg.max_tokens(c);
-        }
-        if let Some(t) = &opts.chat_template {
-            cfg = cfg.chat_template(t);
-        }
-        // the one engine variable the server takes from its environment: the date chat templates
-        // print (strftime_now), fixed for reproducible prompts; the engine checks it
-        if let Ok(d) = std::env::var("FERRITE_TEMPLATE_NOW") {
-            cfg = cfg.environment([format!("FERRITE_TEMPLATE_NOW={d}")]);
-        }
+        let cfg = engine_config(opts);
         let engine = Box::new(Engine::from_path(path, &cfg).map_err(|e| format!("{}: {e}", path.display()))?);
         // SAFETY: the engine is boxed (its address is stable) and outlives every borrower: they
         // are fields declared before `engine`, and nothing moves out of or mutably borrows it.

@@ -193,6 +193,11 @@ impl EngineConfig {
         self.chat_template_now_unix = unix_seconds;
         self
     }
+    /// Tensor parallelism over the processes `mpirun -n N` started (0 or 1: one process).
+    pub fn tensor_parallel(mut self, n: u32) -> Self {
+        self.tensor_parallel = n;
+        self
+    }
 }
 
 impl Default for EngineConfig {
@@ -380,6 +385,21 @@ impl<'m> Engine<'m> {
         // valid while the engine lives (it does: &self); it is copied out at once.
         let s = unsafe { CStr::from_ptr(c.model_path) };
         Some(PathBuf::from(s.to_string_lossy().into_owned()))
+    }
+
+    /// This process's rank in its tensor-parallel job and the job's size ((0, 1) alone).
+    pub fn parallel_info(&self) -> (u32, u32) {
+        let (mut rank, mut size) = (0u32, 0u32);
+        // SAFETY: valid engine and out-pointers.
+        check(unsafe { sys::fer_engine_parallel_info(self.raw.as_ptr(), &mut rank, &mut size) }).expect("fer_engine_parallel_info");
+        (rank, size)
+    }
+
+    /// On a rank other than 0: runs rank 0's calls on this rank's share of the model until rank 0
+    /// frees its engine (fer_engine_run_rank).
+    pub fn run_rank(&self) -> Result<()> {
+        // SAFETY: valid engine; the call takes the engine's guard itself.
+        check(unsafe { sys::fer_engine_run_rank(self.raw.as_ptr()) })
     }
 
     pub fn model_info(&self) -> ModelInfo {
