@@ -149,6 +149,10 @@ static void run_file(feri_comm *c, const char *file, const char *name, double bo
     if (one) lead(tp, one, pool, name, bound, steps);
     feri_llama_close(one);
   }
+  feri_comm_stats cs;
+  feri_comm_get_stats(c, &cs); /* every byte this rank handed MPI so far (tp_netns_test.sh compares) */
+  printf("tp_traffic: rank %d sent %llu in %llu messages\n", feri_comm_rank(c), (unsigned long long)cs.bytes_sent,
+         (unsigned long long)cs.messages_sent);
   feri_llama_close(tp);
   fer_threadpool_free(pool);
 }
@@ -191,9 +195,10 @@ static void test_alone(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--mpi") == 0) {
-    /* --mpi [STEPS]: greedy steps per prompt (default 64) */
+    /* --mpi [STEPS [smollm2]]: greedy steps per prompt (default 64); SmolLM2 alone */
     const int steps = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 64;
-    (void)steps;
+    const bool only_smollm2 = argc > 3 && strcmp(argv[3], "smollm2") == 0;
+    (void)steps, (void)only_smollm2;
     feri_comm *c = NULL;
     CHECK_STATUS(feri_comm_mpi(&c), FER_STATUS_OK);
     if (c) {
@@ -205,7 +210,7 @@ int main(int argc, char **argv) {
       run_file(c, "smollm2-135m-instruct-q4_1.gguf", "SmolLM2-135M Q4_1", 1e-4, 4);
 #else
       run_file(c, "smollm2-135m-instruct-q4_1.gguf", "SmolLM2-135M Q4_1", 1e-4, steps);
-      run_file(c, "gemma3-270m-q4_k_m.gguf", "Gemma 3 270M Q4_K_M", 2e-2, steps);
+      if (!only_smollm2) run_file(c, "gemma3-270m-q4_k_m.gguf", "Gemma 3 270M Q4_K_M", 2e-2, steps);
 #endif
       printf("tp_model_test: rank %d of %d\n", feri_comm_rank(c), feri_comm_size(c));
     }
