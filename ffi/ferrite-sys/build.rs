@@ -5,7 +5,7 @@
 //!   (default `/usr/local/cuda/lib64`) and the system libraries cudart_static needs.
 //! - otherwise (so a plain `cargo test` works): compile every `*.c` under `c/` with the `cc` crate,
 //!   except `c/cuda/cuda_api.c` (the CUDA build replaces `c/cuda/cuda_stub.c` with it), `c/tools/`,
-//!   `c/testing/` (helpers of the C unit tests) and `*_test.c` files, with `-std=c11 -O2 -g1 -pthread
+//!   `c/testing/` (helpers of the C unit tests), `*_test.c` and `*_bench.c` files, with `-std=c11 -O2 -g1 -pthread
 //!   -D_GNU_SOURCE` plus `-ffp-contract=off` as in c/defs.bzl.
 //!
 //! - `FERRITE_CC_OPT_LEVEL` (without `FERRITE_LIB_DIR`; 0-3, default 2): the cc build's `-O`
@@ -206,8 +206,8 @@ fn link_system_libraries() {
     }
 }
 
-/// Every `*.c` below `dir`, minus `c/cuda/cuda_api.c`, `c/tools/`, `c/testing/`, `*_test.c` and
-/// the libFuzzer harnesses `*_fuzz.c`.
+/// Every `*.c` below `dir`, minus `c/cuda/cuda_api.c`, `c/tools/`, `c/testing/`, `*_test.c`, the
+/// libFuzzer harnesses `*_fuzz.c` and the benchmark programs `*_bench.c`.
 fn collect_sources(c_dir: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
@@ -224,7 +224,7 @@ fn collect_sources(c_dir: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
             collect_sources(c_dir, &path, out);
         } else {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if !name.ends_with(".c") || name.ends_with("_test.c") || name.ends_with("_fuzz.c") {
+            if !name.ends_with(".c") || name.ends_with("_test.c") || name.ends_with("_fuzz.c") || name.ends_with("_bench.c") {
                 continue;
             }
             if rel == Path::new("cuda/cuda_api.c") {
