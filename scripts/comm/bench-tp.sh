@@ -13,7 +13,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 hosts=$repo/scripts/comm/netns-hosts.sh
 bench=$repo/bazel-bin/c/comm/comm_bench
 ferrite=$repo/bazel-bin/c/tools/ferrite
-model=${1:-${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}/synthetic-llama-8b-q4_k_m.gguf}
+model=${1:-${FERRITE_DATA_DIR:-$HOME/.cache/ferrite}/synthetic-llama-8b-q4km.gguf}
 repeat=${2:-3}
 prefix=fb$$
 trap '"$hosts" down "$prefix"' EXIT
