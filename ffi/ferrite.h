@@ -1934,6 +1934,11 @@ typedef struct fer_engine_config {
    *  open its share, fails creation on every rank naming that rank and its host.
    *  FERRITE_TENSOR_PARALLEL: the number. */
   uint32_t tensor_parallel;
+  /** With tensor_parallel: how long a rank waits for another inside a step, in milliseconds (0:
+   *  30 s). Past it, a rank that died or stopped fails the step on the others with
+   *  FER_STATUS_DEVICE_ERROR naming it, and the engine is broken for good: every later call that
+   *  runs the model fails at once with that message. FERRITE_TP_TIMEOUT_MS: the number. */
+  uint32_t tensor_parallel_timeout_ms;
 } fer_engine_config;
 
 /** Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped

@@ -5,7 +5,9 @@
 #include <limits.h>
 #include <mpi/mpi.h> /* Debian's alternatives link to Open MPI's headers */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/status.h"
 
@@ -16,6 +18,8 @@ struct feri_comm {
   float *scratch;  /* a chunk's worth, for the reduce-scatter */
   size_t scratch_n;
   feri_comm_stats stats;
+  double timeout_s; /* 0: wait forever */
+  char broken[200]; /* not empty: an exchange timed out; every later call fails with this */
 };
 
 enum { TAG_RING = 17, TAG_P2P = 18, TAG_BCAST = 19 };
@@ -60,6 +64,40 @@ fer_status feri_comm_mpi(feri_comm **out) {
   return FER_STATUS_OK;
 }
 
+void feri_comm_set_timeout(feri_comm *c, double seconds) { c->timeout_s = seconds > 0 ? seconds : 0; }
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static fer_status broken(const feri_comm *c) { return feri_fail(FER_STATUS_DEVICE_ERROR, "%s", c->broken); }
+
+/* Waits for n requests to a peer: spins for 2 ms, then polls every 50 us, then every 1 ms past
+ * 200 ms, until they complete or the timeout passes. */
+static fer_status wait_for(feri_comm *c, int n, MPI_Request *req, int peer, const char *what) {
+  const double t0 = now_s();
+  for (unsigned spin = 0;; spin++) {
+    int done = 0;
+    const int rc = MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, what);
+    if (done) return FER_STATUS_OK;
+    if ((spin & 63) != 0) continue;
+    const double waited = now_s() - t0;
+    if (c->timeout_s > 0 && waited > c->timeout_s) {
+      snprintf(c->broken, sizeof c->broken,
+               "comm: rank %d: rank %d did not answer within %.1f s (%s): a rank died or stopped; the ranks cannot go on",
+               c->rank, peer, c->timeout_s, what);
+      return broken(c);
+    }
+    if (waited > 0.002) {
+      const struct timespec nap = {0, waited > 0.2 ? 1000000 : 50000};
+      nanosleep(&nap, NULL);
+    }
+  }
+}
+
 void feri_comm_free(feri_comm *c) {
   if (c == NULL) return;
   if (c->finalize) MPI_Finalize();
@@ -86,9 +124,14 @@ static fer_status sendrecv(feri_comm *c, const void *sbuf, size_t sbytes, int to
   if (sbytes > INT_MAX || rbytes > INT_MAX)
     return feri_fail(FER_STATUS_INVALID_ARG, "comm: a ring step of %zu bytes (at most %d)", sbytes > rbytes ? sbytes : rbytes,
                      INT_MAX);
-  int rc = MPI_Sendrecv(sbuf, (int)sbytes, MPI_BYTE, to, tag, rbuf, (int)rbytes, MPI_BYTE, from, tag, MPI_COMM_WORLD,
-                        MPI_STATUS_IGNORE);
-  if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Sendrecv");
+  if (c->broken[0]) return broken(c);
+  MPI_Request req[2];
+  int rc = MPI_Irecv(rbuf, (int)rbytes, MPI_BYTE, from, tag, MPI_COMM_WORLD, &req[0]);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Irecv");
+  rc = MPI_Isend(sbuf, (int)sbytes, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req[1]);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Isend");
+  fer_status st = wait_for(c, 2, req, from, "a ring step");
+  if (st != FER_STATUS_OK) return st;
   c->stats.bytes_sent += sbytes, c->stats.bytes_received += rbytes, c->stats.messages_sent++;
   return FER_STATUS_OK;
 }
@@ -153,10 +196,6 @@ fer_status feri_comm_gather(feri_comm *c, const void *mine, size_t bytes, void *
   return FER_STATUS_OK;
 }
 
-void feri_comm_abort(feri_comm *c, int code) {
-  if (c->mpi) MPI_Abort(MPI_COMM_WORLD, code);
-}
-
 fer_status feri_comm_broadcast(feri_comm *c, void *buf, size_t bytes, int root) {
   if (root < 0 || root >= c->size) return feri_fail(FER_STATUS_INVALID_ARG, "comm: broadcast root %d of %d ranks", root, c->size);
   if (c->size == 1 || bytes == 0) return FER_STATUS_OK;
@@ -176,8 +215,12 @@ fer_status feri_comm_send(feri_comm *c, const void *buf, size_t bytes, int to) {
   const char *s = buf;
   do {
     const int sn = bytes > INT_MAX ? INT_MAX : (int)bytes;
-    int rc = MPI_Send(s, sn, MPI_BYTE, to, TAG_P2P, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Send");
+    if (c->broken[0]) return broken(c);
+    MPI_Request req;
+    int rc = MPI_Isend(s, sn, MPI_BYTE, to, TAG_P2P, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Isend");
+    fer_status st = wait_for(c, 1, &req, to, "a send");
+    if (st != FER_STATUS_OK) return st;
     c->stats.bytes_sent += (uint64_t)sn, c->stats.messages_sent++;
     s += sn, bytes -= (size_t)sn;
   } while (bytes > 0);
@@ -190,8 +233,12 @@ fer_status feri_comm_recv(feri_comm *c, void *buf, size_t bytes, int from) {
   char *r = buf;
   do {
     const int rn = bytes > INT_MAX ? INT_MAX : (int)bytes;
-    int rc = MPI_Recv(r, rn, MPI_BYTE, from, TAG_P2P, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Recv");
+    if (c->broken[0]) return broken(c);
+    MPI_Request req;
+    int rc = MPI_Irecv(r, rn, MPI_BYTE, from, TAG_P2P, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Irecv");
+    fer_status st = wait_for(c, 1, &req, from, "a receive");
+    if (st != FER_STATUS_OK) return st;
     c->stats.bytes_received += (uint64_t)rn;
     r += rn, bytes -= (size_t)rn;
   } while (bytes > 0);

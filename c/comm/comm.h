@@ -27,6 +27,13 @@ fer_status feri_comm_self(feri_comm **out);
  * (MPI_ERRORS_RETURN). UNSUPPORTED when MPI cannot start. */
 fer_status feri_comm_mpi(feri_comm **out);
 
+/* How long a rank waits for a peer inside one exchange before it gives up: 0 (the default) waits
+ * forever. Past it the call fails with DEVICE_ERROR naming the peer ("a rank died or stopped"),
+ * and so does every later call on this communicator: the ranks are out of step for good. Waits
+ * spin for 2 ms, then poll every 50 us, then every millisecond past 200 ms (an idle rank does not
+ * hold a CPU). */
+void feri_comm_set_timeout(feri_comm *c, double seconds);
+
 /* Frees; finalizes MPI when feri_comm_mpi initialized it. NULL is a no-op. */
 void feri_comm_free(feri_comm *c);
 
@@ -47,11 +54,6 @@ fer_status feri_comm_allgather(feri_comm *c, const void *mine, size_t bytes, voi
 /* Every rank's mine[0..bytes) into all[r * bytes ..] on rank `root` only (all is not touched
  * elsewhere and may be NULL there): p - 1 messages into the root, no traffic between the others. */
 fer_status feri_comm_gather(feri_comm *c, const void *mine, size_t bytes, void *all, int root);
-
-/* Ends the whole job from any one rank (MPI_Abort): what a rank does when it cannot take part in
- * a step the others are in, since they would otherwise wait for it forever. Does not return
- * under MPI; with one process it returns (the caller then fails on its own). */
-void feri_comm_abort(feri_comm *c, int code);
 
 /* Point to point, for pipeline stages: blocks until the bytes went out or came in. */
 fer_status feri_comm_send(feri_comm *c, const void *buf, size_t bytes, int to);

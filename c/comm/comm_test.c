@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/comm.h"
 #include "testing/check.h"
@@ -17,6 +18,12 @@ static float value(int rank, size_t i) {
   const float m = (float)(z >> 40) / (float)(1 << 24) - 0.5f;
   static const float scale[4] = {1e-3f, 1.0f, 3e2f, 7e4f};
   return m * scale[(z >> 8) & 3];
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static void test_alone(void) {
@@ -126,6 +133,23 @@ static void test_ranks(void) {
   }
   CHECK_STATUS(feri_comm_send(c, &token, 8, p), FER_STATUS_INVALID_ARG);
   CHECK_STATUS(feri_comm_broadcast(c, &token, 8, -1), FER_STATUS_INVALID_ARG);
+  /* a peer that never answers: the wait ends at the timeout, and the communicator stays failed
+   * (rank 0 never sends this; the others wait for nothing) */
+  if (p > 1 && r == p - 1) {
+    float y_one[1] = {1};
+    feri_comm_set_timeout(c, 0.3);
+    double t0 = now_s();
+    CHECK_STATUS(feri_comm_recv(c, &token, sizeof token, 0), FER_STATUS_DEVICE_ERROR);
+    const double waited = now_s() - t0;
+    CHECK(waited >= 0.3 && waited < 5);
+    char msg[256];
+    size_t len;
+    fer_last_error_message(msg, sizeof msg, &len);
+    CHECK(strstr(msg, "did not answer within 0.3 s") != NULL);
+    t0 = now_s();
+    CHECK_STATUS(feri_comm_allreduce_sum_f32(c, y_one, 1), FER_STATUS_DEVICE_ERROR); /* at once */
+    CHECK(now_s() - t0 < 0.1);
+  }
   printf("comm_test: rank %d of %d\n", r, p);
   feri_comm_free(c);
 }

@@ -103,6 +103,7 @@ fer_status feri_engine_config_apply_env(fer_engine_config *c, const char *const 
     else if (IS("FERRITE_CHAT_TEMPLATE")) ok = *v != '\0', c->chat_template_path = v;
     else if (IS("FERRITE_TEMPLATE_NOW")) ok = feri_chat_parse_date(v, &c->chat_template_now_unix);
     else if (IS("FERRITE_TENSOR_PARALLEL")) ok = parse_u32(v, &c->tensor_parallel);
+    else if (IS("FERRITE_TP_TIMEOUT_MS")) ok = parse_u32(v, &c->tensor_parallel_timeout_ms);
     else known = 0; /* FERRITE_DATA_DIR and the like belong to tools */
 #undef IS
     if (known && !ok)

@@ -134,7 +134,8 @@ static fer_status open_parts(fer_engine *e) {
                              .matmul = c->matmul == FER_MATMUL_EXACT ? FERI_MATMUL_EXACT : FERI_MATMUL_I8,
                              .eviction = FER_WEIGHTS_EVICT_STABLE_SUBSET,
                              .budget_bytes = c->weight_budget_bytes,
-                             .comm = e->comm};
+                             .comm = e->comm,
+                             .tp_timeout_s = c->tensor_parallel_timeout_ms / 1000.0};
     st = feri_llama_open_with(c->model_path, &mo, &e->model);
   } else {
     st = feri_llama_open_image(c->model_image, (size_t)c->model_image_bytes, &e->model);

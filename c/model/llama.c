@@ -594,6 +594,8 @@ static fer_status open_share(const char *path, const feri_llama_options *o, feri
   if (st == FER_STATUS_OK) {
     (*out)->matmul_exact = o->matmul == FERI_MATMUL_EXACT;
     (*out)->comm = c;
+    (*out)->tp_timeout_s = o->tp_timeout_s > 0 ? o->tp_timeout_s : FERI_TP_TIMEOUT_S;
+    feri_comm_set_timeout(c, (*out)->tp_timeout_s);
     st = take_share(*out, (uint32_t)feri_comm_rank(c), (uint32_t)feri_comm_size(c));
   }
   if (st == FER_STATUS_OK) st = feri_tp_link_create(*out);

@@ -99,6 +99,9 @@ typedef struct feri_llama_options {
    * all fail together, naming the rank and its reason, when one cannot open or differs. Mapped
    * weights only. */
   struct feri_comm *comm;
+  /* Several ranks: how long a rank waits for another inside a step before the model fails for
+   * good (tp_run.h); 0: 30 s. */
+  double tp_timeout_s;
 } feri_llama_options;
 
 typedef struct feri_llama feri_llama;

@@ -45,6 +45,7 @@ struct feri_llama {
   uint32_t n_groups;
   uint32_t *vocab_begin;      /* size + 1 entries: rank r's logits are columns [vocab_begin[r], vocab_begin[r + 1]) */
   struct feri_tp_link *link;  /* the step mirroring of tp_run.c; NULL in one process */
+  double tp_timeout_s;        /* how long a rank waits for another inside a step */
 };
 
 enum {

@@ -94,7 +94,7 @@ static void test_greedy(feri_llama *m, const char *golden_path) {
  * no panels) equals it bit for bit over a 40-token prompt and 3 decode steps. EVIDENCE: C-Q-203 */
 static void test_panels_equal_blocks(feri_llama *m, const char *path) {
   const feri_llama_config *c = feri_llama_config_of(m);
-  feri_llama_options o = {FERI_WEIGHTS_STORE, FERI_MATMUL_I8, 0, UINT64_MAX / 2, 0, NULL};
+  feri_llama_options o = {.weights = FERI_WEIGHTS_STORE, .matmul = FERI_MATMUL_I8, .budget_bytes = UINT64_MAX / 2};
   feri_llama *s = NULL;
   CHECK_STATUS(feri_llama_open_with(path, &o, &s), FER_STATUS_OK);
   if (!s) return;

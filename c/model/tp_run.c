@@ -34,6 +34,7 @@ typedef struct feri_tp_link {
   tp_obj *objs;
   uint32_t n_objs;
   feri_tp_traffic traffic;
+  char broken[512]; /* not empty: the ranks are out of step; every later call fails with this */
 } feri_tp_link;
 
 uint64_t feri_tp_fnv(uint64_t h, const void *data, size_t bytes) {
@@ -172,15 +173,18 @@ void feri_tp_fatal(const feri_llama *m, const char *what, fer_status st) {
   size_t len = 0;
   host_name(host, sizeof host);
   if (fer_last_error_message(msg, sizeof msg, &len) != FER_STATUS_OK) msg[0] = '\0';
-  fprintf(stderr, "ferrite: tensor-parallel rank %u of %u on host %s cannot go on: %s: %s (%s); ending the job\n",
-          m->tp.rank, m->tp.size, host, what, fer_status_str(st), msg);
+  fprintf(stderr, "ferrite: tensor-parallel rank %u of %u on host %s cannot go on: %s: %s (%s)\n", m->tp.rank,
+          m->tp.size, host, what, fer_status_str(st), msg);
   fflush(stderr);
-  if (m->comm) feri_comm_abort(m->comm, 3);
+  if (m->link && !m->link->broken[0])
+    snprintf(m->link->broken, sizeof m->link->broken, "tensor parallel: rank %u on host %s: %s: %s", m->tp.rank, host,
+             what, msg);
 }
 
 fer_status feri_tp_announce(const feri_llama *m, uint32_t kind, uint32_t id, uint32_t a, uint32_t b,
                             const feri_llama_seq_options *opts, const void *payload, size_t bytes) {
   if (bytes > UINT32_MAX) return feri_fail(FER_STATUS_INVALID_ARG, "tensor parallel: a call of %zu bytes", bytes);
+  if (m->link->broken[0]) return feri_fail(FER_STATUS_DEVICE_ERROR, "%s", m->link->broken);
   tp_msg msg;
   memset(&msg, 0, sizeof msg);
   msg.kind = kind, msg.id = id, msg.a = a, msg.b = b, msg.payload_bytes = (uint32_t)bytes;
@@ -337,7 +341,9 @@ fer_status feri_llama_tp_serve(feri_llama *m, fer_threadpool *pool) {
     tp_msg msg;
     feri_comm_stats before;
     feri_comm_get_stats(m->comm, &before);
+    feri_comm_set_timeout(m->comm, 0); /* rank 0 may idle as long as it likes between calls */
     st = feri_comm_broadcast(m->comm, &msg, sizeof msg, 0);
+    feri_comm_set_timeout(m->comm, m->tp_timeout_s);
     if (st != FER_STATUS_OK) {
       feri_tp_fatal(m, "waiting for rank 0's next call", st);
       break;

@@ -8,8 +8,13 @@
  * other ranks never need their own scheduler or sampler. Objects are named by ids every rank
  * assigns alike (the lowest free slot, in the order of creation).
  *
- * A rank that fails inside a step the others have entered ends the whole job (feri_comm_abort,
- * after printing its rank, host and reason): the others would otherwise wait for it forever. */
+ * Faults: inside a step every rank waits for another at most the model's timeout
+ * (feri_llama_options.tp_timeout_s, FERI_TP_TIMEOUT_S by default; feri_comm_set_timeout). A rank
+ * that dies or fails inside a step so ends the step on the others with DEVICE_ERROR naming it,
+ * and the model is broken for good: on rank 0 every later call fails at once with that message
+ * (its caller answers what it serves with the error and ends); the other ranks return it from
+ * feri_llama_tp_serve. Every rank prints its rank, host and the reason when it breaks. Waiting
+ * for rank 0's next call has no limit (an idle server is not a fault). */
 #ifndef FERI_MODEL_TP_RUN_H
 #define FERI_MODEL_TP_RUN_H
 
@@ -100,7 +105,10 @@ bool feri_tp_announced(const feri_llama *m, uint32_t id);
 enum { FERI_TP_COUNT_ALLREDUCE, FERI_TP_COUNT_LOGITS, FERI_TP_COUNT_CALLS };
 void feri_tp_count(const feri_llama *m, int purpose, const feri_comm_stats *before);
 
-/* A rank that cannot go on inside a step: prints its rank, host and the reason, ends the job. */
+/* A rank that cannot go on inside a step: prints its rank, host and the reason, and breaks the
+ * model (rank 0: later calls fail at once). */
 void feri_tp_fatal(const feri_llama *m, const char *what, fer_status st);
+
+enum { FERI_TP_TIMEOUT_S = 30 };
 
 #endif

@@ -33,6 +33,8 @@ POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics; llama-server's P
   --matmul MODE       i8 (8-bit activations, llama.cpp's arithmetic; the default) or exact (f32)
   --tp N              tensor parallelism over the N processes of `mpirun -n N ferrite-serve ...`:
                       each holds 1/N of the model, rank 0 serves HTTP, the others follow it
+  --tp-timeout SECS   with --tp: how long a rank waits for another inside a step (default 30);
+                      past it (a rank died) requests get 503 and the server exits with status 3
   -h, --help          this text
 
 FERRITE_TEMPLATE_NOW=YYYY-MM-DD fixes the date chat templates print (reproducible prompts).
@@ -61,6 +63,8 @@ pub struct Options {
     pub matmul: Option<i32>,
     /// Ranks of a tensor-parallel job (1: one process).
     pub tp: u32,
+    /// With tp: seconds a rank waits for another inside a step (None: the engine's 30).
+    pub tp_timeout: Option<u32>,
 }
 
 impl Default for Options {
@@ -83,6 +87,7 @@ impl Default for Options {
             prefix_cache: true,
             matmul: None,
             tp: 1,
+            tp_timeout: None,
         }
     }
 }
@@ -170,6 +175,7 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, Str
                 })
             }
             "--tp" => o.tp = parse_num(&flag, &value(&mut it)?, 1, 4096)?,
+            "--tp-timeout" => o.tp_timeout = Some(parse_num(&flag, &value(&mut it)?, 1, 3600)?),
             _ => return Err(format!("unknown option `{arg}` (see --help)")),
         }
     }

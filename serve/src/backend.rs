@@ -211,6 +211,8 @@ pub enum SubmitError {
     QueueFull { retry_after_s: u32 },
     /// 400 with code context_length_exceeded: the prompt (plus max tokens) does not fit.
     TooLarge(String),
+    /// 503: the engine cannot run anything any more (a tensor-parallel rank died); the message says why.
+    Unavailable(String),
 }
 
 /// What /metrics reports about the engine; published by the engine thread after every step.

@@ -38,6 +38,9 @@ pub struct FerriteBackend {
     /// DRY's breakers per set of strings (reading the vocabulary for each request would cost
     /// about as much as a decode step).
     dry_breakers: HashMap<Vec<String>, Arc<DryBreakers>>,
+    /// Why the engine can run nothing any more (a tensor-parallel rank died: DEVICE_ERROR); then
+    /// every request gets 503 with it, and the process exits with status 3 shortly after.
+    broken: Option<String>,
 }
 
 /// `fer_engine_embed`'s flags for a file's pooling type: the mean unless it names the first or
@@ -95,6 +98,9 @@ fn engine_config(opts: &Options) -> EngineConfig {
     if opts.tp > 1 {
         cfg = cfg.tensor_parallel(opts.tp);
     }
+    if let Some(s) = opts.tp_timeout {
+        cfg = cfg.tensor_parallel_timeout_ms(s * 1000);
+    }
     cfg
 }
 
@@ -127,7 +133,23 @@ impl FerriteBackend {
         let model_id = path.file_stem().map_or_else(|| "ferrite".to_string(), |s| s.to_string_lossy().into_owned());
         let n_ctx = e.config().max_tokens;
         let n_vocab = e.model_info().n_vocab;
-        Ok(FerriteBackend { detok: HashMap::new(), sched, vocab, tok, engine, model_id, n_ctx, n_vocab, pending: Vec::new(), dry_breakers: HashMap::new() })
+        Ok(FerriteBackend { detok: HashMap::new(), sched, vocab, tok, engine, model_id, n_ctx, n_vocab, pending: Vec::new(), dry_breakers: HashMap::new(), broken: None })
+    }
+
+    /// The engine failed for good: from now on every request gets 503 with `why`, and after two
+    /// seconds (for the requests in flight to get theirs) the process exits with status 3, so that
+    /// mpirun ends the job.
+    fn break_down(&mut self, why: &str) {
+        if self.broken.is_some() {
+            return;
+        }
+        eprintln!("ferrite-serve: the engine cannot go on: {why}; answering 503 and exiting");
+        self.broken = Some(format!("The engine cannot go on: {why}"));
+        std::thread::spawn(|| {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            eprintln!("ferrite-serve: exiting with status 3 (the engine failed)");
+            std::process::exit(3);
+        });
     }
 
     fn compile(&self, g: &GrammarSpec) -> Result<Arc<Grammar<'static>>, String> {
@@ -171,8 +193,16 @@ impl FerriteBackend {
                     finish::CANCELLED => Finish::Cancelled,
                     _ => {
                         let err = f.error.unwrap_or(ferrite::Error { code: status::MISUSE, message: "unknown".into() });
-                        // a request that can never fit the KV budget is the client's to shrink
-                        let http_status = if err.code == status::BUDGET_EXCEEDED { 400 } else { 500 };
+                        if err.code == status::DEVICE_ERROR {
+                            self.break_down(&err.message);
+                        }
+                        // a request that can never fit the KV budget is the client's to shrink; the
+                        // ranks out of step (DEVICE_ERROR) is the server's, for good
+                        let http_status = match err.code {
+                            status::BUDGET_EXCEEDED => 400,
+                            status::DEVICE_ERROR => 503,
+                            _ => 500,
+                        };
                         Finish::Error { http_status, message: err.message }
                     }
                 };
@@ -242,6 +272,9 @@ impl Backend for FerriteBackend {
     }
 
     fn submit(&mut self, r: GenRequest) -> Result<u64, SubmitError> {
+        if let Some(why) = &self.broken {
+            return Err(SubmitError::Unavailable(why.clone()));
+        }
         let GenRequest { prompt, max_new_tokens, params: p } = r;
         // a lazy grammar's triggers: the texts that are one token here
         let triggers: Vec<i32> = p.grammar_triggers.iter().filter_map(|t| self.tok.token_to_id(t.as_bytes()).ok()).collect();

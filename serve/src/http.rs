@@ -328,6 +328,7 @@ fn engine_error(e: EngineError, prompt_param: &str) -> ApiError {
             e.retry_after = Some(retry_after_s.max(1));
             e
         }
+        EngineError::Rejected(SubmitError::Unavailable(m)) => ApiError::server(503, m).with_code("engine_unavailable"),
         EngineError::Stopped => ApiError::server(503, "The engine stopped."),
     }
 }

@@ -3,8 +3,10 @@
 //! Three chat requests at once (two sharing a long system prompt, so the second forks the first's
 //! cached prefix) and one streamed answer give, token for token, what one process gives with the
 //! same options, on the exact matmul route where the two agree (docs/CLAIMS.md C-TP-003); the
-//! prefix cache hit on both. SKIPPED (printed) without mpirun or the model.
-//! EVIDENCE: C-TP-006
+//! prefix cache hit on both. Then a rank killed in the middle of a step (SIGKILL): the request in
+//! flight and a new one get 503 naming the rank that stopped answering, within the timeout, and
+//! the server exits (status 3) so the job ends. SKIPPED (printed) without mpirun or the model.
+//! EVIDENCE: C-TP-006 C-TP-008
 
 mod common;
 
@@ -35,9 +37,16 @@ struct Server {
 
 impl Server {
     fn start(model: &PathBuf, ranks: u32) -> Server {
+        Server::start_with(model, ranks, &[])
+    }
+
+    fn start_with(model: &PathBuf, ranks: u32, extra: &[&str]) -> Server {
         let serve = ["--port", "0", "--threads", "1", "--parallel", "3", "--matmul", "exact", "--kv-dtype", "f32"];
         let mut cmd = if ranks > 1 {
             let mut c = Command::new("mpirun");
+            // a dead rank does not end the job at once: rank 0 finds it by its timeout and answers
+            // 503 (without this, mpirun kills every rank as soon as one dies)
+            c.arg("--enable-recovery");
             // SAFETY: geteuid has no preconditions
             if unsafe { geteuid() } == 0 {
                 c.arg("--allow-run-as-root");
@@ -53,7 +62,7 @@ impl Server {
         } else {
             Command::new(BIN)
         };
-        let mut child = cmd.arg("--model").arg(model).args(serve).stdout(Stdio::piped()).spawn().unwrap();
+        let mut child = cmd.arg("--model").arg(model).args(serve).args(extra).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let addr = common::listening_addr(&mut child);
         Server { child, addr }
     }
@@ -120,5 +129,66 @@ fn two_ranks_serve_what_one_process_serves() {
         assert_eq!(one.0, two.0, "the concurrent requests' answers");
         assert_eq!(one.1, two.1, "the streamed answer");
         assert!(two.2 >= 1.0, "the prefix cache hit over the ranks too ({} hits)", two.2);
+    });
+}
+
+/// The pid of rank `rank` among mpirun's children (its environment's OMPI_COMM_WORLD_RANK).
+fn rank_pid(mpirun: u32, rank: u32) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{mpirun}/task/{mpirun}/children")).ok()?;
+    children.split_whitespace().filter_map(|p| p.parse::<u32>().ok()).find(|pid| {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .map(|env| env.split(|&b| b == 0).any(|kv| kv == format!("OMPI_COMM_WORLD_RANK={rank}").as_bytes()))
+            .unwrap_or(false)
+    })
+}
+
+// EVIDENCE: C-TP-008
+#[test]
+fn a_killed_rank_gets_503_and_ends_the_server() {
+    let Some(m) = model() else {
+        println!("SKIPPED: tensor_parallel fault (smollm2-135m-instruct-q4_1.gguf missing)");
+        return;
+    };
+    if !have_mpirun() {
+        println!("SKIPPED: tensor_parallel fault (no mpirun)");
+        return;
+    }
+    common::within(300, move || {
+        let mut s = Server::start_with(&m, 2, &["--tp-timeout", "3"]);
+        let addr = s.addr;
+        let long = std::thread::spawn(move || {
+            let body = json!({"messages": [{"role": "user", "content": "Write a very long story about dragons."}],
+                              "max_tokens": 2000, "ignore_eos": true, "temperature": 0});
+            common::post(addr, "/v1/chat/completions", &body)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(1500)); // generating by now
+        let victim = rank_pid(s.child.id(), 1).expect("rank 1's pid");
+        let killed = std::time::Instant::now();
+        assert!(Command::new("kill").args(["-9", &victim.to_string()]).status().unwrap().success());
+        let r = long.join().unwrap();
+        let took = killed.elapsed().as_secs_f64();
+        let e = r.json();
+        println!("in flight: {} after {took:.1} s: {e}", r.status);
+        assert_eq!(r.status, 503);
+        assert!(e["error"]["message"].as_str().unwrap().contains("rank 1 did not answer within 3.0 s"), "{e}");
+        assert!(took < 15.0, "the step's failure took {took:.1} s (timeout 3 s)");
+        let again = common::post(addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "Hi"}]}));
+        println!("new request: {} {}", again.status, again.text());
+        assert_eq!(again.status, 503);
+        assert!(again.json()["error"]["message"].as_str().unwrap().contains("cannot go on"));
+        // the server exits, and so the job: mpirun returns within seconds, no rank left behind
+        let t = std::time::Instant::now();
+        let status = loop {
+            if let Some(st) = s.child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(t.elapsed().as_secs() < 60, "the job did not end");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(s.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        println!("job ended ({status}) {:.1} s after the kill", killed.elapsed().as_secs_f64());
+        assert!(err.contains("ferrite-serve: exiting with status 3"), "{err}");
+        assert!(std::fs::metadata(format!("/proc/{victim}")).is_err());
     });
 }

@@ -2117,6 +2117,11 @@ pub struct fer_engine_config {
     #[doc = "  open its share, fails creation on every rank naming that rank and its host."]
     #[doc = "  FERRITE_TENSOR_PARALLEL: the number."]
     pub tensor_parallel: u32,
+    #[doc = " With tensor_parallel: how long a rank waits for another inside a step, in milliseconds (0:"]
+    #[doc = "  30 s). Past it, a rank that died or stopped fails the step on the others with"]
+    #[doc = "  FER_STATUS_DEVICE_ERROR naming it, and the engine is broken for good: every later call that"]
+    #[doc = "  runs the model fails at once with that message. FERRITE_TP_TIMEOUT_MS: the number."]
+    pub tensor_parallel_timeout_ms: u32,
 }
 extern "C" {
     #[doc = " Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped"]

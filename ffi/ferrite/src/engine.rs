@@ -100,6 +100,8 @@ pub struct EngineConfig {
     pub chat_template_now_unix: i64,
     /// Tensor parallelism over the processes `mpirun -n N` started (0 or 1: one process).
     pub tensor_parallel: u32,
+    /// How long a rank waits for another inside a step, in ms (0: 30 s).
+    pub tensor_parallel_timeout_ms: u32,
 }
 
 fn raw_config_init() -> sys::fer_engine_config {
@@ -134,6 +136,7 @@ impl EngineConfig {
             },
             chat_template_now_unix: c.chat_template_now_unix,
             tensor_parallel: c.tensor_parallel,
+            tensor_parallel_timeout_ms: c.tensor_parallel_timeout_ms,
         }
     }
 
@@ -196,6 +199,10 @@ impl EngineConfig {
     /// Tensor parallelism over the processes `mpirun -n N` started (0 or 1: one process).
     pub fn tensor_parallel(mut self, n: u32) -> Self {
         self.tensor_parallel = n;
+        self
+    }
+    pub fn tensor_parallel_timeout_ms(mut self, ms: u32) -> Self {
+        self.tensor_parallel_timeout_ms = ms;
         self
     }
 }
@@ -318,6 +325,7 @@ impl<'m> Engine<'m> {
             chat_template_path: ptr::null(),
             chat_template_now_unix: config.chat_template_now_unix,
             tensor_parallel: config.tensor_parallel,
+            tensor_parallel_timeout_ms: config.tensor_parallel_timeout_ms,
         };
         // The path and the environment are read during the call only (the engine copies the path;
         // the environment is read "there and only there"): locals suffice.
