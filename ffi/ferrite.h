@@ -1939,6 +1939,13 @@ typedef struct fer_engine_config {
    *  FER_STATUS_DEVICE_ERROR naming it, and the engine is broken for good: every later call that
    *  runs the model fails at once with that message. FERRITE_TP_TIMEOUT_MS: the number. */
   uint32_t tensor_parallel_timeout_ms;
+  /** Pipeline parallelism over MPI: the number of processes `mpirun -n N` started, each running a
+   *  run of the model's layers (as even as the count allows) and holding only their weights and
+   *  KV; rank 0 embeds and serves, the last applies the head and sends the logits back. The
+   *  arithmetic is one process's: the same logits, bit for bit. 0 or 1: one process; not with
+   *  tensor_parallel (UNSUPPORTED). Faults and the rest as tensor_parallel (its timeout too).
+   *  FERRITE_PIPELINE_PARALLEL: the number. */
+  uint32_t pipeline_parallel;
 } fer_engine_config;
 
 /** Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped

@@ -104,6 +104,7 @@ fer_status feri_engine_config_apply_env(fer_engine_config *c, const char *const 
     else if (IS("FERRITE_TEMPLATE_NOW")) ok = feri_chat_parse_date(v, &c->chat_template_now_unix);
     else if (IS("FERRITE_TENSOR_PARALLEL")) ok = parse_u32(v, &c->tensor_parallel);
     else if (IS("FERRITE_TP_TIMEOUT_MS")) ok = parse_u32(v, &c->tensor_parallel_timeout_ms);
+    else if (IS("FERRITE_PIPELINE_PARALLEL")) ok = parse_u32(v, &c->pipeline_parallel);
     else known = 0; /* FERRITE_DATA_DIR and the like belong to tools */
 #undef IS
     if (known && !ok)
@@ -137,12 +138,16 @@ fer_status feri_engine_config_check(const fer_engine_config *c) {
   if (c->max_tokens > (1u << 20)) return feri_fail(FER_STATUS_INVALID_ARG, "%s: max_tokens %u > 2^20", fn, c->max_tokens);
   if (c->chat_template_path && !*c->chat_template_path)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: chat_template_path is empty", fn);
-  if (c->tensor_parallel > 1 && c->model_path == NULL)
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: tensor_parallel %u needs a model file (model_path) every rank opens", fn,
-                     c->tensor_parallel);
-  if (c->tensor_parallel > 1 && c->weight_budget_bytes != 0)
-    return feri_fail(FER_STATUS_INVALID_ARG, "%s: tensor_parallel %u maps the file's weights (weight_budget_bytes must be 0)",
-                     fn, c->tensor_parallel);
-  if (c->tensor_parallel > 4096) return feri_fail(FER_STATUS_INVALID_ARG, "%s: tensor_parallel %u > 4096", fn, c->tensor_parallel);
+  if (c->tensor_parallel > 1 && c->pipeline_parallel > 1)
+    return feri_fail(FER_STATUS_UNSUPPORTED, "%s: tensor_parallel %u with pipeline_parallel %u (one or the other, for now)", fn,
+                     c->tensor_parallel, c->pipeline_parallel);
+  const uint32_t ranks = c->tensor_parallel > c->pipeline_parallel ? c->tensor_parallel : c->pipeline_parallel;
+  const char *what = c->tensor_parallel > 1 ? "tensor_parallel" : "pipeline_parallel";
+  if (ranks > 1 && c->model_path == NULL)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: %s %u needs a model file (model_path) every rank opens", fn, what, ranks);
+  if (ranks > 1 && c->weight_budget_bytes != 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: %s %u maps the file's weights (weight_budget_bytes must be 0)", fn, what,
+                     ranks);
+  if (ranks > 4096) return feri_fail(FER_STATUS_INVALID_ARG, "%s: %s %u > 4096", fn, what, ranks);
   return FER_STATUS_OK;
 }

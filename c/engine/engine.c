@@ -123,11 +123,12 @@ static fer_status open_chat_template(fer_engine *e, const feri_gguf *g) {
 static fer_status open_parts(fer_engine *e) {
   const fer_engine_config *c = &e->cfg;
   fer_status st;
-  if (c->tensor_parallel > 1) { /* the job mpirun started: one rank per share */
+  const uint32_t ranks = c->tensor_parallel > 1 ? c->tensor_parallel : c->pipeline_parallel;
+  if (ranks > 1) { /* the job mpirun started: one rank per share or stage */
     if ((st = feri_comm_mpi(&e->comm)) != FER_STATUS_OK) return st;
-    if ((uint32_t)feri_comm_size(e->comm) != c->tensor_parallel)
-      return feri_fail(FER_STATUS_INVALID_ARG, "fer_engine_create: tensor_parallel %u, but mpirun started %d processes",
-                       c->tensor_parallel, feri_comm_size(e->comm));
+    if ((uint32_t)feri_comm_size(e->comm) != ranks)
+      return feri_fail(FER_STATUS_INVALID_ARG, "fer_engine_create: %s %u, but mpirun started %d processes",
+                       c->tensor_parallel > 1 ? "tensor_parallel" : "pipeline_parallel", ranks, feri_comm_size(e->comm));
   }
   if (c->model_path) {
     feri_llama_options mo = {.weights = c->weight_budget_bytes ? FERI_WEIGHTS_STORE : FERI_WEIGHTS_MAPPED,
@@ -135,7 +136,8 @@ static fer_status open_parts(fer_engine *e) {
                              .eviction = FER_WEIGHTS_EVICT_STABLE_SUBSET,
                              .budget_bytes = c->weight_budget_bytes,
                              .comm = e->comm,
-                             .tp_timeout_s = c->tensor_parallel_timeout_ms / 1000.0};
+                             .tp_timeout_s = c->tensor_parallel_timeout_ms / 1000.0,
+                             .pipeline = c->pipeline_parallel > 1};
     st = feri_llama_open_with(c->model_path, &mo, &e->model);
   } else {
     st = feri_llama_open_image(c->model_image, (size_t)c->model_image_bytes, &e->model);

@@ -257,7 +257,11 @@ static void test_bad_input(const tiny *t) {
   c.weight_budget_bytes = 0;
   c.tensor_parallel = 2; /* every rank opens a file: an image is refused before MPI is touched */
   CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
+  c.pipeline_parallel = 2; /* both at once: not yet */
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_UNSUPPORTED);
   c.tensor_parallel = 0;
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG); /* stages need a file too */
+  c.pipeline_parallel = 0;
   c.model_image_bytes = t->bytes / 2; /* truncated image */
   CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_CORRUPT);
   e = engine_on(t, NULL);

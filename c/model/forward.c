@@ -185,15 +185,15 @@ static fer_status add_attention(op_list *l, const feri_llama *m, feri_scratch *s
     o->layer = li, o->row = row, o->n = k, o->seq = s, o->kv0 = G->kv0, o->kvn = G->kvn;
     o->a = head_slice(heads_view(sc->q + (size_t)row * H * hd, k, H, hd), G->q0, G->qn);
     o->c = head_slice(heads_view(sc->att + (size_t)row * H * hd, k, H, hd), G->q0, G->qn);
-    TRY(kv_view(kv, li, 0, G->kv0, G->kvn, &o->b));
-    TRY(kv_view(kv, li, 1, G->kv0, G->kvn, &o->d));
+    TRY(kv_view(kv, li - m->l0, 0, G->kv0, G->kvn, &o->b)); /* this stage's KV layers */
+    TRY(kv_view(kv, li - m->l0, 1, G->kv0, G->kvn, &o->d));
   }
   return FER_STATUS_OK;
 }
 
 /* Tensor parallelism: the sum of every rank's partial x[0 .. n) after a split projection. */
 static fer_status add_allreduce(op_list *l, const feri_llama *m, float *x, uint32_t n) {
-  if (!m->comm) return FER_STATUS_OK;
+  if (m->tp.size < 2) return FER_STATUS_OK; /* one process, or pipeline stages: whole projections */
   struct feri_op *o;
   ADD_OP(OP_ALLREDUCE);
   o->dst = x, o->n = n;
@@ -201,17 +201,19 @@ static fer_status add_allreduce(op_list *l, const feri_llama *m, float *x, uint3
 }
 
 /* The output projection of rows [x, n_out): into the call's logits in one process; into the
- * scratch's slice, then gathered onto rank 0, with several ranks (OP_LINEAR with row 1: the slice
- * is found when the step runs, since the scratch may grow). */
+ * scratch's slice with several ranks (OP_LINEAR with row 1: the slice is found when the step
+ * runs, since the scratch may grow), then gathered onto rank 0 (tensor parallelism) or sent to it
+ * whole (the last pipeline stage). */
 static fer_status add_logits(op_list *l, const feri_llama *m, const float *x, uint32_t n_out) {
   TRY(add_linear(l, m, &m->output, x, n_out, m->cfg.n_embd, NULL, m->V));
   if (!m->comm) return FER_STATUS_OK;
   l->ops[l->n - 1].row = 1;
   struct feri_op *o;
-  ADD_OP(OP_GATHER);
-  o->n = n_out;
+  ADD_OP(m->stages > 1 ? OP_SEND : OP_GATHER);
+  o->n = m->stages > 1 ? n_out * m->cfg.n_vocab : n_out; /* OP_SEND (src NULL): the slice's floats to rank 0 */
   return FER_STATUS_OK;
 }
+
 
 /* The rows of a step: n tokens of one sequence `one` (at positions from its length), or the
  * segments `segs` of a mixed step (segment i's rows follow segment i - 1's; n rows in all). */
@@ -221,6 +223,30 @@ typedef struct step_rows {
   uint32_t n_segs;
   uint32_t n;
 } step_rows;
+
+/* A pipeline stage before the last: its rows to the next stage; stage 0 then takes the step's
+ * result from the last stage into the call's logits (rows of the vocabulary, or of n_embd for
+ * hidden states), soft-capped here as the last stage would in one process. */
+static fer_status add_stage_end(op_list *l, const feri_llama *m, float *x, const step_rows *r, int logits) {
+  const uint32_t D = m->cfg.n_embd, V = m->cfg.n_vocab;
+  struct feri_op *o;
+  ADD_OP(OP_SEND);
+  o->src = x, o->n = r->n * D, o->row = m->stage + 1;
+  if (m->stage != 0 || logits == LOGITS_NONE) return FER_STATUS_OK;
+  uint32_t rows = logits == LOGITS_ALL || logits == LOGITS_HIDDEN ? r->n : 1;
+  if (logits == LOGITS_SELECTED) {
+    rows = 0;
+    for (uint32_t i = 0; i < r->n_segs; i++) rows += r->segs[i].logits;
+    if (rows == 0) return FER_STATUS_OK;
+  }
+  ADD_OP(OP_RECV);
+  o->dst = NULL, o->n = rows * (logits == LOGITS_HIDDEN ? D : V), o->row = m->stages - 1;
+  if (m->cfg.logit_softcap != 0.0f && logits != LOGITS_HIDDEN) {
+    ADD_OP(OP_SOFTCAP);
+    o->n = rows, o->f = m->cfg.logit_softcap;
+  }
+  return FER_STATUS_OK;
+}
 
 /* Builds the kernel list of a step over scratch sc (the KV views as they are bound now). */
 static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_rows *r, int logits, op_list *l) {
@@ -234,15 +260,21 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
   fer_tensor pos = ids;
   pos.data = sc->pos;
   fer_tensor x = feri_tensor_2d(sc->x, FER_DTYPE_F32, n, D), h = feri_tensor_2d(sc->h, FER_DTYPE_F32, n, D);
-  TRY(add_use(l, m, m->tok_embd.off, m->tok_embd.bytes));
   struct feri_op *o;
-  ADD_OP(OP_EMBED);
-  o->w = &m->tok_embd, o->a = ids, o->c = x;
-  if (c->embd_scale != 0.0f) {
-    ADD_OP(OP_SCALE);
-    o->dst = sc->x, o->n = n * D, o->f = c->embd_scale;
+  const bool first = m->stage == 0, last = m->stage + 1 == m->stages; /* pipeline stages (both in one process) */
+  if (first) {
+    TRY(add_use(l, m, m->tok_embd.off, m->tok_embd.bytes));
+    ADD_OP(OP_EMBED);
+    o->w = &m->tok_embd, o->a = ids, o->c = x;
+    if (c->embd_scale != 0.0f) {
+      ADD_OP(OP_SCALE);
+      o->dst = sc->x, o->n = n * D, o->f = c->embd_scale;
+    }
+  } else { /* the previous stage's output */
+    ADD_OP(OP_RECV);
+    o->dst = sc->x, o->n = n * D, o->row = m->stage - 1;
   }
-  for (uint32_t li = 0; li < c->n_layer; li++) {
+  for (uint32_t li = m->l0; li < m->l1; li++) {
     const feri_llama_layer *L = &m->layers[li];
     TRY(add_use(l, m, L->attn_norm.off, L->attn_norm.bytes));
     ADD_OP(OP_NORM);
@@ -266,8 +298,8 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
     if (r->one) {
       ADD_OP(OP_STORE_KV);
       o->layer = li, o->n = n;
-      TRY(fer_kv_seq_view(r->one->kv, li, 0, &o->b));
-      TRY(fer_kv_seq_view(r->one->kv, li, 1, &o->c));
+      TRY(fer_kv_seq_view(r->one->kv, li - m->l0, 0, &o->b));
+      TRY(fer_kv_seq_view(r->one->kv, li - m->l0, 1, &o->c));
       TRY(add_attention(l, m, sc, r->one->kv, NULL, li, 0, n));
     } else {
       uint32_t row = 0;
@@ -276,8 +308,8 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
         const uint32_t k = r->segs[i].n;
         ADD_OP(OP_STORE_ROWS);
         o->layer = li, o->row = row, o->n = k, o->seq = s;
-        TRY(fer_kv_seq_view(s->kv, li, 0, &o->b));
-        TRY(fer_kv_seq_view(s->kv, li, 1, &o->c));
+        TRY(fer_kv_seq_view(s->kv, li - m->l0, 0, &o->b));
+        TRY(fer_kv_seq_view(s->kv, li - m->l0, 1, &o->c));
         TRY(add_attention(l, m, sc, s->kv, s, li, row, k));
       }
     }
@@ -300,12 +332,13 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
     ADD_OP(OP_ADD);
     o->src = sc->o, o->dst = sc->x, o->n = n * D;
   }
+  if (!last) return add_stage_end(l, m, sc->x, r, logits);
   if (logits == LOGITS_NONE) return FER_STATUS_OK;
-  if (logits == LOGITS_HIDDEN) { /* the output norm of every row into h, then out */
+  if (logits == LOGITS_HIDDEN) { /* the output norm of every row into h, then out (to rank 0 from a last stage) */
     TRY(add_use(l, m, m->output_norm.off, m->output_norm.bytes));
     ADD_OP(OP_NORM);
     o->vec = &m->output_norm, o->a = x, o->c = h;
-    ADD_OP(OP_COPY_OUT);
+    ADD_OP(first ? OP_COPY_OUT : OP_SEND);
     o->src = sc->h, o->n = n * D;
     return FER_STATUS_OK;
   }
@@ -393,6 +426,15 @@ static fer_status run_step(const feri_llama *m, feri_scratch *sc, fer_threadpool
         TRY(linear(m, sc, pool, o->w, o->src, o->n, o->in, y, o->out));
         break;
       }
+      case OP_SEND:
+      case OP_RECV: { /* pipeline stages: a stage's rows, or the last stage's logits for rank 0 */
+        feri_comm_stats before;
+        feri_comm_get_stats(m->comm, &before);
+        if (o->kind == OP_SEND) TRY(feri_comm_send(m->comm, o->src ? o->src : sc->tp_logits, (size_t)o->n * 4, (int)o->row));
+        else TRY(feri_comm_recv(m->comm, o->dst ? o->dst : logits, (size_t)o->n * 4, (int)o->row));
+        feri_tp_count(m, (o->src || o->dst) ? FERI_TP_COUNT_STAGES : FERI_TP_COUNT_LOGITS, &before);
+        break;
+      }
       case OP_ALLREDUCE:
       case OP_GATHER: {
         feri_comm_stats before;
@@ -477,7 +519,7 @@ static bool bindings_unchanged(const feri_llama_seq *s, uint32_t *layer, uint32_
     for (uint32_t which = 0; which < 2; which++) {
       fer_tensor now;
       const fer_tensor *held = which ? &o->d : &o->b;
-      if (kv_view(s->kv, o->layer, which, o->kv0, o->kvn, &now) != FER_STATUS_OK || now.data != held->data ||
+      if (kv_view(s->kv, o->layer - s->m->l0, which, o->kv0, o->kvn, &now) != FER_STATUS_OK || now.data != held->data ||
           memcmp(now.strides, held->strides, sizeof now.strides) != 0) {
         *layer = o->layer, *kv = which;
         return false;
@@ -528,8 +570,8 @@ fer_status feri_forward_release(feri_llama_seq *s) {
   if (from <= s->released) return FER_STATUS_OK;
   if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);
   fer_status st = FER_STATUS_OK;
-  for (uint32_t l = 0; l < m->cfg.n_layer && st == FER_STATUS_OK; l++)
-    if (m->layers[l].window) st = fer_kv_seq_release_before(s->kv, l, from);
+  for (uint32_t l = m->l0; l < m->l1 && st == FER_STATUS_OK; l++) /* this stage's layers */
+    if (m->layers[l].window) st = fer_kv_seq_release_before(s->kv, l - m->l0, from);
   if (s->plan_held) fer_vmm_set_frozen(s->vmm, true);
   if (st == FER_STATUS_OK) s->released = from;
   return st;

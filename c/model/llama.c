@@ -394,6 +394,16 @@ static fer_status take_share(feri_llama *m, uint32_t rank, uint32_t size) {
   return set_share(m, &p);
 }
 
+/* Pipeline stage `rank` of `size`: its run of layers (as even as can be, the first stages one more). */
+static fer_status take_stage(feri_llama *m, uint32_t rank, uint32_t size) {
+  if (size > m->cfg.n_layer)
+    return feri_fail(FER_STATUS_UNSUPPORTED, "model: %u pipeline stages for %u layers (at most one stage per layer)", size,
+                     m->cfg.n_layer);
+  const feri_tp_range r = feri_tp_part(m->cfg.n_layer, rank, size);
+  m->stage = rank, m->stages = size, m->l0 = r.begin, m->l1 = r.end;
+  return FER_STATUS_OK;
+}
+
 /* Binds the model to an opened GGUF (which it then owns). */
 static fer_status open_gguf(feri_gguf *g, feri_llama **out) {
   *out = NULL;
@@ -463,6 +473,7 @@ static fer_status open_gguf(feri_gguf *g, feri_llama **out) {
     feri_tp_plan whole = {.rank = 0, .size = 1, .q_heads = {0, c->n_head}, .kv_heads = {0, c->n_head_kv},
                           .ff = {0, c->n_ff}, .vocab = {0, c->n_vocab}};
     st = set_share(m, &whole);
+    m->stage = 0, m->stages = 1, m->l0 = 0, m->l1 = c->n_layer; /* every layer here */
   }
   if (st != FER_STATUS_OK) {
     feri_error_stash e; /* closing calls entry points, which clear the message */
@@ -552,8 +563,9 @@ static fer_status pack_panel(feri_linear *w) {
  * the CPU has the panel kernels (the 8-bit route then reads them; the exact route reads q). */
 static fer_status pack_panels(feri_llama *m) {
   if (!feri_qpanel_available()) return FER_STATUS_OK;
-  fer_status st = pack_panel(&m->output);
-  for (uint32_t l = 0; l < m->cfg.n_layer && st == FER_STATUS_OK; l++) {
+  /* this stage's layers, and the head on the last stage only */
+  fer_status st = m->stage + 1 == m->stages ? pack_panel(&m->output) : FER_STATUS_OK;
+  for (uint32_t l = m->l0; l < m->l1 && st == FER_STATUS_OK; l++) {
     feri_llama_layer *L = &m->layers[l];
     feri_linear *ws[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
     for (int i = 0; i < 7 && st == FER_STATUS_OK; i++) st = pack_panel(ws[i]);
@@ -576,7 +588,7 @@ static uint64_t share_checksum(const feri_llama *m, const feri_llama_options *o)
   size_t size;
   const void *image = feri_gguf_image(m->g, &size);
   uint64_t h = feri_tp_fnv(FERI_TP_FNV_START, image, (size_t)feri_gguf_data_offset(m->g));
-  const int32_t opts[3] = {o->weights, o->matmul, feri_comm_size(o->comm)};
+  const int32_t opts[4] = {o->weights, o->matmul, feri_comm_size(o->comm), o->pipeline};
   return feri_tp_fnv(h, opts, sizeof opts);
 }
 
@@ -596,7 +608,8 @@ static fer_status open_share(const char *path, const feri_llama_options *o, feri
     (*out)->comm = c;
     (*out)->tp_timeout_s = o->tp_timeout_s > 0 ? o->tp_timeout_s : FERI_TP_TIMEOUT_S;
     feri_comm_set_timeout(c, (*out)->tp_timeout_s);
-    st = take_share(*out, (uint32_t)feri_comm_rank(c), (uint32_t)feri_comm_size(c));
+    st = o->pipeline ? take_stage(*out, (uint32_t)feri_comm_rank(c), (uint32_t)feri_comm_size(c))
+                     : take_share(*out, (uint32_t)feri_comm_rank(c), (uint32_t)feri_comm_size(c));
   }
   if (st == FER_STATUS_OK) st = feri_tp_link_create(*out);
   char why[184] = "";
@@ -700,7 +713,7 @@ static fer_status make_kv(feri_llama_seq *s, const feri_llama *m, const feri_lla
    * the old and the new reservation at once) */
   uint64_t row = (uint64_t)m->Hkv * dim * eb; /* this rank's KV heads */
   uint64_t per_binding = ((uint64_t)s->max_tokens * row + vo.granule_bytes - 1) / vo.granule_bytes + 1;
-  vo.max_granules = 2 * (2ull * c->n_layer * per_binding + 8);
+  vo.max_granules = 2 * (2ull * (m->l1 - m->l0) * per_binding + 8); /* this stage's layers */
   st = fer_vmm_create(&vo, &s->vmm);
   if (st != FER_STATUS_OK) return st;
   fer_kv_cache_options ko;
@@ -709,7 +722,7 @@ static fer_status make_kv(feri_llama_seq *s, const feri_llama *m, const feri_lla
   ko.dtype = o->dtype;
   ko.min_bucket = o->min_bucket;
   ko.geometry.layout = o->layout;
-  ko.geometry.n_layers = c->n_layer;
+  ko.geometry.n_layers = m->l1 - m->l0;
   ko.geometry.n_kv_heads = m->Hkv;
   ko.geometry.head_dim = dim;
   ko.geometry.elem_bytes = eb;
@@ -764,7 +777,7 @@ fer_status feri_llama_kv_geometry(const feri_llama *m, uint32_t max_tokens, cons
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   out->layout = o->layout;
-  out->n_layers = m->cfg.n_layer;
+  out->n_layers = m->l1 - m->l0; /* this stage's */
   out->n_kv_heads = m->Hkv; /* this rank's */
   out->head_dim = dim;
   out->elem_bytes = eb;

@@ -102,6 +102,11 @@ typedef struct feri_llama_options {
   /* Several ranks: how long a rank waits for another inside a step before the model fails for
    * good (tp_run.h); 0: 30 s. */
   double tp_timeout_s;
+  /* Several ranks: split by layers (pipeline parallelism: rank r runs the r-th run of layers,
+   * rank 0 embeds and samples, the last applies the head) instead of by heads. Each rank then
+   * touches only its layers' weights and holds only their KV; the arithmetic is the one process's,
+   * so the logits are the same bits. */
+  bool pipeline;
 } feri_llama_options;
 
 typedef struct feri_llama feri_llama;

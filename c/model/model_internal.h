@@ -45,6 +45,10 @@ struct feri_llama {
   uint32_t n_groups;
   uint32_t *vocab_begin;      /* size + 1 entries: rank r's logits are columns [vocab_begin[r], vocab_begin[r + 1]) */
   struct feri_tp_link *link;  /* the step mirroring of tp_run.c; NULL in one process */
+  /* pipeline parallelism: this rank is stage `stage` of `stages` (0 of 1 otherwise) and runs
+   * layers [l0, l1); stage 0 embeds, the last applies the output norm and head and sends the
+   * logits back to stage 0 (rank 0), each stage its layers' output to the next */
+  uint32_t stage, stages, l0, l1;
   double tp_timeout_s;        /* how long a rank waits for another inside a step */
 };
 
@@ -68,6 +72,8 @@ enum {
   OP_SOFTCAP,    /* the call's logits, n rows: f * tanh(x / f) */
   OP_ALLREDUCE,  /* tensor parallelism: dst[0 .. n) summed over the ranks */
   OP_GATHER,     /* tensor parallelism: n rows of the ranks' logits slices (in the scratch) onto rank 0's logits */
+  OP_SEND,       /* pipeline: src[0 .. n) to rank `row` (NULL src: the scratch's logits slice) */
+  OP_RECV,       /* pipeline: dst[0 .. n) from rank `row` (NULL dst: the call's logits) */
 };
 
 struct feri_op {

@@ -30,6 +30,16 @@ for n in 2 4; do
   if [ "$got" -ne "$n" ]; then echo "$out"; echo "tp_model_mpi_test: $got of $n ranks passed"; exit 1; fi
   echo "tp_model_mpi_test: $n ranks passed"
 done
+# pipeline stages (C-TP-009): the same bits as one process on the default 8-bit route
+for n in 2 3; do
+  out=$(timeout 1500 mpirun "${root[@]}" --oversubscribe -n "$n" --mca pml ob1 --mca btl self,tcp \
+    --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x ASAN_OPTIONS \
+    "$bin" --mpi-pp "${FERRITE_TP_STEPS:-12}" 2>&1) || { echo "$out"; echo "tp_model_mpi_test: $n stages failed"; exit 1; }
+  echo "$out" | grep -E "^(tp_model_test: .*(stages|batched)|SKIPPED)" || true
+  got=$(grep -c "^tp_model_test: all checks passed" <<< "$out" || true)
+  if [ "$got" -ne "$n" ]; then echo "$out"; echo "tp_model_mpi_test: $got of $n stages passed"; exit 1; fi
+  echo "tp_model_mpi_test: $n pipeline stages passed"
+done
 
 # the data directory as the C tests find it: $FERRITE_DATA_DIR, else the account's ~/.cache/ferrite
 # (Bazel's sandbox may leave HOME unset)
@@ -45,6 +55,12 @@ two=$("${mpi[@]}" -n 2 "$ferrite" "${gen[@]}" --matmul exact --tp 2 2> /dev/null
 echo "one process: $one"
 echo "two ranks:   $two"
 if [ -z "$one" ] || [ "$one" != "$two" ]; then echo "tp_model_mpi_test: the two ranks' answer differs"; exit 1; fi
+# two pipeline stages on the default 8-bit route: the same answer too
+one=$("$ferrite" "${gen[@]}" 2> /dev/null)
+two=$("${mpi[@]}" -n 2 "$ferrite" "${gen[@]}" --pp 2 2> /dev/null)
+echo "one process (i8): $one"
+echo "two stages (i8):  $two"
+if [ -z "$one" ] || [ "$one" != "$two" ]; then echo "tp_model_mpi_test: the two stages' answer differs"; exit 1; fi
 # different options on the two ranks (MPMD: one command line each): both fail, naming rank 1
 if out=$("${mpi[@]}" -n 1 "$ferrite" "${gen[@]}" --matmul exact --tp 2 : -n 1 "$ferrite" "${gen[@]}" --matmul i8 --tp 2 2>&1); then
   echo "$out"; echo "tp_model_mpi_test: ranks with different options started"; exit 1

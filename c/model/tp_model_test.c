@@ -15,7 +15,10 @@
  *   4 L d s (p - 1) / p for every rank (C-TP-004).
  * Alone (no mpirun) it checks the one-rank path: a model opened with a one-rank communicator is the
  * whole model, bit for bit.
- * EVIDENCE: C-TP-003 C-TP-004 */
+ * With --mpi-pp the ranks are pipeline stages instead, on the 8-bit route: the same checks with
+ * the logits equal bit for bit, and rank 0 sending one row of d floats per token and taking V
+ * floats of logits back (C-TP-009).
+ * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,10 @@
 #include "tokenizer/tokenizer.h"
 
 enum { MAX_TOKENS = 160 };
+
+/* --mpi-pp: the ranks are pipeline stages (the same arithmetic as one process: the same bits,
+ * on the default 8-bit route), not tensor-parallel shares */
+static bool pipeline_mode;
 
 static const char *const PROMPTS[3] = {"The capital of France is", "def fibonacci(n):\n    ",
                                        "Once upon a time, in a small village,"};
@@ -80,8 +87,8 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
       CHECK_STATUS(feri_llama_forward(os[p], pool, &t, 1, b), FER_STATUS_OK);
     }
   }
-  printf("tp_model_test: %s at %u ranks: %u of %u greedy tokens the same, logits within %.2e of the largest\n", name,
-         size, same, steps, worst);
+  printf("tp_model_test: %s at %u %s: %u of %u greedy tokens the same, logits within %.2e of the largest\n", name,
+         size, pipeline_mode ? "pipeline stages" : "tensor-parallel ranks", same, steps, worst);
   CHECK(steps == 3u * (uint32_t)steps_per && same == steps);
   CHECK(worst <= bound);
   if (ts[0] && ts[1] && ts[2]) {
@@ -111,13 +118,20 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
     CHECK_STATUS(feri_llama_seq_rewind(ts[0], len0), FER_STATUS_OK);
     CHECK_STATUS(feri_llama_forward(ts[0], pool, &last[0], 1, a), FER_STATUS_OK);
     CHECK(memcmp(again, a, V * sizeof *a) == 0);
+    if (pipeline_mode) { /* C-TP-009: rank 0 sends one row of d floats on, takes V floats of logits back */
+      printf("tp_model_test: %s one token through %u stages: rank 0 sent %llu bytes of its stage's rows, took %llu of "
+             "logits\n", name, size, (unsigned long long)(t1.stage_bytes - t0.stage_bytes),
+             (unsigned long long)(t1.logits_bytes - t0.logits_bytes));
+      CHECK(t1.stage_bytes - t0.stage_bytes == 4ull * c->n_embd && t1.logits_bytes - t0.logits_bytes == 4ull * V);
+      CHECK(t1.allreduce_sent == t0.allreduce_sent);
+    }
     /* C-TP-004: one token, every all-reduce of every layer: 2 L x 2 (p - 1) / p x d x 4 bytes sent */
     const uint64_t want = feri_tp_bytes_per_token(c->n_layer, c->n_embd, 4, size) / size;
-    printf("tp_model_test: %s one token: all-reduces sent %llu bytes (formula %llu), logits %llu, calls %llu\n", name,
+    if (!pipeline_mode) printf("tp_model_test: %s one token: all-reduces sent %llu bytes (formula %llu), logits %llu, calls %llu\n", name,
            (unsigned long long)(t1.allreduce_sent - t0.allreduce_sent), (unsigned long long)want,
            (unsigned long long)(t1.logits_bytes - t0.logits_bytes), (unsigned long long)(t1.call_bytes - t0.call_bytes));
-    CHECK(t1.allreduce_sent - t0.allreduce_sent == want);
-    CHECK(t1.allreduce_received - t0.allreduce_received == want);
+    CHECK(pipeline_mode || t1.allreduce_sent - t0.allreduce_sent == want);
+    CHECK(pipeline_mode || t1.allreduce_received - t0.allreduce_received == want);
     free(again);
   }
   for (int p = 0; p < 3; p++) feri_llama_seq_free(ts[p]), feri_llama_seq_free(os[p]);
@@ -136,7 +150,9 @@ static void run_file(feri_comm *c, const char *file, const char *name, double bo
   po.n_threads = 1;
   fer_threadpool *pool = NULL;
   CHECK_STATUS(fer_threadpool_create(&po, &pool), FER_STATUS_OK);
-  feri_llama_options o = {.weights = FERI_WEIGHTS_MAPPED, .matmul = FERI_MATMUL_EXACT, .comm = c};
+  /* tensor parallelism on the exact route (C-TP-003), pipelines on the default 8-bit one */
+  const int32_t route = pipeline_mode ? FERI_MATMUL_I8 : FERI_MATMUL_EXACT;
+  feri_llama_options o = {.weights = FERI_WEIGHTS_MAPPED, .matmul = route, .comm = c, .pipeline = pipeline_mode};
   feri_llama *tp = NULL;
   CHECK_STATUS(feri_llama_open_with(path, &o, &tp), FER_STATUS_OK);
   if (tp && feri_comm_rank(c) != 0) {
@@ -145,8 +161,8 @@ static void run_file(feri_comm *c, const char *file, const char *name, double bo
     feri_llama *one = NULL;
     CHECK_STATUS(feri_llama_tp_lead(tp), FER_STATUS_OK);
     CHECK_STATUS(feri_llama_open(path, &one), FER_STATUS_OK);
-    if (one) CHECK_STATUS(feri_llama_set_matmul(one, FERI_MATMUL_EXACT), FER_STATUS_OK);
-    if (one) lead(tp, one, pool, name, bound, steps);
+    if (one) CHECK_STATUS(feri_llama_set_matmul(one, route), FER_STATUS_OK);
+    if (one) lead(tp, one, pool, name, pipeline_mode ? 0.0 : bound, steps); /* stages: the same bits */
     feri_llama_close(one);
   }
   feri_comm_stats cs;
@@ -194,8 +210,9 @@ static void test_alone(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--mpi") == 0) {
-    /* --mpi [STEPS [smollm2]]: greedy steps per prompt (default 64); SmolLM2 alone */
+  if (argc > 1 && (strcmp(argv[1], "--mpi") == 0 || strcmp(argv[1], "--mpi-pp") == 0)) {
+    /* --mpi[-pp] [STEPS [smollm2]]: greedy steps per prompt (default 64); SmolLM2 alone */
+    pipeline_mode = strcmp(argv[1], "--mpi-pp") == 0;
     const int steps = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 64;
     const bool only_smollm2 = argc > 3 && strcmp(argv[3], "smollm2") == 0;
     (void)steps, (void)only_smollm2;

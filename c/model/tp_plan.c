@@ -5,8 +5,7 @@
 
 #include "core/status.h"
 
-/* Part r of `units` split over p: as even as possible, the first units % p parts one longer. */
-static feri_tp_range part(uint32_t units, uint32_t r, uint32_t p) {
+feri_tp_range feri_tp_part(uint32_t units, uint32_t r, uint32_t p) {
   const uint32_t base = units / p, extra = units % p;
   const uint32_t begin = r * base + (r < extra ? r : extra);
   return (feri_tp_range){begin, begin + base + (r < extra ? 1 : 0)};
@@ -24,7 +23,7 @@ fer_status feri_tp_plan_make(const feri_tp_shape *s, uint32_t rank, uint32_t siz
     return feri_fail(FER_STATUS_UNSUPPORTED, "%s: %u ranks for %u query heads (at most one rank per head)", fn, size,
                      s->n_head);
   feri_tp_plan p = {.rank = rank, .size = size};
-  p.q_heads = part(s->n_head, rank, size);
+  p.q_heads = feri_tp_part(s->n_head, rank, size);
   const uint32_t group = s->n_head / s->n_head_kv; /* query heads per KV head */
   p.kv_heads = (feri_tp_range){p.q_heads.begin / group, (p.q_heads.end - 1) / group + 1};
   /* the attention output projection's columns: this rank's heads, on block boundaries */
@@ -39,9 +38,9 @@ fer_status feri_tp_plan_make(const feri_tp_shape *s, uint32_t rank, uint32_t siz
   const uint32_t blocks = s->n_ff / s->ffn_down_block;
   if (size > blocks)
     return feri_fail(FER_STATUS_UNSUPPORTED, "%s: %u ranks for %u FFN blocks of %u", fn, size, blocks, s->ffn_down_block);
-  const feri_tp_range fb = part(blocks, rank, size);
+  const feri_tp_range fb = feri_tp_part(blocks, rank, size);
   p.ff = (feri_tp_range){fb.begin * s->ffn_down_block, fb.end * s->ffn_down_block};
-  p.vocab = part(s->n_vocab, rank, size);
+  p.vocab = feri_tp_part(s->n_vocab, rank, size);
   *out = p;
   return FER_STATUS_OK;
 }

@@ -39,6 +39,10 @@ typedef struct feri_tp_plan {
   feri_tp_range vocab;    /* LM head rows */
 } feri_tp_plan;
 
+/* Part r of `units` split over p: as even as possible, the first units % p parts one longer
+ * (the layers of pipeline stage r of p). */
+feri_tp_range feri_tp_part(uint32_t units, uint32_t r, uint32_t p);
+
 /* Rank `rank`'s share of a `size`-rank split. INVALID_ARG for size 0, rank >= size or a shape
  * with zeros or n_head not a multiple of n_head_kv; UNSUPPORTED when ranks outnumber the query
  * heads or a column split misses a block boundary. *out is zeroed on failure. */

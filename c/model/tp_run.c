@@ -101,7 +101,8 @@ void feri_tp_link_free(feri_llama *m) {
 bool feri_tp_leading(const feri_llama *m) { return m->link && m->link->leading; }
 
 void feri_llama_tp_ranks(const feri_llama *m, uint32_t *rank, uint32_t *size) {
-  *rank = m->tp.rank, *size = m->tp.size;
+  /* the job's ranks, tensor-parallel shares or pipeline stages alike */
+  *rank = m->comm ? (uint32_t)feri_comm_rank(m->comm) : 0, *size = m->comm ? (uint32_t)feri_comm_size(m->comm) : 1;
 }
 
 void feri_llama_tp_traffic(const feri_llama *m, feri_tp_traffic *out) {
@@ -117,13 +118,16 @@ void feri_tp_count(const feri_llama *m, int purpose, const feri_comm_stats *befo
   feri_tp_traffic *t = &m->link->traffic;
   if (purpose == FERI_TP_COUNT_ALLREDUCE) t->allreduce_sent += sent, t->allreduce_received += received;
   else if (purpose == FERI_TP_COUNT_LOGITS) t->logits_bytes += sent + received;
+  else if (purpose == FERI_TP_COUNT_STAGES) t->stage_bytes += sent + received;
   else t->call_bytes += sent + received;
 }
 
 fer_status feri_llama_tp_lead(feri_llama *m) {
-  if (!m->link || m->tp.rank != 0)
-    return feri_fail(FER_STATUS_INVALID_ARG, "tensor parallel: only rank 0 of several leads (this is rank %u of %u)",
-                     m->tp.rank, m->tp.size);
+  uint32_t rank, size;
+  feri_llama_tp_ranks(m, &rank, &size);
+  if (!m->link || rank != 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "tensor parallel: only rank 0 of several leads (this is rank %u of %u)", rank,
+                     size);
   m->link->leading = true;
   return FER_STATUS_OK;
 }
@@ -173,12 +177,12 @@ void feri_tp_fatal(const feri_llama *m, const char *what, fer_status st) {
   size_t len = 0;
   host_name(host, sizeof host);
   if (fer_last_error_message(msg, sizeof msg, &len) != FER_STATUS_OK) msg[0] = '\0';
-  fprintf(stderr, "ferrite: tensor-parallel rank %u of %u on host %s cannot go on: %s: %s (%s)\n", m->tp.rank,
-          m->tp.size, host, what, fer_status_str(st), msg);
+  const int rank = m->comm ? feri_comm_rank(m->comm) : 0, size = m->comm ? feri_comm_size(m->comm) : 1;
+  fprintf(stderr, "ferrite: rank %d of %d on host %s cannot go on: %s: %s (%s)\n", rank, size, host, what,
+          fer_status_str(st), msg);
   fflush(stderr);
   if (m->link && !m->link->broken[0])
-    snprintf(m->link->broken, sizeof m->link->broken, "tensor parallel: rank %u on host %s: %s: %s", m->tp.rank, host,
-             what, msg);
+    snprintf(m->link->broken, sizeof m->link->broken, "rank %d on host %s: %s: %s", rank, host, what, msg);
 }
 
 fer_status feri_tp_announce(const feri_llama *m, uint32_t kind, uint32_t id, uint32_t a, uint32_t b,
@@ -331,9 +335,11 @@ static fer_status replay(feri_llama *m, fer_threadpool *pool, const tp_msg *msg,
 }
 
 fer_status feri_llama_tp_serve(feri_llama *m, fer_threadpool *pool) {
-  if (!m->link || m->tp.rank == 0)
-    return feri_fail(FER_STATUS_INVALID_ARG, "tensor parallel: rank 0 leads, it does not serve (this is rank %u of %u)",
-                     m->tp.rank, m->tp.size);
+  uint32_t rank, size;
+  feri_llama_tp_ranks(m, &rank, &size);
+  if (!m->link || rank == 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "tensor parallel: rank 0 leads, it does not serve (this is rank %u of %u)", rank,
+                     size);
   void *payload = NULL;
   size_t cap = 0;
   fer_status st = FER_STATUS_OK;

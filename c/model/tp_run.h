@@ -51,6 +51,7 @@ void feri_llama_tp_ranks(const feri_llama *m, uint32_t *rank, uint32_t *size);
  * payload sent and received, the logits slices sent or received, the announcements of calls. */
 typedef struct feri_tp_traffic {
   uint64_t allreduce_sent, allreduce_received, logits_bytes, call_bytes;
+  uint64_t stage_bytes; /* pipeline: a stage's rows sent and received */
 } feri_tp_traffic;
 void feri_llama_tp_traffic(const feri_llama *m, feri_tp_traffic *out);
 
@@ -102,7 +103,7 @@ uint32_t feri_tp_next_id(const feri_llama *m);
 bool feri_tp_announced(const feri_llama *m, uint32_t id);
 
 /* Adds what the communicator counted since `before` to the traffic of a purpose. */
-enum { FERI_TP_COUNT_ALLREDUCE, FERI_TP_COUNT_LOGITS, FERI_TP_COUNT_CALLS };
+enum { FERI_TP_COUNT_ALLREDUCE, FERI_TP_COUNT_LOGITS, FERI_TP_COUNT_CALLS, FERI_TP_COUNT_STAGES };
 void feri_tp_count(const feri_llama *m, int purpose, const feri_comm_stats *before);
 
 /* A rank that cannot go on inside a step: prints its rank, host and the reason, and breaks the

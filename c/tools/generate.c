@@ -25,7 +25,7 @@ typedef struct gen_args {
   const char *model, *prompt, *arch, *system, *chat_template;
   const char *json_schema, *regex, *gbnf; /* at most one: the grammar of the output */
   int chat, tiny, ignore_eos, arch_set, threads_set, budget_set, json_compact;
-  uint64_t max_tokens, threads, top_k, seed, tp;
+  uint64_t max_tokens, threads, top_k, seed, tp, pp;
   uint64_t budget; /* 0: weights used from the mapped file */
   float temperature, top_p, min_p;
   float repeat_penalty, presence_penalty, frequency_penalty; /* 1, 0, 0: off */
@@ -41,7 +41,7 @@ const char feri_generate_usage[] =
     "                 [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F]\n"
     "                 [--dry-multiplier M [--dry-base B] [--dry-allowed-length N] [--dry-penalty-last-n N]]\n"
     "                 [--mirostat 1|2 [--mirostat-ent TAU] [--mirostat-lr ETA]]\n"
-    "                 [--threads N] [--tp N] [--budget BYTES[K|M|G]] [--matmul i8|exact]\n"
+    "                 [--threads N] [--tp N] [--pp N] [--budget BYTES[K|M|G]] [--matmul i8|exact]\n"
     "                 [--kv-layout head-major|seq-major|token-major] [--kv-dtype f32|f16|bf16|q8_0]\n"
     "                 [--plan off|unconditional|address-stable]\n"
     "                 [--json-schema FILE [--json-compact] | --regex RE | --grammar FILE.gbnf]\n"
@@ -68,6 +68,8 @@ static const char VALUES[] =
     "  --threads N       0 (the engine's default) .. 1024\n"
     "  --tp N            tensor parallelism over the N processes of `mpirun -n N ferrite generate ...`\n"
     "                    (each holds 1/N of the model; rank 0 prints the answer); 1: one process\n"
+    "  --pp N            pipeline parallelism over N processes: each runs a run of the layers (the\n"
+    "                    same answer as one process, bit for bit)\n"
     "  --budget BYTES    with --model: a weight store of that many bytes (K, M, G: 2^10, 2^20,\n"
     "                    2^30); 0 or absent uses the weights in place from the mapped file\n"
     "  --chat-template F the Jinja chat template in file F instead of the model file's own (a file\n"
@@ -112,7 +114,7 @@ static const char *const VALUED[] = {"--model", "--prompt", "--arch", "--system"
                                      "--kv-layout", "--kv-dtype", "--plan", "--matmul", "--json-schema", "--regex",
                                      "--grammar", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
                                      "--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-penalty-last-n",
-                                     "--mirostat", "--mirostat-ent", "--mirostat-lr", "--tp", NULL};
+                                     "--mirostat", "--mirostat-ent", "--mirostat-lr", "--tp", "--pp", NULL};
 
 enum { PARSE_BAD = 0, PARSE_OK = 1, PARSE_HELP = 2 };
 
@@ -143,6 +145,7 @@ static bool parse_value(const char *k, const char *v, gen_args *a) {
   }
   else if (strcmp(k, "--top-k") == 0) return feri_arg_unsigned(C, k, v, 0, INT32_MAX, &a->top_k);
   else if (strcmp(k, "--tp") == 0) return feri_arg_unsigned(C, k, v, 1, 4096, &a->tp);
+  else if (strcmp(k, "--pp") == 0) return feri_arg_unsigned(C, k, v, 1, 4096, &a->pp);
   else if (strcmp(k, "--seed") == 0) return feri_arg_unsigned(C, k, v, 0, UINT64_MAX, &a->seed);
   else if (strcmp(k, "--budget") == 0) {
     a->budget_set = 1;
@@ -378,6 +381,7 @@ int feri_cmd_generate(int argc, char **argv) {
   if (a.plan >= 0) cfg.plan = a.plan;
   if (a.matmul >= 0) cfg.matmul = a.matmul;
   if (a.tp > 1) cfg.tensor_parallel = (uint32_t)a.tp;
+  if (a.pp > 1) cfg.pipeline_parallel = (uint32_t)a.pp;
   if (fer_engine_create(&cfg, &e) != FER_STATUS_OK) {
     print_error("creating the engine");
     goto out;

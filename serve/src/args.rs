@@ -33,7 +33,9 @@ POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics; llama-server's P
   --matmul MODE       i8 (8-bit activations, llama.cpp's arithmetic; the default) or exact (f32)
   --tp N              tensor parallelism over the N processes of `mpirun -n N ferrite-serve ...`:
                       each holds 1/N of the model, rank 0 serves HTTP, the others follow it
-  --tp-timeout SECS   with --tp: how long a rank waits for another inside a step (default 30);
+  --pp N              pipeline parallelism over the N processes of `mpirun -n N ferrite-serve ...`:
+                      each runs a run of the layers (rank 0 serves HTTP); the same answers, bit for bit
+  --tp-timeout SECS   with --tp or --pp: how long a rank waits for another in a step (default 30);
                       past it (a rank died) requests get 503 and the server exits with status 3
   -h, --help          this text
 
@@ -63,7 +65,9 @@ pub struct Options {
     pub matmul: Option<i32>,
     /// Ranks of a tensor-parallel job (1: one process).
     pub tp: u32,
-    /// With tp: seconds a rank waits for another inside a step (None: the engine's 30).
+    /// Pipeline stages (1: one process).
+    pub pp: u32,
+    /// With tp or pp: seconds a rank waits for another inside a step (None: the engine's 30).
     pub tp_timeout: Option<u32>,
 }
 
@@ -87,6 +91,7 @@ impl Default for Options {
             prefix_cache: true,
             matmul: None,
             tp: 1,
+            pp: 1,
             tp_timeout: None,
         }
     }
@@ -175,6 +180,7 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, Str
                 })
             }
             "--tp" => o.tp = parse_num(&flag, &value(&mut it)?, 1, 4096)?,
+            "--pp" => o.pp = parse_num(&flag, &value(&mut it)?, 1, 4096)?,
             "--tp-timeout" => o.tp_timeout = Some(parse_num(&flag, &value(&mut it)?, 1, 3600)?),
             _ => return Err(format!("unknown option `{arg}` (see --help)")),
         }
@@ -217,6 +223,8 @@ mod tests {
         assert_eq!((t.matmul, t.tp), (None, 1));
         let Parsed::Run(t) = parse("--model m.gguf --matmul exact --tp 2").unwrap() else { panic!() };
         assert_eq!((t.matmul, t.tp), (Some(ferrite::engine::matmul::EXACT), 2));
+        let Parsed::Run(t) = parse("--model m.gguf --pp 3 --tp-timeout 5").unwrap() else { panic!() };
+        assert_eq!((t.pp, t.tp_timeout), (3, Some(5)));
         assert!(parse("--model m.gguf --matmul f16").is_err() && parse("--model m.gguf --tp 0").is_err());
         assert_eq!((o.port, o.parallel, o.threads, o.ctx), (0, 8, Some(3), Some(2048)));
         assert_eq!((o.kv_budget, o.body_limit), (Some(2 << 30), 512 << 10));

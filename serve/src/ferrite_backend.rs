@@ -98,13 +98,16 @@ fn engine_config(opts: &Options) -> EngineConfig {
     if opts.tp > 1 {
         cfg = cfg.tensor_parallel(opts.tp);
     }
+    if opts.pp > 1 {
+        cfg = cfg.pipeline_parallel(opts.pp);
+    }
     if let Some(s) = opts.tp_timeout {
         cfg = cfg.tensor_parallel_timeout_ms(s * 1000);
     }
     cfg
 }
 
-/// A rank other than 0 of `mpirun -n N ferrite-serve --tp N`: opens its share of the model and
+/// A rank other than 0 of `mpirun -n N ferrite-serve --tp N` (or --pp N): opens its share of the model and
 /// follows rank 0's steps until rank 0's engine is freed (no HTTP of its own).
 pub fn follow_rank_0(opts: &Options) -> Result<(), String> {
     let path = opts.model.as_ref().ok_or("--model is required with --tp")?;

@@ -45,7 +45,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if opts.tp > 1 && mpi_rank() != 0 {
+    if (opts.tp > 1 || opts.pp > 1) && mpi_rank() != 0 {
         // a tensor-parallel rank other than 0: no HTTP, its share of every step rank 0 runs
         if let Err(e) = ferrite_serve::ferrite_backend::follow_rank_0(&opts) {
             eprintln!("ferrite-serve: {e}");

@@ -1,12 +1,13 @@
 //! ferrite-serve over two tensor-parallel ranks (`mpirun -n 2 ferrite-serve --tp 2`, TCP on
-//! loopback): rank 0 serves HTTP with its scheduler and prefix cache, rank 1 follows its steps.
+//! loopback), and over two pipeline stages (`--pp 2`): rank 0 serves HTTP with its scheduler and
+//! prefix cache, rank 1 follows its steps.
 //! Three chat requests at once (two sharing a long system prompt, so the second forks the first's
 //! cached prefix) and one streamed answer give, token for token, what one process gives with the
 //! same options, on the exact matmul route where the two agree (docs/CLAIMS.md C-TP-003); the
 //! prefix cache hit on both. Then a rank killed in the middle of a step (SIGKILL): the request in
 //! flight and a new one get 503 naming the rank that stopped answering, within the timeout, and
 //! the server exits (status 3) so the job ends. SKIPPED (printed) without mpirun or the model.
-//! EVIDENCE: C-TP-006 C-TP-008
+//! EVIDENCE: C-TP-006 C-TP-008 C-TP-009
 
 mod common;
 
@@ -57,7 +58,9 @@ impl Server {
             let asan = std::env::var("ASAN_OPTIONS").unwrap_or_default();
             c.env("ASAN_OPTIONS", format!("{asan}:detect_leaks=0").trim_start_matches(':'));
             c.args(["-x", "ASAN_OPTIONS", BIN]);
-            c.args(["--tp", &ranks.to_string()]);
+            if !extra.contains(&"--pp") {
+                c.args(["--tp", &ranks.to_string()]);
+            }
             c
         } else {
             Command::new(BIN)
@@ -129,6 +132,9 @@ fn two_ranks_serve_what_one_process_serves() {
         assert_eq!(one.0, two.0, "the concurrent requests' answers");
         assert_eq!(one.1, two.1, "the streamed answer");
         assert!(two.2 >= 1.0, "the prefix cache hit over the ranks too ({} hits)", two.2);
+        let stages = answers(&Server::start_with(&m, 2, &["--pp", "2"]));
+        println!("two stages:  {stages:?}");
+        assert_eq!(one, stages, "two pipeline stages: the same answers, bit for bit");
     });
 }
 

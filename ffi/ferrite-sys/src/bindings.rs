@@ -2122,6 +2122,13 @@ pub struct fer_engine_config {
     #[doc = "  FER_STATUS_DEVICE_ERROR naming it, and the engine is broken for good: every later call that"]
     #[doc = "  runs the model fails at once with that message. FERRITE_TP_TIMEOUT_MS: the number."]
     pub tensor_parallel_timeout_ms: u32,
+    #[doc = " Pipeline parallelism over MPI: the number of processes `mpirun -n N` started, each running a"]
+    #[doc = "  run of the model's layers (as even as the count allows) and holding only their weights and"]
+    #[doc = "  KV; rank 0 embeds and serves, the last applies the head and sends the logits back. The"]
+    #[doc = "  arithmetic is one process's: the same logits, bit for bit. 0 or 1: one process; not with"]
+    #[doc = "  tensor_parallel (UNSUPPORTED). Faults and the rest as tensor_parallel (its timeout too)."]
+    #[doc = "  FERRITE_PIPELINE_PARALLEL: the number."]
+    pub pipeline_parallel: u32,
 }
 extern "C" {
     #[doc = " Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped"]

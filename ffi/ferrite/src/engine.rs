@@ -102,6 +102,8 @@ pub struct EngineConfig {
     pub tensor_parallel: u32,
     /// How long a rank waits for another inside a step, in ms (0: 30 s).
     pub tensor_parallel_timeout_ms: u32,
+    /// Pipeline parallelism over the processes `mpirun -n N` started (0 or 1: one process).
+    pub pipeline_parallel: u32,
 }
 
 fn raw_config_init() -> sys::fer_engine_config {
@@ -137,6 +139,7 @@ impl EngineConfig {
             chat_template_now_unix: c.chat_template_now_unix,
             tensor_parallel: c.tensor_parallel,
             tensor_parallel_timeout_ms: c.tensor_parallel_timeout_ms,
+            pipeline_parallel: c.pipeline_parallel,
         }
     }
 
@@ -203,6 +206,11 @@ impl EngineConfig {
     }
     pub fn tensor_parallel_timeout_ms(mut self, ms: u32) -> Self {
         self.tensor_parallel_timeout_ms = ms;
+        self
+    }
+    /// Pipeline parallelism over the processes `mpirun -n N` started (0 or 1: one process).
+    pub fn pipeline_parallel(mut self, n: u32) -> Self {
+        self.pipeline_parallel = n;
         self
     }
 }
@@ -326,6 +334,7 @@ impl<'m> Engine<'m> {
             chat_template_now_unix: config.chat_template_now_unix,
             tensor_parallel: config.tensor_parallel,
             tensor_parallel_timeout_ms: config.tensor_parallel_timeout_ms,
+            pipeline_parallel: config.pipeline_parallel,
         };
         // The path and the environment are read during the call only (the engine copies the path;
         // the environment is read "there and only there"): locals suffice.
