@@ -27,6 +27,7 @@
 #include "kernels/quant.h"
 #include "model/llama.h"
 #include "model/model_internal.h"
+#include "model/tp_candidates.h"
 #include "model/tp_run.h"
 
 #define TRY(call)                          \
@@ -204,13 +205,14 @@ static fer_status add_allreduce(op_list *l, const feri_llama *m, float *x, uint3
  * scratch's slice with several ranks (OP_LINEAR with row 1: the slice is found when the step
  * runs, since the scratch may grow), then gathered onto rank 0 (tensor parallelism) or sent to it
  * whole (the last pipeline stage). */
-static fer_status add_logits(op_list *l, const feri_llama *m, const float *x, uint32_t n_out) {
+static fer_status add_logits(op_list *l, const feri_llama *m, const float *x, uint32_t n_out, uint32_t candidates) {
   TRY(add_linear(l, m, &m->output, x, n_out, m->cfg.n_embd, NULL, m->V));
   if (!m->comm) return FER_STATUS_OK;
   l->ops[l->n - 1].row = 1;
   struct feri_op *o;
   ADD_OP(m->stages > 1 ? OP_SEND : OP_GATHER);
   o->n = m->stages > 1 ? n_out * m->cfg.n_vocab : n_out; /* OP_SEND (src NULL): the slice's floats to rank 0 */
+  o->out = m->stages > 1 ? 0 : candidates;              /* OP_GATHER: 0 whole rows, k the best k a rank */
   return FER_STATUS_OK;
 }
 
@@ -222,6 +224,7 @@ typedef struct step_rows {
   const feri_llama_segment *segs;
   uint32_t n_segs;
   uint32_t n;
+  uint32_t candidates; /* a mixed step's logits as each rank's best candidates (feri_llama_batch_set_candidates) */
 } step_rows;
 
 /* A pipeline stage before the last: its rows to the next stage; stage 0 then takes the step's
@@ -358,14 +361,14 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
   o->vec = &m->output_norm;
   if (logits == LOGITS_SELECTED) {
     o->a = feri_tensor_2d(sc->o, FER_DTYPE_F32, n_out, D), o->c = feri_tensor_2d(sc->h, FER_DTYPE_F32, n_out, D);
-    TRY(add_logits(l, m, sc->h, n_out));
+    TRY(add_logits(l, m, sc->h, n_out, r->candidates));
   } else if (logits == LOGITS_ALL) { /* every row's logits: the norm of all rows into h (free after the last layer) */
     o->a = x, o->c = h;
-    TRY(add_logits(l, m, sc->h, n));
+    TRY(add_logits(l, m, sc->h, n, 0));
   } else {
     o->a = feri_tensor_2d(sc->x + (size_t)(n - 1) * D, FER_DTYPE_F32, 1, D);
     o->c = feri_tensor_2d(sc->last, FER_DTYPE_F32, 1, D);
-    TRY(add_logits(l, m, sc->last, 1));
+    TRY(add_logits(l, m, sc->last, 1, 0));
   }
   if (c->logit_softcap != 0.0f) {
     ADD_OP(OP_SOFTCAP);
@@ -397,6 +400,27 @@ static fer_status gather_logits(const feri_llama *m, feri_scratch *sc, uint32_t 
     if (r > 0) TRY(feri_comm_recv(m->comm, sc->tp_logits, (size_t)n * vn * sizeof(float), (int)r));
     for (uint32_t row = 0; row < n; row++)
       memcpy(logits + (size_t)row * V + v0, sc->tp_logits + (size_t)row * vn, vn * sizeof(float));
+  }
+  return FER_STATUS_OK;
+}
+
+/* As gather_logits, each rank sending only the k best of each row's slice (tp_candidates.h):
+ * rank 0's rows are -inf but for every rank's candidates. */
+static fer_status gather_candidates(const feri_llama *m, feri_scratch *sc, uint32_t n, uint32_t k, float *logits) {
+  const size_t need = (size_t)n * k;
+  if (need > sc->tp_cand_n) {
+    feri_tp_candidate *p = realloc(sc->tp_cand, need * sizeof *p);
+    if (!p) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "forward: %zu logits candidates", need);
+    sc->tp_cand = p, sc->tp_cand_n = need;
+  }
+  const uint32_t V = m->cfg.n_vocab, v0 = m->vocab_begin[m->tp.rank];
+  for (uint32_t row = 0; row < n; row++)
+    feri_tp_top_candidates(sc->tp_logits + (size_t)row * m->V, m->V, v0, k, sc->tp_cand + (size_t)row * k);
+  if (m->tp.rank != 0) return feri_comm_send(m->comm, sc->tp_cand, need * sizeof *sc->tp_cand, 0);
+  for (size_t i = 0; i < (size_t)n * V; i++) logits[i] = -INFINITY;
+  for (uint32_t r = 0; r < m->tp.size; r++) {
+    if (r > 0) TRY(feri_comm_recv(m->comm, sc->tp_cand, need * sizeof *sc->tp_cand, (int)r));
+    for (uint32_t row = 0; row < n; row++) feri_tp_place_candidates(sc->tp_cand + (size_t)row * k, k, logits + (size_t)row * V, V);
   }
   return FER_STATUS_OK;
 }
@@ -440,6 +464,7 @@ static fer_status run_step(const feri_llama *m, feri_scratch *sc, fer_threadpool
         feri_comm_stats before;
         feri_comm_get_stats(m->comm, &before);
         if (o->kind == OP_ALLREDUCE) TRY(feri_comm_allreduce_sum_f32(m->comm, o->dst, o->n));
+        else if (o->out > 0) TRY(gather_candidates(m, sc, o->n, o->out, logits));
         else TRY(gather_logits(m, sc, o->n, logits));
         feri_tp_count(m, o->kind == OP_ALLREDUCE ? FERI_TP_COUNT_ALLREDUCE : FERI_TP_COUNT_LOGITS, &before);
         break;
@@ -604,7 +629,7 @@ fer_status feri_forward_chunk(feri_llama_seq *s, fer_threadpool *pool, const int
   TRY(extend_kv(s, p0 + n));
   memcpy(s->sc.ids, ids, n * sizeof(int32_t));
   for (uint32_t i = 0; i < n; i++) s->sc.pos[i] = (int32_t)(p0 + i);
-  const step_rows rows = {s, NULL, 0, n};
+  const step_rows rows = {s, NULL, 0, n, 0};
   const op_list *run;
   if (n == 1 && (logits_mode == LOGITS_LAST || logits_mode == LOGITS_ALL) && s->plan_policy != FERI_PLAN_OFF) {
     if (s->plan_held) {
@@ -761,6 +786,10 @@ void feri_llama_batch_free(feri_llama_batch *b) {
 
 uint32_t feri_llama_batch_rows(const feri_llama_batch *b) { return b->sc.rows; }
 
+void feri_llama_batch_set_candidates(feri_llama_batch *b, uint32_t k) {
+  b->candidates = k < FERI_TP_MAX_CANDIDATES ? k : FERI_TP_MAX_CANDIDATES;
+}
+
 fer_status feri_llama_forward_mixed(feri_llama_batch *b, fer_threadpool *pool, const feri_llama_segment *segs,
                                     uint32_t n_segs, float *logits) {
   if (n_segs == 0 || n_segs > b->sc.rows)
@@ -793,7 +822,8 @@ fer_status feri_llama_forward_mixed(feri_llama_batch *b, fer_threadpool *pool, c
     msg[3 * i] = segs[i].seq->tp_id, msg[3 * i + 1] = segs[i].n, msg[3 * i + 2] = segs[i].logits;
     memcpy(ids, segs[i].ids, segs[i].n * sizeof *ids);
   }
-  fer_status st = feri_tp_announce(b->m, FERI_TP_MIXED, b->tp_id, n_segs, 0, NULL, msg, (3 * (size_t)n_segs + n) * sizeof *msg);
+  fer_status st =
+      feri_tp_announce(b->m, FERI_TP_MIXED, b->tp_id, n_segs, b->candidates, NULL, msg, (3 * (size_t)n_segs + n) * sizeof *msg);
   free(msg);
   if (st != FER_STATUS_OK) return st;
   return finish_announced(b->m, feri_forward_mixed_run(b, pool, segs, n_segs, logits), "a batched step every rank is in");
@@ -811,7 +841,7 @@ fer_status feri_forward_mixed_run(feri_llama_batch *b, fer_threadpool *pool, con
       memcpy(b->sc.ids + row, segs[i].ids, segs[i].n * sizeof(int32_t));
       for (uint32_t t = 0; t < segs[i].n; t++) b->sc.pos[row + t] = (int32_t)(segs[i].seq->len + t);
     }
-    const step_rows rows = {NULL, segs, n_segs, n};
+    const step_rows rows = {NULL, segs, n_segs, n, b->candidates};
     st = build_step(b->m, &b->sc, &rows, LOGITS_SELECTED, &b->ops);
     if (st == FER_STATUS_OK) st = run_step(b->m, &b->sc, pool, &b->ops, 0, n, logits);
   }

@@ -228,6 +228,11 @@ fer_status feri_llama_batch_create(const feri_llama *m, uint32_t rows, feri_llam
 void feri_llama_batch_free(feri_llama_batch *b);
 uint32_t feri_llama_batch_rows(const feri_llama_batch *b);
 
+/* Tensor parallelism: the next mixed steps' logits rows hold only the k best candidates of every
+ * rank's vocabulary slice, -inf elsewhere (model/tp_candidates.h: what draws that leaves exact);
+ * 0 (the default): the whole rows. No effect in one process or with pipeline stages. */
+void feri_llama_batch_set_candidates(feri_llama_batch *b, uint32_t k);
+
 /* One token for each of n sequences (a decode step). logits: n rows of n_vocab, each equal to what
  * feri_llama_forward of that one token would give, bit for bit. All or nothing: on failure no
  * sequence advanced. */

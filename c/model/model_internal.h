@@ -105,6 +105,8 @@ typedef struct feri_scratch {
   size_t qws_bytes;
   float *tp_logits;      /* tensor parallelism: this rank's logits slice, then rank 0's gathered rows */
   size_t tp_logits_floats;
+  struct feri_tp_candidate *tp_cand; /* the best candidates of each row's slice (tp_candidates.h) */
+  size_t tp_cand_n;
 } feri_scratch;
 
 fer_status feri_scratch_alloc(const feri_llama_config *c, uint32_t rows, feri_scratch *sc);
@@ -133,6 +135,7 @@ struct feri_llama_batch {
   feri_scratch sc;         /* rows of a step: one per decoding sequence, plus prompt chunks */
   op_list ops;
   uint32_t tp_id;
+  uint32_t candidates; /* feri_llama_batch_set_candidates */
 };
 
 /* forward.c's primitives, which the tensor-parallel ranks replay (tp_run.c): one chunk of a

@@ -9,7 +9,8 @@
  *   the 8-bit route rounds activations, which turns one reordered ulp into a full rounding step:
  *   docs/CLAIMS.md C-TP-003 records what that gives);
  * - a batched step of the three sequences gives each one's logits as its own step would, within
- *   the same bound;
+ *   the same bound; again with one candidate a rank instead of the logits (C-TP-010): the same
+ *   greedy tokens, and rank 0 takes 8 bytes a row from each other rank;
  * - a rewind and the same step again: the same bits (the ranks' sums are deterministic);
  * - the bytes each all-reduce sends per token, counted by the layer, equal the formula
  *   4 L d s (p - 1) / p for every rank (C-TP-004).
@@ -18,7 +19,7 @@
  * With --mpi-pp the ranks are pipeline stages instead, on the 8-bit route: the same checks with
  * the logits equal bit for bit, and rank 0 sending one row of d floats per token and taking V
  * floats of logits back (C-TP-009).
- * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 */
+ * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 C-TP-010 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,27 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
     }
     printf("tp_model_test: %s batched step within %.2e\n", name, bw);
     CHECK(bw <= bound);
+    if (!pipeline_mode) { /* C-TP-010: the same step again with one candidate a rank: the same greedy tokens */
+      uint32_t lens[3];
+      for (int p = 0; p < 3; p++) lens[p] = feri_llama_seq_len(ts[p]) - 1;
+      for (int p = 0; p < 3; p++) CHECK_STATUS(feri_llama_seq_rewind(ts[p], lens[p]), FER_STATUS_OK);
+      float *sparse = malloc(3 * (size_t)V * sizeof *sparse);
+      feri_tp_traffic c0, c1;
+      feri_llama_tp_traffic(tp, &c0);
+      feri_llama_batch_set_candidates(bt, 1);
+      CHECK_STATUS(feri_llama_forward_batch(bt, pool, ts, last, 3, sparse), FER_STATUS_OK);
+      feri_llama_tp_traffic(tp, &c1);
+      uint32_t finite = 0;
+      for (int p = 0; p < 3; p++) {
+        CHECK(feri_test_argmax(sparse + (size_t)p * V, V) == feri_test_argmax(batch + (size_t)p * V, V));
+        for (uint32_t v = 0; v < V; v++) finite += isfinite(sparse[(size_t)p * V + v]);
+      }
+      /* rank 0 took (p - 1) candidates of 8 bytes a row instead of (p - 1) / p of every row */
+      printf("tp_model_test: %s batched step with one candidate a rank: %llu bytes of logits taken, %u finite\n", name,
+             (unsigned long long)(c1.logits_bytes - c0.logits_bytes), finite);
+      CHECK(c1.logits_bytes - c0.logits_bytes == 3ull * (size) * 8 - 3ull * 8 && finite <= 3 * size);
+      free(sparse);
+    }
     feri_llama_batch_free(bt);
     /* rewind one token and step again: the same bits */
     CHECK_STATUS(feri_llama_seq_rewind(ts[0], len0), FER_STATUS_OK);

@@ -326,6 +326,7 @@ static fer_status replay(feri_llama *m, fer_threadpool *pool, const tp_msg *msg,
         if (!segs[i].seq) st = feri_fail(FER_STATUS_MISUSE, "tensor parallel: segment %u's sequence %u is unknown", i, seg[3 * i]);
         ids += segs[i].n;
       }
+      feri_llama_batch_set_candidates(obj, msg->b); /* as rank 0 asked for this step */
       if (st == FER_STATUS_OK) st = feri_forward_mixed_run(obj, pool, segs, n_segs, NULL);
       free(segs);
       return st;

@@ -25,11 +25,13 @@
 #include "grammar/grammar_api.h"
 #include "model/llama.h"
 #include "model/shared_kv.h"
+#include "model/tp_candidates.h"
 #include "sched/prefix_cache.h"
 
 typedef struct request {
   uint64_t id, user_data;
   uint32_t flags, top_logprobs;
+  uint32_t tp_candidates; /* tensor parallelism: the logits candidates a rank sends for its draw (0: the whole row) */
   int32_t *tokens;      /* the prompt, then the generated tokens */
   uint32_t n_prompt, n_gen, max_new;
   uint32_t n_fed;       /* tokens whose K and V the sequence holds */
@@ -290,6 +292,7 @@ static fer_status request_make(fer_scheduler *s, const fer_request_params *p, re
     if (st == FER_STATUS_OK && r->grammar_on) st = fer_sampler_set_matcher(r->sampler, r->matcher);
     r->grammar_end = p->grammar->vocab->eos;
   }
+  r->tp_candidates = feri_tp_candidates_needed(&p->sampling, p->grammar != NULL, (p->flags & FER_REQUEST_LOGPROBS) != 0);
   if (st != FER_STATUS_OK) {
     feri_error_stash keep;
     feri_error_save(&keep);
@@ -729,6 +732,17 @@ fer_status fer_scheduler_step(fer_scheduler *s, fer_scheduler_step_info *out_inf
     rows += k, prefill_rows += k;
   }
   if (n_segs > 0) {
+    /* tensor parallelism: the ranks send their best candidates instead of their logits when every
+     * draw of the step needs no more (model/tp_candidates.h) */
+    uint32_t k = 0;
+    bool whole = false;
+    for (uint32_t g = 0; g < n_segs; g++) {
+      if (!s->segs[g].logits) continue;
+      const uint32_t need = s->seg_req[g]->tp_candidates;
+      whole |= need == 0;
+      k = need > k ? need : k;
+    }
+    feri_llama_batch_set_candidates(s->batch, whole ? 0 : k);
     st = feri_llama_forward_mixed(s->batch, e->pool, s->segs, n_segs, s->logits);
     if (st != FER_STATUS_OK) { /* the pass failed: its requests end with the reason */
       char msg[192];
