@@ -182,7 +182,7 @@ void feri_tp_fatal(const feri_llama *m, const char *what, fer_status st) {
           fer_status_str(st), msg);
   fflush(stderr);
   if (m->link && !m->link->broken[0])
-    snprintf(m->link->broken, sizeof m->link->broken, "rank %d on host %s: %s: %s", rank, host, what, msg);
+    snprintf(m->link->broken, sizeof m->link->broken, "rank %d on host %.63s: %.100s: %.300s", rank, host, what, msg);
 }
 
 fer_status feri_tp_announce(const feri_llama *m, uint32_t kind, uint32_t id, uint32_t a, uint32_t b,
