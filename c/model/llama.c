@@ -592,6 +592,18 @@ static uint64_t share_checksum(const feri_llama *m, const feri_llama_options *o)
   return feri_tp_fnv(h, opts, sizeof opts);
 }
 
+/* Opening checked every weight (fer_qmatrix_check reads each block), which left the whole file's
+ * pages in this process; a rank uses only its share, so they are dropped from it (the mapping is
+ * of the file: a page the rank does use faults back from the page cache). Advice only. */
+static void drop_unused_pages(const feri_llama *m) {
+  size_t size;
+  const char *image = feri_gguf_image(m->g, &size);
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t lo = ((uintptr_t)image + (uintptr_t)feri_gguf_data_offset(m->g) + page - 1) / page * page;
+  const uintptr_t hi = ((uintptr_t)image + size) / page * page;
+  if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 /* Rank `rank` of several: the model cut to this rank's share, or a failure every rank shares
  * (feri_tp_agree: every rank takes part, so that none waits for one that failed). */
 static fer_status open_share(const char *path, const feri_llama_options *o, feri_llama **out) {
@@ -617,6 +629,7 @@ static fer_status open_share(const char *path, const feri_llama_options *o, feri
   if (st != FER_STATUS_OK) fer_last_error_message(why, sizeof why, &wl);
   st = feri_tp_agree(c, st, st == FER_STATUS_OK ? share_checksum(*out, o) : 0, why);
   if (st == FER_STATUS_OK) st = pack_panels(*out);
+  if (st == FER_STATUS_OK) drop_unused_pages(*out);
   if (st != FER_STATUS_OK) {
     feri_error_stash e;
     feri_error_save(&e);
