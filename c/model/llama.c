@@ -619,7 +619,6 @@ static fer_status open_share(const char *path, const feri_llama_options *o, feri
     (*out)->matmul_exact = o->matmul == FERI_MATMUL_EXACT;
     (*out)->comm = c;
     (*out)->tp_timeout_s = o->tp_timeout_s > 0 ? o->tp_timeout_s : FERI_TP_TIMEOUT_S;
-    feri_comm_set_timeout(c, (*out)->tp_timeout_s);
     st = o->pipeline ? take_stage(*out, (uint32_t)feri_comm_rank(c), (uint32_t)feri_comm_size(c))
                      : take_share(*out, (uint32_t)feri_comm_rank(c), (uint32_t)feri_comm_size(c));
   }
@@ -627,7 +626,11 @@ static fer_status open_share(const char *path, const feri_llama_options *o, feri
   char why[184] = "";
   size_t wl;
   if (st != FER_STATUS_OK) fer_last_error_message(why, sizeof why, &wl);
+  /* opening reads the whole file, which may take long on a cold disk: the ranks wait for each
+   * other here without a limit, and with the step timeout from now on */
+  feri_comm_set_timeout(c, 0);
   st = feri_tp_agree(c, st, st == FER_STATUS_OK ? share_checksum(*out, o) : 0, why);
+  if (st == FER_STATUS_OK) feri_comm_set_timeout(c, (*out)->tp_timeout_s);
   if (st == FER_STATUS_OK) st = pack_panels(*out);
   if (st == FER_STATUS_OK) drop_unused_pages(*out);
   if (st != FER_STATUS_OK) {

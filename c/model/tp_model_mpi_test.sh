@@ -5,16 +5,17 @@
 # prints (the exact route), and a start where the ranks' options differ, or one rank's file is
 # missing, fails on every rank naming the rank (C-TP-005).
 # usage: tp_model_mpi_test.sh TP_MODEL_TEST_BINARY FERRITE_BINARY
-# FERRITE_TP_STEPS: greedy steps per prompt (12 here, to keep `make test` short; the 64 of
+# FERRITE_TP_STEPS: greedy steps per prompt (4 here, to keep `make test` short; the 64 of
 # docs/CLAIMS.md C-TP-003: bazel test //c/model:tp_model_mpi_test --test_env=FERRITE_TP_STEPS=64).
 set -euo pipefail
 bin=$1
 ferrite=$2
-# a sanitizer build (make test-sanitize) runs the smaller half: 2 ranks and 2 stages, no command line
+# 3 stages: a first, a middle and a last. A sanitizer build (make test-sanitize) runs the smaller
+# part: 2 ranks, no stages, no command line
 asan=0
 ldd "$bin" 2> /dev/null | grep -q libasan && asan=1
-ranks="2 4" stages="2 3"
-[ "$asan" = 1 ] && ranks=2 stages=2
+ranks="2 4" stages="3"
+[ "$asan" = 1 ] && ranks=2 stages=""
 # LeakSanitizer is off under mpirun: Open MPI keeps allocations in components it unloads at
 # MPI_Finalize (comm_mpi_test.sh); ASan still checks every access.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
@@ -29,7 +30,7 @@ mpi=(timeout 600 mpirun "${root[@]}" --oversubscribe --mca pml ob1 --mca btl sel
 for n in $ranks; do
   out=$(timeout 1500 mpirun "${root[@]}" --oversubscribe -n "$n" --mca pml ob1 --mca btl self,tcp \
     --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x ASAN_OPTIONS \
-    "$bin" --mpi "${FERRITE_TP_STEPS:-12}" 2>&1) || { echo "$out"; echo "tp_model_mpi_test: $n ranks failed"; exit 1; }
+    "$bin" --mpi "${FERRITE_TP_STEPS:-4}" 2>&1) || { echo "$out"; echo "tp_model_mpi_test: $n ranks failed"; exit 1; }
   echo "$out" | grep -E "^(tp_model_test|SKIPPED)" || true
   got=$(grep -c "^tp_model_test: all checks passed" <<< "$out" || true)
   if [ "$got" -ne "$n" ]; then echo "$out"; echo "tp_model_mpi_test: $got of $n ranks passed"; exit 1; fi
@@ -39,7 +40,7 @@ done
 for n in $stages; do
   out=$(timeout 1500 mpirun "${root[@]}" --oversubscribe -n "$n" --mca pml ob1 --mca btl self,tcp \
     --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x ASAN_OPTIONS \
-    "$bin" --mpi-pp "${FERRITE_TP_STEPS:-12}" 2>&1) || { echo "$out"; echo "tp_model_mpi_test: $n stages failed"; exit 1; }
+    "$bin" --mpi-pp "${FERRITE_TP_STEPS:-4}" 2>&1) || { echo "$out"; echo "tp_model_mpi_test: $n stages failed"; exit 1; }
   echo "$out" | grep -E "^(tp_model_test: .*(stages|batched)|SKIPPED)" || true
   got=$(grep -c "^tp_model_test: all checks passed" <<< "$out" || true)
   if [ "$got" -ne "$n" ]; then echo "$out"; echo "tp_model_mpi_test: $got of $n stages passed"; exit 1; fi

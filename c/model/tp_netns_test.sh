@@ -23,14 +23,15 @@ if [ ! -f "$FERRITE_DATA_DIR/smollm2-135m-instruct-q4_1.gguf" ]; then
 fi
 prefix=ft$$
 trap '"$hosts" down "$prefix"' EXIT
+# what crosses the veths is the optimized build's to count; the sanitizer build checks memory elsewhere
+if ldd "$bin" 2> /dev/null | grep -q libasan; then echo "SKIPPED: tp_netns_test in the sanitizer build"; exit 0; fi
 hosts_counts="2 4"
-ldd "$bin" 2> /dev/null | grep -q libasan && hosts_counts=2 # a sanitizer build: the smaller half
 for n in $hosts_counts; do
   subnet=$("$hosts" up "$n" "$prefix")
   apps=()
   for ((i = 0; i < n; i++)); do
     [ "$i" -gt 0 ] && apps+=(:)
-    apps+=(-n 1 "$hosts" exec "$prefix-h$i" "$bin" --mpi 8 smollm2)
+    apps+=(-n 1 "$hosts" exec "$prefix-h$i" "$bin" --mpi 4 smollm2)
   done
   declare -A before
   while read -r v tx rx; do before[$v]=$rx; done < <("$hosts" bytes "$prefix")

@@ -236,8 +236,9 @@ static fer_status replay_kv(feri_llama *m, const tp_msg *msg, const void *payloa
       memcpy(&vo, payload, sizeof vo);
       memcpy(&ko, (const char *)payload + sizeof vo, sizeof ko);
       memcpy(&heads0, (const char *)payload + sizeof vo + sizeof ko, sizeof heads0);
-      /* this rank's KV heads, and a pool scaled to them */
+      /* this rank's KV heads and layers, and a pool scaled to the heads */
       ko.geometry.n_kv_heads = m->Hkv;
+      ko.geometry.n_layers = m->l1 - m->l0;
       if (m->Hkv > heads0) vo.max_granules = vo.max_granules * ((m->Hkv + heads0 - 1) / heads0);
       fer_vmm *vmm = NULL;
       fer_kv_cache *cache = NULL;
