@@ -1970,8 +1970,10 @@ fer_status fer_engine_parallel_info(const fer_engine *engine, uint32_t *out_rank
  * On a rank other than 0 of a tensor-parallel engine: makes rank 0's calls on this rank's share
  * of the model (every step rank 0 runs, its sequences' creation, rewinds and frees) until rank 0
  * frees its engine, then returns OK; free this engine then. MISUSE on rank 0 or for an engine of
- * one process. A failure inside a step the other ranks are in ends the whole job (MPI_Abort), after
- * printing this rank, its host and the reason, since they would wait for it forever.
+ * one process. When a step cannot go on here (a rank stopped answering within the timeout,
+ * tensor_parallel_timeout_ms, or this rank's own failure) it prints this rank, its host and the
+ * reason and returns that status (DEVICE_ERROR for a rank that stopped); the engine is then of no
+ * further use.
  */
 fer_status fer_engine_run_rank(fer_engine *engine);
 

@@ -61,7 +61,7 @@ fer_status feri_tp_agree(feri_comm *c, fer_status mine, uint64_t checksum, const
   me.status = mine, me.checksum = checksum;
   host_name(me.host, sizeof me.host);
   snprintf(me.why, sizeof me.why, "%s", mine == FER_STATUS_OK ? "" : why ? why : "failed");
-  const int p = feri_comm_size(c), r = feri_comm_rank(c);
+  const int p = feri_comm_size(c);
   all = calloc((size_t)p, sizeof *all);
   if (!all) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tensor parallel: the start's reports");
   fer_status st = feri_comm_allgather(c, &me, sizeof me, all);
@@ -78,7 +78,6 @@ fer_status feri_tp_agree(feri_comm *c, fer_status mine, uint64_t checksum, const
                        (unsigned long long)all[0].checksum);
     }
   }
-  (void)r;
   free(all);
   return st;
 }

@@ -2158,8 +2158,10 @@ extern "C" {
     #[doc = " On a rank other than 0 of a tensor-parallel engine: makes rank 0's calls on this rank's share"]
     #[doc = " of the model (every step rank 0 runs, its sequences' creation, rewinds and frees) until rank 0"]
     #[doc = " frees its engine, then returns OK; free this engine then. MISUSE on rank 0 or for an engine of"]
-    #[doc = " one process. A failure inside a step the other ranks are in ends the whole job (MPI_Abort), after"]
-    #[doc = " printing this rank, its host and the reason, since they would wait for it forever."]
+    #[doc = " one process. When a step cannot go on here (a rank stopped answering within the timeout,"]
+    #[doc = " tensor_parallel_timeout_ms, or this rank's own failure) it prints this rank, its host and the"]
+    #[doc = " reason and returns that status (DEVICE_ERROR for a rank that stopped); the engine is then of no"]
+    #[doc = " further use."]
     pub fn fer_engine_run_rank(engine: *mut fer_engine) -> fer_status;
 }
 extern "C" {
