@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <mpi/mpi.h> /* Debian's alternatives link to Open MPI's headers */
 #include <stdlib.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -209,38 +210,29 @@ fer_status feri_comm_broadcast(feri_comm *c, void *buf, size_t bytes, int root) 
   return FER_STATUS_OK;
 }
 
-fer_status feri_comm_send(feri_comm *c, const void *buf, size_t bytes, int to) {
-  if (to < 0 || to >= c->size || to == c->rank)
-    return feri_fail(FER_STATUS_INVALID_ARG, "comm: send to rank %d (this is %d of %d)", to, c->rank, c->size);
-  const char *s = buf;
+/* One point-to-point transfer to or from peer, in pieces of at most INT_MAX bytes (MPI's counts). */
+static fer_status p2p(feri_comm *c, char *buf, size_t bytes, int peer, int send) {
+  if (peer < 0 || peer >= c->size || peer == c->rank)
+    return feri_fail(FER_STATUS_INVALID_ARG, "comm: %s rank %d (this is %d of %d)", send ? "send to" : "receive from", peer,
+                     c->rank, c->size);
   do {
-    const int sn = bytes > INT_MAX ? INT_MAX : (int)bytes;
+    const int n = bytes > INT_MAX ? INT_MAX : (int)bytes;
     if (c->broken[0]) return broken(c);
     MPI_Request req;
-    int rc = MPI_Isend(s, sn, MPI_BYTE, to, TAG_P2P, MPI_COMM_WORLD, &req);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Isend");
-    fer_status st = wait_for(c, 1, &req, to, "a send");
+    const int rc = send ? MPI_Isend(buf, n, MPI_BYTE, peer, TAG_P2P, MPI_COMM_WORLD, &req)
+                        : MPI_Irecv(buf, n, MPI_BYTE, peer, TAG_P2P, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, send ? "MPI_Isend" : "MPI_Irecv");
+    fer_status st = wait_for(c, 1, &req, peer, send ? "a send" : "a receive");
     if (st != FER_STATUS_OK) return st;
-    c->stats.bytes_sent += (uint64_t)sn, c->stats.messages_sent++;
-    s += sn, bytes -= (size_t)sn;
+    if (send) c->stats.bytes_sent += (uint64_t)n, c->stats.messages_sent++;
+    else c->stats.bytes_received += (uint64_t)n;
+    buf += n, bytes -= (size_t)n;
   } while (bytes > 0);
   return FER_STATUS_OK;
 }
 
-fer_status feri_comm_recv(feri_comm *c, void *buf, size_t bytes, int from) {
-  if (from < 0 || from >= c->size || from == c->rank)
-    return feri_fail(FER_STATUS_INVALID_ARG, "comm: receive from rank %d (this is %d of %d)", from, c->rank, c->size);
-  char *r = buf;
-  do {
-    const int rn = bytes > INT_MAX ? INT_MAX : (int)bytes;
-    if (c->broken[0]) return broken(c);
-    MPI_Request req;
-    int rc = MPI_Irecv(r, rn, MPI_BYTE, from, TAG_P2P, MPI_COMM_WORLD, &req);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Irecv");
-    fer_status st = wait_for(c, 1, &req, from, "a receive");
-    if (st != FER_STATUS_OK) return st;
-    c->stats.bytes_received += (uint64_t)rn;
-    r += rn, bytes -= (size_t)rn;
-  } while (bytes > 0);
-  return FER_STATUS_OK;
+fer_status feri_comm_send(feri_comm *c, const void *buf, size_t bytes, int to) {
+  return p2p(c, (char *)(uintptr_t)buf, bytes, to, 1); /* MPI_Isend only reads it */
 }
+
+fer_status feri_comm_recv(feri_comm *c, void *buf, size_t bytes, int from) { return p2p(c, buf, bytes, from, 0); }

@@ -775,10 +775,7 @@ fer_status feri_llama_batch_create(const feri_llama *m, uint32_t rows, feri_llam
 
 void feri_llama_batch_free(feri_llama_batch *b) {
   if (!b) return;
-  if (feri_tp_leading(b->m) && feri_tp_announced(b->m, b->tp_id) &&
-      feri_tp_announce(b->m, FERI_TP_BATCH_FREE, b->tp_id, 0, 0, NULL, NULL, 0) == FER_STATUS_OK)
-    feri_tp_done(b->m);
-  feri_tp_unregister(b->m, b->tp_id);
+  feri_tp_forget(b->m, b->tp_id, FERI_TP_BATCH_FREE);
   feri_scratch_free(&b->sc);
   free(b->ops.ops);
   free(b);

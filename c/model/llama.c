@@ -887,10 +887,7 @@ fer_status feri_llama_seq_create_on(const feri_llama *m, fer_kv_seq *kv, uint32_
 
 void feri_llama_seq_free(feri_llama_seq *s) {
   if (!s) return;
-  if (feri_tp_leading(s->m) && feri_tp_announced(s->m, s->tp_id) &&
-      feri_tp_announce(s->m, FERI_TP_SEQ_FREE, s->tp_id, 0, 0, NULL, NULL, 0) == FER_STATUS_OK)
-    feri_tp_done(s->m);
-  if (s->tp_id != UINT32_MAX) feri_tp_unregister(s->m, s->tp_id);
+  if (s->tp_id != UINT32_MAX) feri_tp_forget(s->m, s->tp_id, FERI_TP_SEQ_FREE);
   uint32_t kv_id;
   if (s->kv && feri_tp_find(s->m, s->kv, FERI_TP_OBJ_KV_SEQ, &kv_id)) feri_tp_unregister(s->m, kv_id);
   if (s->plan_held) fer_vmm_set_frozen(s->vmm, false);

@@ -55,12 +55,7 @@ fer_status feri_llama_kv_cache_create(const feri_llama *m, const fer_vmm_options
 
 void feri_llama_kv_cache_free(const feri_llama *m, fer_kv_cache *cache, fer_vmm *vmm) {
   uint32_t id;
-  if (cache && feri_tp_find(m, cache, FERI_TP_OBJ_KV_CACHE, &id)) {
-    if (feri_tp_leading(m) && feri_tp_announced(m, id) &&
-        feri_tp_announce(m, FERI_TP_KV_CACHE_FREE, id, 0, 0, NULL, NULL, 0) == FER_STATUS_OK)
-      feri_tp_done(m);
-    feri_tp_unregister(m, id);
-  }
+  if (cache && feri_tp_find(m, cache, FERI_TP_OBJ_KV_CACHE, &id)) feri_tp_forget(m, id, FERI_TP_KV_CACHE_FREE);
   (void)fer_kv_cache_free(cache);
   (void)fer_vmm_free(vmm);
 }
@@ -101,11 +96,6 @@ fer_status feri_llama_kv_seq_fork(const feri_llama *m, const fer_kv_seq *src, ui
 
 void feri_llama_kv_seq_free(const feri_llama *m, fer_kv_seq *kv) {
   uint32_t id;
-  if (kv && feri_tp_find(m, kv, FERI_TP_OBJ_KV_SEQ, &id)) {
-    if (feri_tp_leading(m) && feri_tp_announced(m, id) &&
-        feri_tp_announce(m, FERI_TP_KV_SEQ_FREE, id, 0, 0, NULL, NULL, 0) == FER_STATUS_OK)
-      feri_tp_done(m);
-    feri_tp_unregister(m, id);
-  }
+  if (kv && feri_tp_find(m, kv, FERI_TP_OBJ_KV_SEQ, &id)) feri_tp_forget(m, id, FERI_TP_KV_SEQ_FREE);
   (void)fer_kv_seq_free(kv);
 }

@@ -171,6 +171,13 @@ bool feri_tp_announced(const feri_llama *m, uint32_t id) {
   return m->link && id < m->link->n_objs && m->link->objs[id].obj && m->link->objs[id].announced;
 }
 
+void feri_tp_forget(const feri_llama *m, uint32_t id, uint32_t free_kind) {
+  if (!m->link) return;
+  if (feri_tp_leading(m) && feri_tp_announced(m, id) && feri_tp_announce(m, free_kind, id, 0, 0, NULL, NULL, 0) == FER_STATUS_OK)
+    feri_tp_done(m);
+  feri_tp_unregister(m, id);
+}
+
 void feri_tp_fatal(const feri_llama *m, const char *what, fer_status st) {
   char host[64], msg[512];
   size_t len = 0;

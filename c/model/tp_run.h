@@ -101,6 +101,9 @@ bool feri_tp_find(const feri_llama *m, const void *obj, int kind, uint32_t *id);
 uint32_t feri_tp_next_id(const feri_llama *m);
 /* Was object id made by an announcement (so that its free is announced too)? */
 bool feri_tp_announced(const feri_llama *m, uint32_t id);
+/* An object's free on every rank: rank 0 announces it (kind FERI_TP_*_FREE) when the object was
+ * announced, then every rank forgets the id. Nothing in one process. */
+void feri_tp_forget(const feri_llama *m, uint32_t id, uint32_t free_kind);
 
 /* Adds what the communicator counted since `before` to the traffic of a purpose. */
 enum { FERI_TP_COUNT_ALLREDUCE, FERI_TP_COUNT_LOGITS, FERI_TP_COUNT_CALLS, FERI_TP_COUNT_STAGES };
