@@ -89,8 +89,10 @@ cargo-fallback:
 	env -u FERRITE_LIB_DIR FERRITE_CC_OPT_LEVEL=0 $(CARGO) test -p ferrite-spec --test abi_table
 	env -u FERRITE_LIB_DIR FERRITE_CC_OPT_LEVEL=0 $(CARGO) test -p ferrite-serve --test binary
 
+# --workspace, not -p ferrite-benches: the dependencies' features are then resolved as cargo-test
+# resolved them, so serde_json, rand, criterion and proptest are not compiled again (25 s fresh)
 bench-smoke:
-	FERRITE_LIB_DIR=$(LIB_DIR) $(CARGO) test -p ferrite-benches --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine --bench grammar
+	FERRITE_LIB_DIR=$(LIB_DIR) $(CARGO) test --workspace --bench kernels --bench sampling --bench kv --bench matmul --bench attention --bench mem --bench tokenizer --bench engine --bench grammar
 
 # C tests and Rust tests against a library built with -fsanitize=address,undefined (gcc's runtimes).
 # ferrite-sys links the runtimes (FERRITE_SANITIZER_LIBS) into the test binaries, which the runner

@@ -190,8 +190,8 @@ fn n_choices_prefill_once(model: &PathBuf) {
     assert!(blocks >= 96, "a prompt of several blocks: {prompt}");
 }
 
-// C-SERVE-002: nothing lost, nothing leaked. 24 streaming requests from 8 clients, a third of them
-// hanging up mid-stream (under ASan 12 shorter ones, so the slower server meets the same client
+// C-SERVE-002: nothing lost, nothing leaked. 16 streaming requests from 8 clients, a third of them
+// hanging up mid-stream (under ASan 9 shorter ones, so the slower server meets the same client
 // deadlines): every other request completes, then nothing runs or waits, the running
 // requests' KV is 0, what the pool still maps is the prefix cache's (the ledger, and the kernel's
 // count of the pool's memfd no higher), the anonymous resident memory (RssAnon: heaps, scratch) is
@@ -202,7 +202,7 @@ fn nothing_lost_nothing_leaked(model: &PathBuf) {
     // a first round warms what a load allocates once (the step's scratch, the allocator's arenas,
     // hyper's buffers); the resident memory after it is the baseline
     // (warm-up requests, requests, longest prompt in words, longest output in tokens)
-    let (warm_n, n, words, tokens) = if under_asan() { ("4", "12", "120", "48") } else { ("8", "24", "480", "192") };
+    let (warm_n, n, words, tokens) = if under_asan() { ("2", "9", "80", "32") } else { ("4", "16", "480", "160") };
     let load = |args: &[&str]| {
         let mut c = python("python3");
         c.arg(repo().join("scripts/serve/load_bench.py"))
