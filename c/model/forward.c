@@ -404,23 +404,59 @@ static fer_status gather_logits(const feri_llama *m, feri_scratch *sc, uint32_t 
   return FER_STATUS_OK;
 }
 
-/* As gather_logits, each rank sending only the k best of each row's slice (tp_candidates.h):
- * rank 0's rows are -inf but for every rank's candidates. */
+static fer_status grow_candidates(feri_tp_candidate **buf, size_t *have, size_t need) {
+  if (need <= *have) return FER_STATUS_OK;
+  feri_tp_candidate *p = realloc(*buf, need * sizeof *p);
+  if (!p) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "forward: %zu logits candidates", need);
+  *buf = p, *have = need;
+  return FER_STATUS_OK;
+}
+
+/* As gather_logits, each rank sending only the k best of each row's slice and the ties they cut
+ * (tp_candidates.h): rank 0's rows are -inf but for every rank's candidates. A rank's first
+ * message holds, for each row, its k best and then {number of cut ties, 0}; where a row cut any,
+ * a second message holds the ties, row after row (rare: only a tie exactly at the boundary). */
 static fer_status gather_candidates(const feri_llama *m, feri_scratch *sc, uint32_t n, uint32_t k, float *logits) {
-  const size_t need = (size_t)n * k;
-  if (need > sc->tp_cand_n) {
-    feri_tp_candidate *p = realloc(sc->tp_cand, need * sizeof *p);
-    if (!p) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "forward: %zu logits candidates", need);
-    sc->tp_cand = p, sc->tp_cand_n = need;
-  }
+  const size_t per_row = (size_t)k + 1, fixed = (size_t)n * per_row;
+  TRY(grow_candidates(&sc->tp_cand, &sc->tp_cand_n, fixed));
   const uint32_t V = m->cfg.n_vocab, v0 = m->vocab_begin[m->tp.rank];
-  for (uint32_t row = 0; row < n; row++)
-    feri_tp_top_candidates(sc->tp_logits + (size_t)row * m->V, m->V, v0, k, sc->tp_cand + (size_t)row * k);
-  if (m->tp.rank != 0) return feri_comm_send(m->comm, sc->tp_cand, need * sizeof *sc->tp_cand, 0);
+  size_t ties = 0;
+  for (uint32_t row = 0; row < n; row++) {
+    feri_tp_candidate *c = sc->tp_cand + row * per_row;
+    const float *slice = sc->tp_logits + (size_t)row * m->V;
+    feri_tp_top_candidates(slice, m->V, v0, k, c);
+    c[k] = (feri_tp_candidate){(int32_t)feri_tp_cut_ties(slice, m->V, v0, c[k - 1], NULL), 0.0f};
+    ties += (size_t)c[k].id;
+  }
+  TRY(grow_candidates(&sc->tp_ties, &sc->tp_ties_n, ties));
+  for (uint32_t row = 0, at = 0; row < n && ties > 0; row++) {
+    const feri_tp_candidate *c = sc->tp_cand + row * per_row;
+    at += feri_tp_cut_ties(sc->tp_logits + (size_t)row * m->V, m->V, v0, c[k - 1], sc->tp_ties + at);
+  }
+  if (m->tp.rank != 0) {
+    TRY(feri_comm_send(m->comm, sc->tp_cand, fixed * sizeof *sc->tp_cand, 0));
+    return ties > 0 ? feri_comm_send(m->comm, sc->tp_ties, ties * sizeof *sc->tp_ties, 0) : FER_STATUS_OK;
+  }
   for (size_t i = 0; i < (size_t)n * V; i++) logits[i] = -INFINITY;
   for (uint32_t r = 0; r < m->tp.size; r++) {
-    if (r > 0) TRY(feri_comm_recv(m->comm, sc->tp_cand, need * sizeof *sc->tp_cand, (int)r));
-    for (uint32_t row = 0; row < n; row++) feri_tp_place_candidates(sc->tp_cand + (size_t)row * k, k, logits + (size_t)row * V, V);
+    if (r > 0) {
+      TRY(feri_comm_recv(m->comm, sc->tp_cand, fixed * sizeof *sc->tp_cand, (int)r));
+      ties = 0;
+      for (uint32_t row = 0; row < n; row++) {
+        const int32_t t = sc->tp_cand[row * per_row + k].id;
+        if (t < 0 || (uint32_t)t > m->vocab_begin[r + 1] - m->vocab_begin[r])
+          return feri_fail(FER_STATUS_DEVICE_ERROR, "forward: rank %u sent %d ties for row %u", r, t, row);
+        ties += (size_t)t;
+      }
+      TRY(grow_candidates(&sc->tp_ties, &sc->tp_ties_n, ties));
+      if (ties > 0) TRY(feri_comm_recv(m->comm, sc->tp_ties, ties * sizeof *sc->tp_ties, (int)r));
+    }
+    for (uint32_t row = 0, at = 0; row < n; row++) {
+      const feri_tp_candidate *c = sc->tp_cand + row * per_row;
+      feri_tp_place_candidates(c, k, logits + (size_t)row * V, V);
+      if (c[k].id > 0) feri_tp_place_candidates(sc->tp_ties + at, (uint32_t)c[k].id, logits + (size_t)row * V, V);
+      at += (uint32_t)c[k].id;
+    }
   }
   return FER_STATUS_OK;
 }

@@ -107,6 +107,8 @@ typedef struct feri_scratch {
   size_t tp_logits_floats;
   struct feri_tp_candidate *tp_cand; /* the best candidates of each row's slice (tp_candidates.h) */
   size_t tp_cand_n;
+  struct feri_tp_candidate *tp_ties; /* the values tied with a row's k-th that its k left out */
+  size_t tp_ties_n;
 } feri_scratch;
 
 fer_status feri_scratch_alloc(const feri_llama_config *c, uint32_t rows, feri_scratch *sc);

@@ -10,7 +10,9 @@
  *   docs/CLAIMS.md C-TP-003 records what that gives);
  * - a batched step of the three sequences gives each one's logits as its own step would, within
  *   the same bound; again with one candidate a rank instead of the logits (C-TP-010): the same
- *   greedy tokens, and rank 0 takes 8 bytes a row from each other rank;
+ *   greedy tokens, and rank 0 takes 16 bytes a row from each other rank; again with top-k 40
+ *   (forty candidates a rank and the ties they cut): the sampler draws from those rows what it
+ *   draws from the gathered ones, for 16 uniforms a row, and rank 0 takes a fraction of the rows;
  * - a rewind and the same step again: the same bits (the ranks' sums are deterministic);
  * - the bytes each all-reduce sends per token, counted by the layer, equal the formula
  *   4 L d s (p - 1) / p for every rank (C-TP-004).
@@ -27,6 +29,7 @@
 #include "comm/comm.h"
 #include "model/llama.h"
 #include "model/model_internal.h"
+#include "model/tp_candidates.h"
 #include "model/tp_run.h"
 #include "testing/check.h"
 #include "tokenizer/tokenizer.h"
@@ -122,10 +125,52 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
         CHECK(feri_test_argmax(sparse + (size_t)p * V, V) == feri_test_argmax(batch + (size_t)p * V, V));
         for (uint32_t v = 0; v < V; v++) finite += isfinite(sparse[(size_t)p * V + v]);
       }
-      /* rank 0 took (p - 1) candidates of 8 bytes a row instead of (p - 1) / p of every row */
+      /* rank 0 took from each other rank a candidate and its count of cut ties, 8 bytes each, a row
+       * (more only where a rank's best value is tied), instead of (p - 1) / p of every row */
+      const uint64_t took = c1.logits_bytes - c0.logits_bytes, min = 3ull * (size - 1) * 2 * 8;
       printf("tp_model_test: %s batched step with one candidate a rank: %llu bytes of logits taken, %u finite\n", name,
-             (unsigned long long)(c1.logits_bytes - c0.logits_bytes), finite);
-      CHECK(c1.logits_bytes - c0.logits_bytes == 3ull * (size) * 8 - 3ull * 8 && finite <= 3 * size);
+             (unsigned long long)took, finite);
+      CHECK(took >= min && took <= min + 3ull * (size - 1) * 8 && finite <= 3 * size + 3);
+      /* C-TP-010: top-k 40 sampling, forty candidates a rank and their cut ties: the sampler's draw
+       * from those rows is its draw from the gathered rows, for 16 uniforms a row */
+      for (int p = 0; p < 3; p++) CHECK_STATUS(feri_llama_seq_rewind(ts[p], lens[p]), FER_STATUS_OK);
+      fer_sampling_params sp;
+      fer_sampling_params_init(&sp);
+      sp.top_k = 40, sp.temperature = 1.5f, sp.top_p = 0.95f; /* hot enough that rows draw several tokens */
+      const uint32_t k = feri_tp_candidates_needed(&sp, false, false);
+      CHECK(k == 40);
+      feri_llama_batch_set_candidates(bt, k);
+      feri_llama_tp_traffic(tp, &c0);
+      CHECK_STATUS(feri_llama_forward_batch(bt, pool, ts, last, 3, sparse), FER_STATUS_OK);
+      feri_llama_tp_traffic(tp, &c1);
+      fer_sampler *sm = NULL;
+      CHECK_STATUS(fer_sampler_create(&sp, &sm), FER_STATUS_OK);
+      float *w1 = malloc(V * sizeof *w1), *w2 = malloc(V * sizeof *w2);
+      const fer_sampling_context ctx = {0};
+      uint32_t draws = 0, same_draws = 0, distinct = 0;
+      for (int p = 0; p < 3 && sm; p++) {
+        int32_t first = -1;
+        bool varied = false;
+        for (int u = 0; u < 16; u++) {
+          int32_t x = -1, y = -2;
+          memcpy(w1, batch + (size_t)p * V, V * sizeof *w1);
+          memcpy(w2, sparse + (size_t)p * V, V * sizeof *w2);
+          CHECK_STATUS(fer_sampler_sample_uniform(sm, w1, V, &ctx, (u + 0.5) / 16, &x, NULL), FER_STATUS_OK);
+          CHECK_STATUS(fer_sampler_sample_uniform(sm, w2, V, &ctx, (u + 0.5) / 16, &y, NULL), FER_STATUS_OK);
+          draws++, same_draws += x == y;
+          varied |= u > 0 && x != first;
+          if (u == 0) first = x;
+        }
+        distinct += varied;
+      }
+      const uint64_t took40 = c1.logits_bytes - c0.logits_bytes, min40 = 3ull * (size - 1) * (k + 1) * 8;
+      printf("tp_model_test: %s batched step with %u candidates a rank: %u of %u top-k draws the same as from the "
+             "gathered rows (%u rows drew more than one token), %llu bytes of logits taken\n", name, k, same_draws, draws,
+             distinct, (unsigned long long)took40);
+      CHECK(draws == 48 && same_draws == draws && distinct >= 1);
+      CHECK(took40 >= min40 && took40 < 3ull * (size - 1) * (V / size) * 4 / 10); /* under a tenth of the rows */
+      fer_sampler_free(sm);
+      free(w1), free(w2);
       free(sparse);
     }
     feri_llama_batch_free(bt);
