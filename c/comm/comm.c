@@ -236,3 +236,46 @@ fer_status feri_comm_send(feri_comm *c, const void *buf, size_t bytes, int to) {
 }
 
 fer_status feri_comm_recv(feri_comm *c, void *buf, size_t bytes, int from) { return p2p(c, buf, bytes, from, 0); }
+
+_Static_assert(sizeof(MPI_Request) <= sizeof(((feri_comm_pending *)0)->req), "an MPI_Request fits feri_comm_pending");
+
+fer_status feri_comm_recv_start(feri_comm *c, void *buf, size_t bytes, int from, feri_comm_pending *out) {
+  memset(out, 0, sizeof *out);
+  if (from < 0 || from >= c->size || from == c->rank)
+    return feri_fail(FER_STATUS_INVALID_ARG, "comm: receive from rank %d (this is %d of %d)", from, c->rank, c->size);
+  if (bytes > INT_MAX) return feri_fail(FER_STATUS_INVALID_ARG, "comm: a started receive of %zu bytes", bytes);
+  if (c->broken[0]) return broken(c);
+  MPI_Request req;
+  const int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, TAG_P2P, MPI_COMM_WORLD, &req);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Irecv");
+  memcpy(out->req, &req, sizeof req);
+  out->bytes = bytes, out->from = from, out->live = 1;
+  return FER_STATUS_OK;
+}
+
+fer_status feri_comm_recv_finish(feri_comm *c, feri_comm_pending *p) {
+  if (!p->live) return feri_fail(FER_STATUS_MISUSE, "comm: finishing a receive that is not running");
+  MPI_Request req;
+  memcpy(&req, p->req, sizeof req);
+  const fer_status st = wait_for(c, 1, &req, p->from, "a receive");
+  if (st != FER_STATUS_OK) {
+    memcpy(p->req, &req, sizeof req);
+    feri_comm_recv_cancel(c, p);
+    return st;
+  }
+  c->stats.bytes_received += p->bytes;
+  p->live = 0;
+  return FER_STATUS_OK;
+}
+
+void feri_comm_recv_cancel(feri_comm *c, feri_comm_pending *p) {
+  (void)c;
+  if (!p->live) return;
+  MPI_Request req;
+  memcpy(&req, p->req, sizeof req);
+  if (req != MPI_REQUEST_NULL) {
+    MPI_Cancel(&req);
+    MPI_Request_free(&req);
+  }
+  p->live = 0;
+}

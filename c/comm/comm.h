@@ -59,6 +59,22 @@ fer_status feri_comm_gather(feri_comm *c, const void *mine, size_t bytes, void *
 fer_status feri_comm_send(feri_comm *c, const void *buf, size_t bytes, int to);
 fer_status feri_comm_recv(feri_comm *c, void *buf, size_t bytes, int from);
 
+/* A receive left running, so that a send after it cannot wait on a send of the peer's: a pipeline's
+ * rank 0 starts the receives of every micro-batch's logits before it sends the first one's rows on
+ * (messages past MPI's eager limit wait for their receive: the two sends would wait on each other).
+ * Receives from one rank take its sends in the order they were started. Every started receive is
+ * finished (it waits, under the communicator's timeout) or cancelled (its buffer is free again).
+ * At most INT_MAX bytes. */
+typedef struct feri_comm_pending {
+  unsigned char req[16]; /* the transport's handle */
+  size_t bytes;
+  int from;
+  int live;
+} feri_comm_pending;
+fer_status feri_comm_recv_start(feri_comm *c, void *buf, size_t bytes, int from, feri_comm_pending *out);
+fer_status feri_comm_recv_finish(feri_comm *c, feri_comm_pending *p);
+void feri_comm_recv_cancel(feri_comm *c, feri_comm_pending *p);
+
 /* The rank's traffic since creation: payload bytes handed to and taken from the transport. */
 typedef struct feri_comm_stats {
   uint64_t bytes_sent, bytes_received, messages_sent;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -225,6 +226,7 @@ typedef struct step_rows {
   uint32_t n_segs;
   uint32_t n;
   uint32_t candidates; /* a mixed step's logits as each rank's best candidates (feri_llama_batch_set_candidates) */
+  bool defer_logits;   /* pipeline stage 0 of a micro-batch: the caller takes the logits (mixed_run) */
 } step_rows;
 
 /* A pipeline stage before the last: its rows to the next stage; stage 0 then takes the step's
@@ -235,7 +237,7 @@ static fer_status add_stage_end(op_list *l, const feri_llama *m, float *x, const
   struct feri_op *o;
   ADD_OP(OP_SEND);
   o->src = x, o->n = r->n * D, o->row = m->stage + 1;
-  if (m->stage != 0 || logits == LOGITS_NONE) return FER_STATUS_OK;
+  if (m->stage != 0 || logits == LOGITS_NONE || r->defer_logits) return FER_STATUS_OK;
   uint32_t rows = logits == LOGITS_ALL || logits == LOGITS_HIDDEN ? r->n : 1;
   if (logits == LOGITS_SELECTED) {
     rows = 0;
@@ -461,6 +463,12 @@ static fer_status gather_candidates(const feri_llama *m, feri_scratch *sc, uint3
   return FER_STATUS_OK;
 }
 
+/* As llama.cpp: scale by 1 / cap, tanh, scale by cap. */
+static void softcap(float *logits, size_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (size_t j = 0; j < n; j++) logits[j] = tanhf(logits[j] * inv) * cap;
+}
+
 /* Runs a kernel list; a single-sequence step's n tokens sit at positions p0.. (the scalar inputs
  * of a replay), a batched step's row i at the length of its sequence. logits: NULL on the ranks
  * other than 0 of a tensor-parallel model. */
@@ -549,12 +557,9 @@ static fer_status run_step(const feri_llama *m, feri_scratch *sc, fer_threadpool
       case OP_SCALE:
         for (size_t j = 0; j < o->n; j++) o->dst[j] *= o->f;
         break;
-      case OP_SOFTCAP: { /* as llama.cpp: scale by 1 / cap, tanh, scale by cap */
-        if (!logits) break; /* a tensor-parallel rank other than 0: rank 0 holds the gathered logits */
-        const float inv = 1.0f / o->f;
-        for (size_t j = 0; j < (size_t)o->n * c->n_vocab; j++) logits[j] = tanhf(logits[j] * inv) * o->f;
+      case OP_SOFTCAP: /* a tensor-parallel rank other than 0 has no logits: rank 0 holds the gathered ones */
+        if (logits) softcap(logits, (size_t)o->n * c->n_vocab, o->f);
         break;
-      }
       default: /* OP_SWIGLU */
         TRY(fer_swiglu(pool, &o->a, &o->b, &o->a));
         break;
@@ -665,7 +670,7 @@ fer_status feri_forward_chunk(feri_llama_seq *s, fer_threadpool *pool, const int
   TRY(extend_kv(s, p0 + n));
   memcpy(s->sc.ids, ids, n * sizeof(int32_t));
   for (uint32_t i = 0; i < n; i++) s->sc.pos[i] = (int32_t)(p0 + i);
-  const step_rows rows = {s, NULL, 0, n, 0};
+  const step_rows rows = {s, NULL, 0, n, 0, false};
   const op_list *run;
   if (n == 1 && (logits_mode == LOGITS_LAST || logits_mode == LOGITS_ALL) && s->plan_policy != FERI_PLAN_OFF) {
     if (s->plan_held) {
@@ -823,6 +828,32 @@ void feri_llama_batch_set_candidates(feri_llama_batch *b, uint32_t k) {
   b->candidates = k < FERI_TP_MAX_CANDIDATES ? k : FERI_TP_MAX_CANDIDATES;
 }
 
+void feri_llama_batch_set_micro_batches(feri_llama_batch *b, uint32_t parts) {
+  b->micro_batches = parts < FERI_MAX_MICRO_BATCHES ? parts : FERI_MAX_MICRO_BATCHES;
+}
+
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Pipeline stages, micro-batches left to the model (feri_llama_batch_set_micro_batches 0): whether
+ * this step splits (1) or runs whole (0), from what each way cost a row in recent steps. Which is
+ * faster depends on the machine and the weights, not only on the rows: a split makes every stage
+ * pass over its weights once a micro-batch, which pays where a pass's cost grows with its rows
+ * (SmolLM2's 8-bit blocks: 1.24x at 16 rows over 2 stages here) and costs where unpacking the
+ * weights dominates a pass (the 8B shape's K-quants: 0.85x at 8 rows). Each way is tried first;
+ * then the cheaper one runs, and every 16th step the other, so a change of load is seen. The
+ * logits are the same bits either way. */
+static int choose_split(feri_llama_batch *b) {
+  const double *c = b->auto_split.per_row;
+  const uint32_t k = b->auto_split.steps++;
+  if (c[0] == 0 || c[1] == 0) return c[0] == 0 ? 0 : 1;
+  const int best = c[1] < c[0];
+  return k % 16 == 15 ? !best : best;
+}
+
 fer_status feri_llama_forward_mixed(feri_llama_batch *b, fer_threadpool *pool, const feri_llama_segment *segs,
                                     uint32_t n_segs, float *logits) {
   if (n_segs == 0 || n_segs > b->sc.rows)
@@ -847,24 +878,38 @@ fer_status feri_llama_forward_mixed(feri_llama_batch *b, fer_threadpool *pool, c
       return feri_fail(FER_STATUS_CANCELLED, "batch: sequence %u was cancelled; no sequence advanced", i);
   for (uint32_t i = 0; i < n_segs; i++) TRY(release_windows(segs[i].seq));
   if (!feri_tp_leading(b->m)) return feri_forward_mixed_run(b, pool, segs, n_segs, logits);
-  /* announced as n_segs x (sequence id, tokens, logits wanted), then the ids */
-  uint32_t *msg = malloc((3 * (size_t)n_segs + n) * sizeof *msg);
+  /* announced as the micro-batches, n_segs x (sequence id, tokens, logits wanted), then the ids */
+  const size_t words = 1 + 3 * (size_t)n_segs + n;
+  uint32_t *msg = malloc(words * sizeof *msg);
   if (!msg) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "batch: the step's announcement");
-  int32_t *ids = (int32_t *)(msg + 3 * n_segs);
+  int32_t *ids = (int32_t *)(msg + 1 + 3 * n_segs);
   for (uint32_t i = 0; i < n_segs; ids += segs[i].n, i++) {
-    msg[3 * i] = segs[i].seq->tp_id, msg[3 * i + 1] = segs[i].n, msg[3 * i + 2] = segs[i].logits;
+    uint32_t *seg = msg + 1 + 3 * i;
+    seg[0] = segs[i].seq->tp_id, seg[1] = segs[i].n, seg[2] = segs[i].logits;
     memcpy(ids, segs[i].ids, segs[i].n * sizeof *ids);
   }
-  fer_status st =
-      feri_tp_announce(b->m, FERI_TP_MIXED, b->tp_id, n_segs, b->candidates, NULL, msg, (3 * (size_t)n_segs + n) * sizeof *msg);
+  const uint32_t asked = b->micro_batches;
+  const int split = b->m->stages > 1 && asked == 0 && n_segs > 1 ? choose_split(b) : -1;
+  if (split >= 0) b->micro_batches = split ? 0 : 1;
+  msg[0] = b->micro_batches;
+  const double t0 = seconds_now();
+  fer_status st = feri_tp_announce(b->m, FERI_TP_MIXED, b->tp_id, n_segs, b->candidates, NULL, msg, words * sizeof *msg);
   free(msg);
-  if (st != FER_STATUS_OK) return st;
-  return finish_announced(b->m, feri_forward_mixed_run(b, pool, segs, n_segs, logits), "a batched step every rank is in");
+  if (st == FER_STATUS_OK)
+    st = finish_announced(b->m, feri_forward_mixed_run(b, pool, segs, n_segs, logits), "a batched step every rank is in");
+  b->micro_batches = asked;
+  if (split >= 0 && st == FER_STATUS_OK) { /* seconds a row, averaged over the last steps of this way */
+    const double x = (seconds_now() - t0) / n;
+    b->auto_split.per_row[split] = b->auto_split.per_row[split] > 0 ? 0.75 * b->auto_split.per_row[split] + 0.25 * x : x;
+  }
+  return st;
 }
 
-/* The mixed step after its checks (and its announcement). */
-fer_status feri_forward_mixed_run(feri_llama_batch *b, fer_threadpool *pool, const feri_llama_segment *segs,
-                                  uint32_t n_segs, float *logits) {
+/* Segments [0, n_segs) of a mixed step, run as one pass. defer: pipeline stage 0 leaves the
+ * logits to its caller (the last stage sends them all the same). On failure every sequence is
+ * back at its length. */
+static fer_status mixed_pass(feri_llama_batch *b, fer_threadpool *pool, const feri_llama_segment *segs, uint32_t n_segs,
+                             float *logits, bool defer) {
   uint32_t n = 0, grown = 0;
   for (uint32_t i = 0; i < n_segs; i++) n += segs[i].n;
   fer_status st = FER_STATUS_OK;
@@ -874,9 +919,10 @@ fer_status feri_forward_mixed_run(feri_llama_batch *b, fer_threadpool *pool, con
       memcpy(b->sc.ids + row, segs[i].ids, segs[i].n * sizeof(int32_t));
       for (uint32_t t = 0; t < segs[i].n; t++) b->sc.pos[row + t] = (int32_t)(segs[i].seq->len + t);
     }
-    const step_rows rows = {NULL, segs, n_segs, n, b->candidates};
+    const step_rows rows = {NULL, segs, n_segs, n, b->candidates, defer};
     st = build_step(b->m, &b->sc, &rows, LOGITS_SELECTED, &b->ops);
     if (st == FER_STATUS_OK) st = run_step(b->m, &b->sc, pool, &b->ops, 0, n, logits);
+    feri_tp_count_pass(b->m);
   }
   if (st != FER_STATUS_OK) { /* all or nothing: every sequence back to its length (here only: announced calls fail together) */
     feri_error_stash e;
@@ -885,6 +931,70 @@ fer_status feri_forward_mixed_run(feri_llama_batch *b, fer_threadpool *pool, con
     return feri_error_restore(&e, st);
   }
   for (uint32_t i = 0; i < n_segs; i++) segs[i].seq->len += segs[i].n;
+  return FER_STATUS_OK;
+}
+
+/* Pipeline stages: a mixed step's segments cut into at most `parts` groups of about equal rows,
+ * each group at least one segment, the same cut on every rank. ends[g]: the segment after group g.
+ * Returns the number of groups. */
+static uint32_t micro_batches(const feri_llama_segment *segs, uint32_t n_segs, uint32_t parts, uint32_t *ends) {
+  uint32_t n = 0, rows = 0, g = 0;
+  for (uint32_t i = 0; i < n_segs; i++) n += segs[i].n;
+  if (parts > n_segs) parts = n_segs;
+  for (uint32_t i = 0; i + 1 < n_segs && g + 1 < parts; i++) {
+    rows += segs[i].n;
+    /* close group g at its share of the rows, while every later group can still have a segment */
+    if ((uint64_t)rows * parts >= (uint64_t)(g + 1) * n && n_segs - (i + 1) >= parts - 1 - g) ends[g++] = i + 1;
+  }
+  ends[g++] = n_segs;
+  return g;
+}
+
+/* The mixed step after its checks (and its announcement). Over pipeline stages the step runs as
+ * micro-batches (feri_llama_batch_set_micro_batches) so the stages overlap: stage 0 runs the
+ * second group's layers while the next stage runs the first's, and so on down the pipe. Rank 0
+ * starts the receives of every group's logits first (comm.h: otherwise its send of a group's rows
+ * and the last stage's send of an earlier group's logits could wait on each other). */
+fer_status feri_forward_mixed_run(feri_llama_batch *b, fer_threadpool *pool, const feri_llama_segment *segs,
+                                  uint32_t n_segs, float *logits) {
+  const feri_llama *m = b->m;
+  uint32_t ends[FERI_MAX_MICRO_BATCHES];
+  const uint32_t parts = b->micro_batches ? b->micro_batches : m->stages;
+  const uint32_t groups = m->stages > 1 ? micro_batches(segs, n_segs, parts, ends) : 1;
+  if (groups == 1) return mixed_pass(b, pool, segs, n_segs, logits, false);
+  const uint32_t V = m->cfg.n_vocab;
+  feri_comm_pending pending[FERI_MAX_MICRO_BATCHES];
+  uint32_t rows_of[FERI_MAX_MICRO_BATCHES], lens[FERI_BATCH_MAX_ROWS];
+  for (uint32_t i = 0; i < n_segs; i++) lens[i] = segs[i].seq->len;
+  memset(pending, 0, sizeof pending);
+  fer_status st = FER_STATUS_OK;
+  for (uint32_t g = 0, s0 = 0, row = 0; g < groups; s0 = ends[g], g++) {
+    rows_of[g] = 0;
+    for (uint32_t i = s0; i < ends[g]; i++) rows_of[g] += segs[i].logits;
+    if (m->stage == 0 && rows_of[g] > 0 && st == FER_STATUS_OK)
+      st = feri_comm_recv_start(m->comm, logits + (size_t)row * V, (size_t)rows_of[g] * V * sizeof(float), (int)m->stages - 1,
+                                &pending[g]);
+    row += rows_of[g];
+  }
+  for (uint32_t g = 0, s0 = 0; g < groups && st == FER_STATUS_OK; s0 = ends[g], g++)
+    st = mixed_pass(b, pool, segs + s0, ends[g] - s0, logits, m->stage == 0);
+  feri_comm_stats before; /* the logits' bytes: counted as they are taken */
+  feri_comm_get_stats(m->comm, &before);
+  for (uint32_t g = 0, row = 0; g < groups; row += rows_of[g], g++) {
+    if (!pending[g].live) continue;
+    if (st == FER_STATUS_OK) st = feri_comm_recv_finish(m->comm, &pending[g]);
+    else feri_comm_recv_cancel(m->comm, &pending[g]);
+    if (st == FER_STATUS_OK && m->cfg.logit_softcap != 0.0f)
+      softcap(logits + (size_t)row * V, (size_t)rows_of[g] * V, m->cfg.logit_softcap);
+  }
+  if (m->stage == 0) feri_tp_count(m, FERI_TP_COUNT_LOGITS, &before);
+  if (st != FER_STATUS_OK) { /* the groups that ran go back too: all or nothing */
+    feri_error_stash e;
+    feri_error_save(&e);
+    for (uint32_t i = 0; i < n_segs; i++)
+      if (segs[i].seq->len != lens[i]) truncate_to(segs[i].seq, lens[i]);
+    return feri_error_restore(&e, st);
+  }
   return FER_STATUS_OK;
 }
 

@@ -233,6 +233,16 @@ uint32_t feri_llama_batch_rows(const feri_llama_batch *b);
  * 0 (the default): the whole rows. No effect in one process or with pipeline stages. */
 void feri_llama_batch_set_candidates(feri_llama_batch *b, uint32_t k);
 
+/* Pipeline stages: the next mixed steps run as up to `parts` micro-batches of about equal rows
+ * (whole segments each), so that the stages overlap: stage 0 runs the second micro-batch while
+ * stage 1 runs the first. 1: the whole step at once. 0 (the default): left to the model, which
+ * times both ways as steps go and runs the cheaper (a split makes each stage pass over its weights
+ * once a micro-batch: it pays on some weights and machines, not on others; forward.c
+ * choose_split). The logits are the same bits either way. No effect in one process or with
+ * tensor parallelism. At most FERI_MAX_MICRO_BATCHES. */
+enum { FERI_MAX_MICRO_BATCHES = 16 };
+void feri_llama_batch_set_micro_batches(feri_llama_batch *b, uint32_t parts);
+
 /* One token for each of n sequences (a decode step). logits: n rows of n_vocab, each equal to what
  * feri_llama_forward of that one token would give, bit for bit. All or nothing: on failure no
  * sequence advanced. */

@@ -137,7 +137,12 @@ struct feri_llama_batch {
   feri_scratch sc;         /* rows of a step: one per decoding sequence, plus prompt chunks */
   op_list ops;
   uint32_t tp_id;
-  uint32_t candidates; /* feri_llama_batch_set_candidates */
+  uint32_t candidates;    /* feri_llama_batch_set_candidates */
+  uint32_t micro_batches; /* feri_llama_batch_set_micro_batches */
+  struct {                /* micro-batches left to the model (forward.c choose_split) */
+    double per_row[2];    /* recent seconds a row of a whole step [0] and a split one [1]; 0: not tried */
+    uint32_t steps;
+  } auto_split;
 };
 
 /* forward.c's primitives, which the tensor-parallel ranks replay (tp_run.c): one chunk of a

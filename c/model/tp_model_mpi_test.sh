@@ -41,7 +41,7 @@ for n in $stages; do
   out=$(timeout 1500 mpirun "${root[@]}" --oversubscribe -n "$n" --mca pml ob1 --mca btl self,tcp \
     --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x ASAN_OPTIONS \
     "$bin" --mpi-pp "${FERRITE_TP_STEPS:-4}" 2>&1) || { echo "$out"; echo "tp_model_mpi_test: $n stages failed"; exit 1; }
-  echo "$out" | grep -E "^(tp_model_test: .*(stages|batched)|SKIPPED)" || true
+  echo "$out" | grep -E "^(tp_model_test: .*(stages|batched|micro)|SKIPPED)" || true
   got=$(grep -c "^tp_model_test: all checks passed" <<< "$out" || true)
   if [ "$got" -ne "$n" ]; then echo "$out"; echo "tp_model_mpi_test: $got of $n stages passed"; exit 1; fi
   echo "tp_model_mpi_test: $n pipeline stages passed"

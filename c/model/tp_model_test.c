@@ -19,8 +19,9 @@
  * Alone (no mpirun) it checks the one-rank path: a model opened with a one-rank communicator is the
  * whole model, bit for bit.
  * With --mpi-pp the ranks are pipeline stages instead, on the 8-bit route: the same checks with
- * the logits equal bit for bit, and rank 0 sending one row of d floats per token and taking V
- * floats of logits back (C-TP-009).
+ * the logits equal bit for bit, rank 0 sending one row of d floats per token and taking V floats
+ * of logits back, and the batched step run as micro-batches (one a sequence, up to the stage
+ * count) giving the same bits as the step run whole (C-TP-009).
  * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 C-TP-010 */
 #include <math.h>
 #include <stdlib.h>
@@ -172,6 +173,48 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
       fer_sampler_free(sm);
       free(w1), free(w2);
       free(sparse);
+    }
+    if (pipeline_mode) { /* C-TP-009: the step ran as one micro-batch a sequence (3 stages: 3 parts); whole, the same bits */
+      uint32_t lens[3];
+      for (int p = 0; p < 3; p++) lens[p] = feri_llama_seq_len(ts[p]) - 1;
+      for (int p = 0; p < 3; p++) CHECK_STATUS(feri_llama_seq_rewind(ts[p], lens[p]), FER_STATUS_OK);
+      float *whole = malloc(3 * (size_t)V * sizeof *whole);
+      feri_tp_traffic c0, c1, c2;
+      feri_llama_tp_traffic(tp, &c0);
+      feri_llama_batch_set_micro_batches(bt, 1);
+      CHECK_STATUS(feri_llama_forward_batch(bt, pool, ts, last, 3, whole), FER_STATUS_OK);
+      feri_llama_tp_traffic(tp, &c1);
+      for (int p = 0; p < 3; p++) CHECK_STATUS(feri_llama_seq_rewind(ts[p], lens[p]), FER_STATUS_OK);
+      feri_llama_batch_set_micro_batches(bt, size);
+      CHECK_STATUS(feri_llama_forward_batch(bt, pool, ts, last, 3, batch), FER_STATUS_OK);
+      feri_llama_tp_traffic(tp, &c2);
+      const uint64_t split = c2.stage_passes - c1.stage_passes;
+      /* left to the model (a new batch): it tries the whole step, then the split one, then runs the cheaper */
+      feri_llama_batch *ab = NULL;
+      CHECK_STATUS(feri_llama_batch_create(tp, 4, &ab), FER_STATUS_OK);
+      uint64_t passes[4] = {0};
+      for (int k = 0; k < 4 && ab; k++) {
+        feri_tp_traffic ca, cb;
+        for (int p = 0; p < 3; p++) CHECK_STATUS(feri_llama_seq_rewind(ts[p], lens[p]), FER_STATUS_OK);
+        feri_llama_tp_traffic(tp, &ca);
+        CHECK_STATUS(feri_llama_forward_batch(ab, pool, ts, last, 3, whole), FER_STATUS_OK);
+        feri_llama_tp_traffic(tp, &cb);
+        passes[k] = cb.stage_passes - ca.stage_passes;
+        CHECK(memcmp(whole, batch, 3 * (size_t)V * sizeof *whole) == 0);
+      }
+      printf("tp_model_test: %s micro-batches left to the model: %llu, %llu, then %llu and %llu passes\n", name,
+             (unsigned long long)passes[0], (unsigned long long)passes[1], (unsigned long long)passes[2],
+             (unsigned long long)passes[3]);
+      CHECK(passes[0] == 1 && passes[1] == split && passes[2] == passes[3] && (passes[2] == 1 || passes[2] == split));
+      feri_llama_batch_free(ab);
+      printf("tp_model_test: %s batched step over %u stages: %llu pass(es) as a whole, %llu as micro-batches, the same "
+             "bits: %s\n", name, size, (unsigned long long)(c1.stage_passes - c0.stage_passes), (unsigned long long)split,
+             memcmp(whole, batch, 3 * (size_t)V * sizeof *whole) == 0 ? "yes" : "no");
+      CHECK(c1.stage_passes - c0.stage_passes == 1 && split == (size < 3 ? size : 3));
+      CHECK(memcmp(whole, batch, 3 * (size_t)V * sizeof *whole) == 0);
+      CHECK(c2.logits_bytes - c1.logits_bytes == c1.logits_bytes - c0.logits_bytes &&
+            c1.logits_bytes - c0.logits_bytes == 3ull * V * 4);
+      free(whole);
     }
     feri_llama_batch_free(bt);
     /* rewind one token and step again: the same bits */

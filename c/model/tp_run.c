@@ -109,6 +109,10 @@ void feri_llama_tp_traffic(const feri_llama *m, feri_tp_traffic *out) {
   if (m->link) *out = m->link->traffic;
 }
 
+void feri_tp_count_pass(const feri_llama *m) {
+  if (m->link && m->stages > 1) m->link->traffic.stage_passes++;
+}
+
 void feri_tp_count(const feri_llama *m, int purpose, const feri_comm_stats *before) {
   if (!m->link) return;
   feri_comm_stats now;
@@ -322,8 +326,8 @@ static fer_status replay(feri_llama *m, fer_threadpool *pool, const tp_msg *msg,
     case FERI_TP_RELEASE: return feri_forward_release(obj);
     case FERI_TP_STEP: return feri_forward_chunk(obj, pool, payload, msg->a, NULL, (int)msg->b);
     case FERI_TP_MIXED: {
-      /* the payload: n_segs x (sequence id, tokens, logits wanted), then the ids */
-      const uint32_t n_segs = msg->a, *seg = payload;
+      /* the payload: the micro-batches, n_segs x (sequence id, tokens, logits wanted), then the ids */
+      const uint32_t n_segs = msg->a, *seg = (const uint32_t *)payload + 1;
       feri_llama_segment *segs = calloc(n_segs, sizeof *segs);
       if (!segs) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tensor parallel: segments");
       const int32_t *ids = (const int32_t *)(seg + 3 * n_segs);
@@ -334,6 +338,7 @@ static fer_status replay(feri_llama *m, fer_threadpool *pool, const tp_msg *msg,
         ids += segs[i].n;
       }
       feri_llama_batch_set_candidates(obj, msg->b); /* as rank 0 asked for this step */
+      feri_llama_batch_set_micro_batches(obj, *(const uint32_t *)payload);
       if (st == FER_STATUS_OK) st = feri_forward_mixed_run(obj, pool, segs, n_segs, NULL);
       free(segs);
       return st;

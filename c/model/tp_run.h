@@ -51,7 +51,8 @@ void feri_llama_tp_ranks(const feri_llama *m, uint32_t *rank, uint32_t *size);
  * payload sent and received, the logits slices sent or received, the announcements of calls. */
 typedef struct feri_tp_traffic {
   uint64_t allreduce_sent, allreduce_received, logits_bytes, call_bytes;
-  uint64_t stage_bytes; /* pipeline: a stage's rows sent and received */
+  uint64_t stage_bytes;  /* pipeline: a stage's rows sent and received */
+  uint64_t stage_passes; /* pipeline: passes through this rank's layers (each micro-batch one) */
 } feri_tp_traffic;
 void feri_llama_tp_traffic(const feri_llama *m, feri_tp_traffic *out);
 
@@ -104,6 +105,9 @@ bool feri_tp_announced(const feri_llama *m, uint32_t id);
 /* An object's free on every rank: rank 0 announces it (kind FERI_TP_*_FREE) when the object was
  * announced, then every rank forgets the id. Nothing in one process. */
 void feri_tp_forget(const feri_llama *m, uint32_t id, uint32_t free_kind);
+
+/* One pass through a pipeline stage's layers (feri_tp_traffic.stage_passes). */
+void feri_tp_count_pass(const feri_llama *m);
 
 /* Adds what the communicator counted since `before` to the traffic of a purpose. */
 enum { FERI_TP_COUNT_ALLREDUCE, FERI_TP_COUNT_LOGITS, FERI_TP_COUNT_CALLS, FERI_TP_COUNT_STAGES };
