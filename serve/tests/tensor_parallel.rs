@@ -1,10 +1,11 @@
 //! ferrite-serve over two tensor-parallel ranks (`mpirun -n 2 ferrite-serve --tp 2`, TCP on
 //! loopback), and over two pipeline stages (`--pp 2`): rank 0 serves HTTP with its scheduler and
 //! prefix cache, rank 1 follows its steps.
-//! Three chat requests at once (two sharing a long system prompt, so the second forks the first's
-//! cached prefix) and one streamed answer give, token for token, what one process gives with the
-//! same options, on the exact matmul route where the two agree (docs/CLAIMS.md C-TP-003); the
-//! prefix cache hit on both. Then a rank killed in the middle of a step (SIGKILL): the request in
+//! Three chat requests at once (two greedy ones sharing a long system prompt, so the second forks
+//! the first's cached prefix, and a top-k sampled one, which the ranks draw from their candidates)
+//! and one streamed answer give, token for token, what one process gives with the same options,
+//! on the exact matmul route where the two agree (docs/CLAIMS.md C-TP-003); the prefix cache hit on
+//! both; on SmolLM2-135M and, over two ranks, on Gemma 3 270M. Then a rank killed in the middle of a step (SIGKILL): the request in
 //! flight and a new one get 503 naming the rank that stopped answering, within the timeout, and
 //! the server exits (status 3) so the job ends. SKIPPED (printed) without mpirun or the model.
 //! EVIDENCE: C-TP-006 C-TP-008 C-TP-009
@@ -18,12 +19,16 @@ use std::process::{Child, Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ferrite-serve");
 
-fn model() -> Option<PathBuf> {
+fn data_file(name: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("FERRITE_DATA_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/ferrite"));
-    let p = dir.join("smollm2-135m-instruct-q4_1.gguf");
+    let p = dir.join(name);
     p.is_file().then_some(p)
+}
+
+fn model() -> Option<PathBuf> {
+    data_file("smollm2-135m-instruct-q4_1.gguf")
 }
 
 /// The sanitizer run (make test-sanitize) preloads ASan's runtime.
@@ -87,9 +92,16 @@ extern "C" {
     fn geteuid() -> u32;
 }
 
-fn chat(addr: SocketAddr, system: &str, user: &str) -> Value {
-    let body = json!({"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                      "max_tokens": 16, "temperature": 0});
+/// Greedy, or (sampled) top-k 40 at temperature 0.8 with a seed: over tensor-parallel ranks the
+/// ranks then send their 40 best candidates and the ties they cut, not their logits (C-TP-010).
+fn chat(addr: SocketAddr, system: &str, user: &str, sampled: bool) -> Value {
+    let mut body = json!({"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                          "max_tokens": 16, "temperature": 0});
+    if sampled {
+        body["temperature"] = json!(0.8);
+        body["top_k"] = json!(40);
+        body["seed"] = json!(7);
+    }
     common::post(addr, "/v1/chat/completions", &body).json()
 }
 
@@ -102,7 +114,7 @@ fn answers(s: &Server) -> (Vec<String>, String, f64) {
         .enumerate()
         .map(|(i, q)| {
             let (addr, q, sys) = (s.addr, q.to_string(), if i < 2 { system.clone() } else { String::new() });
-            std::thread::spawn(move || chat(addr, &sys, &q)["choices"][0]["message"]["content"].as_str().unwrap().to_string())
+            std::thread::spawn(move || chat(addr, &sys, &q, i == 2)["choices"][0]["message"]["content"].as_str().unwrap().to_string())
         })
         .collect();
     let texts: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
@@ -143,6 +155,19 @@ fn two_ranks_serve_what_one_process_serves() {
         let stages = answers(&Server::start_with(&m, 2, &["--pp", "2"]));
         println!("two stages:  {stages:?}");
         assert_eq!(one, stages, "two pipeline stages: the same answers, bit for bit");
+        // Gemma 3: one KV head, which both ranks hold, soft-capped logits, 262,144 tokens; the
+        // file is the base model, so Gemma's turns come from Gemma 2's template (the same format)
+        let (Some(g), Some(t)) = (data_file("gemma3-270m-q4_k_m.gguf"), data_file("templates/google-gemma-2-2b-it.jinja")) else {
+            println!("SKIPPED: tensor_parallel Gemma 3 (gemma3-270m-q4_k_m.gguf or templates/ missing)");
+            return;
+        };
+        let template = ["--chat-template", t.to_str().unwrap()];
+        let one = answers(&Server::start_with(&g, 1, &template));
+        let two = answers(&Server::start_with(&g, 2, &template));
+        println!("Gemma 3, one process: {one:?}\nGemma 3, two ranks:   {two:?}");
+        assert!(one.0.iter().all(|t| !t.is_empty()) && !one.1.is_empty());
+        assert_eq!((&one.0, &one.1), (&two.0, &two.1), "Gemma 3 over two ranks");
+        assert!(two.2 >= 1.0, "the prefix cache hit over the ranks on Gemma 3 ({} hits)", two.2);
     });
 }
 
