@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/status.h"
@@ -34,8 +35,16 @@ typedef struct feri_tp_link {
   tp_obj *objs;
   uint32_t n_objs;
   feri_tp_traffic traffic;
-  char broken[512]; /* not empty: the ranks are out of step; every later call fails with this */
+  double last_call_s; /* rank 0: when it last announced a call (feri_llama_tp_keepalive) */
+  bool kept_alive;    /* the other ranks: rank 0 sends keepalives, so an idle wait has a limit */
+  char broken[512];   /* not empty: the ranks are out of step; every later call fails with this */
 } feri_tp_link;
+
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 uint64_t feri_tp_fnv(uint64_t h, const void *data, size_t bytes) {
   const unsigned char *p = data;
@@ -207,6 +216,7 @@ fer_status feri_tp_announce(const feri_llama *m, uint32_t kind, uint32_t id, uin
   pthread_mutex_lock(&m->link->lock);
   feri_comm_stats before;
   feri_comm_get_stats(m->comm, &before);
+  m->link->last_call_s = seconds_now();
   fer_status st = feri_comm_broadcast(m->comm, &msg, sizeof msg, 0);
   if (st == FER_STATUS_OK && bytes > sizeof msg.inline_payload) st = feri_comm_broadcast(m->comm, (void *)payload, bytes, 0);
   feri_tp_count(m, FERI_TP_COUNT_CALLS, &before);
@@ -219,6 +229,11 @@ fer_status feri_tp_announce(const feri_llama *m, uint32_t kind, uint32_t id, uin
 }
 
 void feri_tp_done(const feri_llama *m) { pthread_mutex_unlock(&m->link->lock); }
+
+void feri_llama_tp_keepalive(const feri_llama *m) {
+  if (!feri_tp_leading(m) || m->link->broken[0] || seconds_now() - m->link->last_call_s < FERI_TP_KEEPALIVE_S) return;
+  if (feri_tp_announce(m, FERI_TP_KEEPALIVE, 0, 0, 0, NULL, NULL, 0) == FER_STATUS_OK) feri_tp_done(m);
+}
 
 /* ---- the other ranks -------------------------------------------------------------------------- */
 
@@ -360,7 +375,8 @@ fer_status feri_llama_tp_serve(feri_llama *m, fer_threadpool *pool) {
     tp_msg msg;
     feri_comm_stats before;
     feri_comm_get_stats(m->comm, &before);
-    feri_comm_set_timeout(m->comm, 0); /* rank 0 may idle as long as it likes between calls */
+    /* rank 0 may idle as long as it likes between calls, unless it promised keepalives */
+    feri_comm_set_timeout(m->comm, m->link->kept_alive ? m->tp_timeout_s : 0);
     st = feri_comm_broadcast(m->comm, &msg, sizeof msg, 0);
     feri_comm_set_timeout(m->comm, m->tp_timeout_s);
     if (st != FER_STATUS_OK) {
@@ -368,6 +384,11 @@ fer_status feri_llama_tp_serve(feri_llama *m, fer_threadpool *pool) {
       break;
     }
     if (msg.kind == FERI_TP_CLOSE) break;
+    if (msg.kind == FERI_TP_KEEPALIVE) {
+      m->link->kept_alive = true;
+      feri_tp_count(m, FERI_TP_COUNT_CALLS, &before);
+      continue;
+    }
     const void *data = msg.inline_payload;
     if (msg.payload_bytes > sizeof msg.inline_payload) {
       if (msg.payload_bytes > cap) {

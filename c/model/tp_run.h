@@ -47,6 +47,16 @@ fer_status feri_llama_tp_serve(feri_llama *m, fer_threadpool *pool);
 /* This rank and the ranks' count (0 and 1 in one process). */
 void feri_llama_tp_ranks(const feri_llama *m, uint32_t *rank, uint32_t *size);
 
+/* Rank 0, idle: tells the other ranks it is alive when it has announced nothing for
+ * FERI_TP_KEEPALIVE_S (a no-op otherwise, in one process, and on the other ranks). Once rank 0
+ * has sent one, a rank waiting for its next call gives up after the step timeout
+ * (feri_llama_options.tp_timeout_s) as it does within a step: so a rank 0 that dies while idle
+ * ends the others too, where they would otherwise wait forever. The scheduler calls it at every
+ * step, and ferrite-serve steps at least once a second while idle. Failures are left for the next
+ * call to report. */
+enum { FERI_TP_KEEPALIVE_S = 1 };
+void feri_llama_tp_keepalive(const feri_llama *m);
+
 /* This rank's traffic since the model opened, by purpose (zeros in one process): the all-reduces'
  * payload sent and received, the logits slices sent or received, the announcements of calls. */
 typedef struct feri_tp_traffic {
@@ -73,7 +83,8 @@ enum {
   FERI_TP_KV_SEQ_CREATE,
   FERI_TP_KV_SEQ_FORK,
   FERI_TP_KV_SEQ_FREE,
-  FERI_TP_SEQ_CREATE_ON
+  FERI_TP_SEQ_CREATE_ON,
+  FERI_TP_KEEPALIVE
 };
 
 /* What a registered object is. */

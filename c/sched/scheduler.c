@@ -26,6 +26,7 @@
 #include "model/llama.h"
 #include "model/shared_kv.h"
 #include "model/tp_candidates.h"
+#include "model/tp_run.h"
 #include "sched/prefix_cache.h"
 
 typedef struct request {
@@ -703,6 +704,7 @@ fer_status fer_scheduler_step(fer_scheduler *s, fer_scheduler_step_info *out_inf
   fer_engine *e = s->e;
   if ((st = feri_engine_enter(e, fn)) != FER_STATUS_OK) return sched_leave(s, st);
   const size_t events_before = s->n_ev - s->ev_head;
+  feri_llama_tp_keepalive(e->model); /* tensor or pipeline parallel, idle: rank 0 is alive */
   admit(s);
   /* running requests cancelled since the last step end here, before the pass */
   for (uint32_t i = 0; i < s->n_running;) {

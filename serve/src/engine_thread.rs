@@ -275,9 +275,13 @@ fn run(b: Box<dyn Backend>, rx: mpsc::Receiver<Command>, published: Arc<Mutex<Ba
             if closed {
                 break;
             }
-            match rx.recv() {
+            // Idle, the loop still steps once a second: over tensor-parallel ranks or pipeline
+            // stages, rank 0's scheduler then tells the other ranks it is alive, so they can give
+            // up on a rank 0 that died (feri_llama_tp_keepalive) instead of waiting forever.
+            match rx.recv_timeout(Duration::from_secs(1)) {
                 Ok(cmd) => lp.handle(cmd),
-                Err(_) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
             }
         }
         loop {

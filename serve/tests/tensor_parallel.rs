@@ -235,3 +235,47 @@ fn a_killed_rank_gets_503_and_ends_the_server() {
         assert!(std::fs::metadata(format!("/proc/{victim}")).is_err());
     });
 }
+
+// EVIDENCE: C-TP-008
+// Rank 0 killed while idle: the other rank, which rank 0's keepalives (one a second while idle)
+// kept waiting through an idle spell longer than the timeout, gives up within the timeout of the
+// last one and the job ends, instead of waiting forever for a call that cannot come.
+#[test]
+fn a_rank_0_killed_while_idle_ends_the_job() {
+    let Some(m) = model() else {
+        println!("SKIPPED: tensor_parallel idle fault (smollm2-135m-instruct-q4_1.gguf missing)");
+        return;
+    };
+    if !have_mpirun() {
+        println!("SKIPPED: tensor_parallel idle fault (no mpirun)");
+        return;
+    }
+    if under_asan() {
+        println!("SKIPPED: tensor_parallel idle fault under the sanitizers (its timing is the optimized build's)");
+        return;
+    }
+    common::within(300, move || {
+        let mut s = Server::start_with(&m, 2, &["--tp-timeout", "3"]);
+        let ask = |addr| common::post(addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}));
+        assert_eq!(ask(s.addr).status, 200);
+        std::thread::sleep(std::time::Duration::from_millis(4500)); // idle past the 3 s timeout
+        let r = ask(s.addr);
+        assert_eq!(r.status, 200, "after an idle spell longer than the timeout: {}", r.text());
+        let leader = rank_pid(s.child.id(), 0).expect("rank 0's pid");
+        let killed = std::time::Instant::now();
+        assert!(Command::new("kill").args(["-9", &leader.to_string()]).status().unwrap().success());
+        let status = loop {
+            if let Some(st) = s.child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(killed.elapsed().as_secs() < 60, "the job did not end: rank 1 still waits for rank 0");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        let took = killed.elapsed().as_secs_f64();
+        let mut err = String::new();
+        std::io::Read::read_to_string(s.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        println!("job ended ({status}) {took:.1} s after rank 0's kill");
+        assert!(err.contains("rank 0 did not answer within 3.0 s"), "{err}");
+        assert!(took < 15.0, "rank 1 gave up {took:.1} s after the kill (timeout 3 s)");
+    });
+}
