@@ -14,7 +14,8 @@
 
 struct feri_comm {
   int rank, size;
-  int mpi;         /* 1: MPI_COMM_WORLD */
+  int mpi;         /* 1: over MPI */
+  MPI_Comm mc;     /* MPI_COMM_WORLD, or a part of it (feri_comm_split) */
   int finalize;    /* 1: this communicator initialized MPI, so it finalizes it */
   float *scratch;  /* a chunk's worth, for the reduce-scatter */
   size_t scratch_n;
@@ -60,7 +61,7 @@ fer_status feri_comm_mpi(feri_comm **out) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &c->size);
-  c->mpi = 1, c->finalize = mine;
+  c->mpi = 1, c->finalize = mine, c->mc = MPI_COMM_WORLD;
   *out = c;
   return FER_STATUS_OK;
 }
@@ -99,8 +100,35 @@ static fer_status wait_for(feri_comm *c, int n, MPI_Request *req, int peer, cons
   }
 }
 
+fer_status feri_comm_split(feri_comm *c, int color, int key, feri_comm **out) {
+  *out = NULL;
+  if (color < 0) return feri_fail(FER_STATUS_INVALID_ARG, "comm: split color %d < 0", color);
+  if (c->broken[0]) return broken(c);
+  feri_comm *p = calloc(1, sizeof *p);
+  if (p == NULL) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "comm: out of memory");
+  p->timeout_s = c->timeout_s;
+  if (!c->mpi) { /* one process: a part of one */
+    p->size = 1;
+    *out = p;
+    return FER_STATUS_OK;
+  }
+  /* a collective of the parent: every rank of it calls, or none goes on */
+  const int rc = MPI_Comm_split(c->mc, color, key, &p->mc);
+  if (rc != MPI_SUCCESS) {
+    free(p);
+    return mpi_fail(rc, "MPI_Comm_split");
+  }
+  MPI_Comm_set_errhandler(p->mc, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(p->mc, &p->rank);
+  MPI_Comm_size(p->mc, &p->size);
+  p->mpi = 1;
+  *out = p;
+  return FER_STATUS_OK;
+}
+
 void feri_comm_free(feri_comm *c) {
   if (c == NULL) return;
+  if (c->mpi && c->mc != MPI_COMM_WORLD) MPI_Comm_free(&c->mc);
   if (c->finalize) MPI_Finalize();
   free(c->scratch);
   free(c);
@@ -127,9 +155,9 @@ static fer_status sendrecv(feri_comm *c, const void *sbuf, size_t sbytes, int to
                      INT_MAX);
   if (c->broken[0]) return broken(c);
   MPI_Request req[2];
-  int rc = MPI_Irecv(rbuf, (int)rbytes, MPI_BYTE, from, tag, MPI_COMM_WORLD, &req[0]);
+  int rc = MPI_Irecv(rbuf, (int)rbytes, MPI_BYTE, from, tag, c->mc, &req[0]);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Irecv");
-  rc = MPI_Isend(sbuf, (int)sbytes, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req[1]);
+  rc = MPI_Isend(sbuf, (int)sbytes, MPI_BYTE, to, tag, c->mc, &req[1]);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Isend");
   fer_status st = wait_for(c, 2, req, from, "a ring step");
   if (st != FER_STATUS_OK) return st;
@@ -219,8 +247,8 @@ static fer_status p2p(feri_comm *c, char *buf, size_t bytes, int peer, int send)
     const int n = bytes > INT_MAX ? INT_MAX : (int)bytes;
     if (c->broken[0]) return broken(c);
     MPI_Request req;
-    const int rc = send ? MPI_Isend(buf, n, MPI_BYTE, peer, TAG_P2P, MPI_COMM_WORLD, &req)
-                        : MPI_Irecv(buf, n, MPI_BYTE, peer, TAG_P2P, MPI_COMM_WORLD, &req);
+    const int rc = send ? MPI_Isend(buf, n, MPI_BYTE, peer, TAG_P2P, c->mc, &req)
+                        : MPI_Irecv(buf, n, MPI_BYTE, peer, TAG_P2P, c->mc, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, send ? "MPI_Isend" : "MPI_Irecv");
     fer_status st = wait_for(c, 1, &req, peer, send ? "a send" : "a receive");
     if (st != FER_STATUS_OK) return st;
@@ -246,7 +274,7 @@ fer_status feri_comm_recv_start(feri_comm *c, void *buf, size_t bytes, int from,
   if (bytes > INT_MAX) return feri_fail(FER_STATUS_INVALID_ARG, "comm: a started receive of %zu bytes", bytes);
   if (c->broken[0]) return broken(c);
   MPI_Request req;
-  const int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, TAG_P2P, MPI_COMM_WORLD, &req);
+  const int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, TAG_P2P, c->mc, &req);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Irecv");
   memcpy(out->req, &req, sizeof req);
   out->bytes = bytes, out->from = from, out->live = 1;

@@ -34,6 +34,12 @@ fer_status feri_comm_mpi(feri_comm **out);
  * hold a CPU). */
 void feri_comm_set_timeout(feri_comm *c, double seconds);
 
+/* The ranks of c with the same color (>= 0) as a communicator of their own, ranked by key (then
+ * by their rank in c): a tensor-parallel group within a pipeline stage, say. Every rank of c must
+ * call it (a collective of c, not timed). It inherits c's timeout; free it before c. In one
+ * process: a communicator of one. */
+fer_status feri_comm_split(feri_comm *c, int color, int key, feri_comm **out);
+
 /* Frees; finalizes MPI when feri_comm_mpi initialized it. NULL is a no-op. */
 void feri_comm_free(feri_comm *c);
 

@@ -1,8 +1,9 @@
 /* comm_test.c: the communicator alone (rank 0 of 1) and the ring's chunking; with --mpi, started
  * by mpirun on p ranks, the collectives across them: the all-reduce equals the documented order's
  * sum bit for bit on every rank, twice the same, sending 2 (p - 1) / p x n floats; broadcast from
- * every root; all-gather; sends around the ring; bad ranks refused.
- * EVIDENCE: C-COMM-001 C-COMM-002 (with comm_mpi_test.sh and comm_netns_test.sh) */
+ * every root; all-gather; sends around the ring; receives left running (finished out of order,
+ * cancelled); a split into the ranks of each parity, each all-reducing alone; bad ranks refused.
+ * EVIDENCE: C-COMM-001 C-COMM-002 C-COMM-004 (with comm_mpi_test.sh and comm_netns_test.sh) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,10 @@ static void test_alone(void) {
   int mine = 7, all = 0;
   CHECK_STATUS(feri_comm_allgather(c, &mine, sizeof mine, &all), FER_STATUS_OK);
   CHECK(all == 7);
+  feri_comm *part = NULL; /* a part of one process: one process */
+  CHECK_STATUS(feri_comm_split(c, 3, 0, &part), FER_STATUS_OK);
+  CHECK(part && feri_comm_rank(part) == 0 && feri_comm_size(part) == 1);
+  feri_comm_free(part);
   all = 0;
   CHECK_STATUS(feri_comm_gather(c, &mine, sizeof mine, &all, 0), FER_STATUS_OK);
   CHECK(all == 7);
@@ -133,6 +138,46 @@ static void test_ranks(void) {
   }
   CHECK_STATUS(feri_comm_send(c, &token, 8, p), FER_STATUS_INVALID_ARG);
   CHECK_STATUS(feri_comm_broadcast(c, &token, 8, -1), FER_STATUS_INVALID_ARG);
+  /* receives left running: rank 0 starts two, rank 1 sends two; each takes the message of its
+   * turn whichever is finished first; a third is cancelled, its buffer free again */
+  if (p > 1 && r < 2) {
+    int32_t first = 0, second = 0;
+    if (r == 0) {
+      feri_comm_pending a, b, never;
+      CHECK_STATUS(feri_comm_recv_start(c, &first, sizeof first, 1, &a), FER_STATUS_OK);
+      CHECK_STATUS(feri_comm_recv_start(c, &second, sizeof second, 1, &b), FER_STATUS_OK);
+      CHECK_STATUS(feri_comm_recv_finish(c, &b), FER_STATUS_OK);
+      CHECK_STATUS(feri_comm_recv_finish(c, &a), FER_STATUS_OK);
+      CHECK(first == 11 && second == 22);
+      CHECK_STATUS(feri_comm_recv_finish(c, &a), FER_STATUS_MISUSE); /* finished already */
+      int32_t unused = 0;
+      CHECK_STATUS(feri_comm_recv_start(c, &unused, sizeof unused, 1, &never), FER_STATUS_OK);
+      feri_comm_recv_cancel(c, &never);
+      CHECK(!never.live && unused == 0);
+      CHECK_STATUS(feri_comm_recv_start(c, &unused, sizeof unused, 0, &never), FER_STATUS_INVALID_ARG);
+    } else {
+      first = 11, second = 22;
+      CHECK_STATUS(feri_comm_send(c, &first, sizeof first, 0), FER_STATUS_OK);
+      CHECK_STATUS(feri_comm_send(c, &second, sizeof second, 0), FER_STATUS_OK);
+    }
+  }
+  /* a split: the ranks of each parity, ranked backwards; each part all-reduces alone, and the
+   * whole still works after */
+  feri_comm *part = NULL;
+  CHECK_STATUS(feri_comm_split(c, r % 2, -r, &part), FER_STATUS_OK);
+  if (part) {
+    const int q = (p - r % 2 + 1) / 2; /* ranks of this parity */
+    CHECK(feri_comm_size(part) == q && feri_comm_rank(part) == q - 1 - r / 2);
+    float one = (float)(r + 1), want = 0;
+    for (int k = r % 2; k < p; k += 2) want += (float)(k + 1);
+    CHECK_STATUS(feri_comm_allreduce_sum_f32(part, &one, 1), FER_STATUS_OK);
+    CHECK(one == want);
+    feri_comm_free(part);
+  }
+  CHECK_STATUS(feri_comm_split(c, -1, 0, &part), FER_STATUS_INVALID_ARG);
+  float all_one = 1;
+  CHECK_STATUS(feri_comm_allreduce_sum_f32(c, &all_one, 1), FER_STATUS_OK);
+  CHECK(all_one == (float)p);
   /* a peer that never answers: the wait ends at the timeout, and the communicator stays failed
    * (rank 0 never sends this; the others wait for nothing) */
   if (p > 1 && r == p - 1) {

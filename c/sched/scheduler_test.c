@@ -648,11 +648,11 @@ static void test_bad_input(void) {
  * window): 6 chat requests sharing a system prompt, greedy and sampled, run twice through one
  * scheduler; every token equals the request alone, and the second round takes the shared system
  * prompt and more from the prefix cache. SKIPPED without the files (scripts/fetch-test-data.sh).
- * A sanitizer build (about 30x slower) runs 3 of the requests for 12 tokens on SmolLM2 only: the
+ * A sanitizer build (about 30x slower) runs 3 of the requests for 6 tokens on SmolLM2 only: the
  * same paths (ChatML prompts, batching, the cache's forks) over real-sized KV, which is what it
  * checks there; the tokens themselves are the optimised build's check. */
 #if defined(__SANITIZE_ADDRESS__)
-enum { N_REAL = 3, REAL_NEW = 12 };
+enum { N_REAL = 3, REAL_NEW = 6 };
 #else
 enum { N_REAL = 6, REAL_NEW = 24 };
 #endif
