@@ -1942,8 +1942,10 @@ typedef struct fer_engine_config {
   /** Pipeline parallelism over MPI: the number of processes `mpirun -n N` started, each running a
    *  run of the model's layers (as even as the count allows) and holding only their weights and
    *  KV; rank 0 embeds and serves, the last applies the head and sends the logits back. The
-   *  arithmetic is one process's: the same logits, bit for bit. 0 or 1: one process; not with
-   *  tensor_parallel (UNSUPPORTED). Faults and the rest as tensor_parallel (its timeout too).
+   *  arithmetic is one process's: the same logits, bit for bit. 0 or 1: one process. With
+   *  tensor_parallel too: stages of tensor_parallel ranks each, tensor_parallel x
+   *  pipeline_parallel processes (rank r is share r % tensor_parallel of stage
+   *  r / tensor_parallel). Faults and the rest as tensor_parallel (its timeout too).
    *  FERRITE_PIPELINE_PARALLEL: the number. */
   uint32_t pipeline_parallel;
 } fer_engine_config;

@@ -138,11 +138,14 @@ fer_status feri_engine_config_check(const fer_engine_config *c) {
   if (c->max_tokens > (1u << 20)) return feri_fail(FER_STATUS_INVALID_ARG, "%s: max_tokens %u > 2^20", fn, c->max_tokens);
   if (c->chat_template_path && !*c->chat_template_path)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: chat_template_path is empty", fn);
-  if (c->tensor_parallel > 1 && c->pipeline_parallel > 1)
-    return feri_fail(FER_STATUS_UNSUPPORTED, "%s: tensor_parallel %u with pipeline_parallel %u (one or the other, for now)", fn,
+  if (c->tensor_parallel > 4096 || c->pipeline_parallel > 4096)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: tensor_parallel %u, pipeline_parallel %u (each at most 4096)", fn,
                      c->tensor_parallel, c->pipeline_parallel);
-  const uint32_t ranks = c->tensor_parallel > c->pipeline_parallel ? c->tensor_parallel : c->pipeline_parallel;
-  const char *what = c->tensor_parallel > 1 ? "tensor_parallel" : "pipeline_parallel";
+  /* both: pipeline stages of tensor-parallel ranks, tp x pp processes */
+  const uint32_t ranks = (c->tensor_parallel > 1 ? c->tensor_parallel : 1) * (c->pipeline_parallel > 1 ? c->pipeline_parallel : 1);
+  const char *what = c->tensor_parallel > 1 && c->pipeline_parallel > 1 ? "tensor_parallel x pipeline_parallel"
+                     : c->tensor_parallel > 1                          ? "tensor_parallel"
+                                                                       : "pipeline_parallel";
   if (ranks > 1 && c->model_path == NULL)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: %s %u needs a model file (model_path) every rank opens", fn, what, ranks);
   if (ranks > 1 && c->weight_budget_bytes != 0)

@@ -123,12 +123,17 @@ static fer_status open_chat_template(fer_engine *e, const feri_gguf *g) {
 static fer_status open_parts(fer_engine *e) {
   const fer_engine_config *c = &e->cfg;
   fer_status st;
-  const uint32_t ranks = c->tensor_parallel > 1 ? c->tensor_parallel : c->pipeline_parallel;
-  if (ranks > 1) { /* the job mpirun started: one rank per share or stage */
+  const uint32_t tp = c->tensor_parallel > 1 ? c->tensor_parallel : 1, pp = c->pipeline_parallel > 1 ? c->pipeline_parallel : 1;
+  const uint32_t ranks = tp * pp;
+  if (ranks > 1) { /* the job mpirun started: one rank per share of each stage */
     if ((st = feri_comm_mpi(&e->comm)) != FER_STATUS_OK) return st;
-    if ((uint32_t)feri_comm_size(e->comm) != ranks)
+    if ((uint32_t)feri_comm_size(e->comm) != ranks) {
+      if (tp > 1 && pp > 1)
+        return feri_fail(FER_STATUS_INVALID_ARG, "fer_engine_create: tensor_parallel %u x pipeline_parallel %u is %u processes, "
+                         "but mpirun started %d", tp, pp, ranks, feri_comm_size(e->comm));
       return feri_fail(FER_STATUS_INVALID_ARG, "fer_engine_create: %s %u, but mpirun started %d processes",
-                       c->tensor_parallel > 1 ? "tensor_parallel" : "pipeline_parallel", ranks, feri_comm_size(e->comm));
+                       tp > 1 ? "tensor_parallel" : "pipeline_parallel", ranks, feri_comm_size(e->comm));
+    }
   }
   if (c->model_path) {
     feri_llama_options mo = {.weights = c->weight_budget_bytes ? FERI_WEIGHTS_STORE : FERI_WEIGHTS_MAPPED,
@@ -137,7 +142,8 @@ static fer_status open_parts(fer_engine *e) {
                              .budget_bytes = c->weight_budget_bytes,
                              .comm = e->comm,
                              .tp_timeout_s = c->tensor_parallel_timeout_ms / 1000.0,
-                             .pipeline = c->pipeline_parallel > 1};
+                             .pipeline = pp > 1,
+                             .tensor_parallel = pp > 1 ? tp : 0};
     st = feri_llama_open_with(c->model_path, &mo, &e->model);
   } else {
     st = feri_llama_open_image(c->model_image, (size_t)c->model_image_bytes, &e->model);

@@ -257,8 +257,10 @@ static void test_bad_input(const tiny *t) {
   c.weight_budget_bytes = 0;
   c.tensor_parallel = 2; /* every rank opens a file: an image is refused before MPI is touched */
   CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
-  c.pipeline_parallel = 2; /* both at once: not yet */
-  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_UNSUPPORTED);
+  c.pipeline_parallel = 2; /* both at once (stages of tensor-parallel ranks): a file too */
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
+  c.tensor_parallel = 5000; /* each at most 4096 */
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
   c.tensor_parallel = 0;
   CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG); /* stages need a file too */
   c.pipeline_parallel = 0;

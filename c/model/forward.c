@@ -194,6 +194,10 @@ static fer_status add_attention(op_list *l, const feri_llama *m, feri_scratch *s
 }
 
 /* Tensor parallelism: the sum of every rank's partial x[0 .. n) after a split projection. */
+/* The world rank of share t of pipeline stage `stage` (tensor parallelism within stages: stage x
+ * tp.size + t; pipeline stages alone: the stage). */
+static int rank_of(const feri_llama *m, uint32_t stage, uint32_t t) { return (int)(stage * m->tp.size + t); }
+
 static fer_status add_allreduce(op_list *l, const feri_llama *m, float *x, uint32_t n) {
   if (m->tp.size < 2) return FER_STATUS_OK; /* one process, or pipeline stages: whole projections */
   struct feri_op *o;
@@ -211,9 +215,10 @@ static fer_status add_logits(op_list *l, const feri_llama *m, const float *x, ui
   if (!m->comm) return FER_STATUS_OK;
   l->ops[l->n - 1].row = 1;
   struct feri_op *o;
-  ADD_OP(m->stages > 1 ? OP_SEND : OP_GATHER);
-  o->n = m->stages > 1 ? n_out * m->cfg.n_vocab : n_out; /* OP_SEND (src NULL): the slice's floats to rank 0 */
-  o->out = m->stages > 1 ? 0 : candidates;              /* OP_GATHER: 0 whole rows, k the best k a rank */
+  const bool whole = m->stages > 1 && m->tp.size < 2; /* a last stage of one rank sends its rows whole */
+  ADD_OP(whole ? OP_SEND : OP_GATHER);
+  o->n = whole ? n_out * m->cfg.n_vocab : n_out; /* OP_SEND (src NULL): the slice's floats to rank 0 */
+  o->out = whole ? 0 : candidates;              /* OP_GATHER: 0 whole rows, k the best k a rank */
   return FER_STATUS_OK;
 }
 
@@ -236,16 +241,21 @@ static fer_status add_stage_end(op_list *l, const feri_llama *m, float *x, const
   const uint32_t D = m->cfg.n_embd, V = m->cfg.n_vocab;
   struct feri_op *o;
   ADD_OP(OP_SEND);
-  o->src = x, o->n = r->n * D, o->row = m->stage + 1;
-  if (m->stage != 0 || logits == LOGITS_NONE || r->defer_logits) return FER_STATUS_OK;
+  o->src = x, o->n = r->n * D, o->row = (uint32_t)rank_of(m, m->stage + 1, m->tp.rank);
+  if (m->stage != 0 || m->tp.rank != 0 || logits == LOGITS_NONE || r->defer_logits) return FER_STATUS_OK;
   uint32_t rows = logits == LOGITS_ALL || logits == LOGITS_HIDDEN ? r->n : 1;
   if (logits == LOGITS_SELECTED) {
     rows = 0;
     for (uint32_t i = 0; i < r->n_segs; i++) rows += r->segs[i].logits;
     if (rows == 0) return FER_STATUS_OK;
   }
-  ADD_OP(OP_RECV);
-  o->dst = NULL, o->n = rows * (logits == LOGITS_HIDDEN ? D : V), o->row = m->stages - 1;
+  if (m->tp.size > 1 && logits != LOGITS_HIDDEN) { /* the last stage's shares: slices or candidates */
+    ADD_OP(OP_GATHER);
+    o->n = rows, o->out = logits == LOGITS_SELECTED ? r->candidates : 0;
+  } else {
+    ADD_OP(OP_RECV);
+    o->dst = NULL, o->n = rows * (logits == LOGITS_HIDDEN ? D : V), o->row = (uint32_t)rank_of(m, m->stages - 1, 0);
+  }
   if (m->cfg.logit_softcap != 0.0f && logits != LOGITS_HIDDEN) {
     ADD_OP(OP_SOFTCAP);
     o->n = rows, o->f = m->cfg.logit_softcap;
@@ -277,7 +287,7 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
     }
   } else { /* the previous stage's output */
     ADD_OP(OP_RECV);
-    o->dst = sc->x, o->n = n * D, o->row = m->stage - 1;
+    o->dst = sc->x, o->n = n * D, o->row = (uint32_t)rank_of(m, m->stage - 1, m->tp.rank);
   }
   for (uint32_t li = m->l0; li < m->l1; li++) {
     const feri_llama_layer *L = &m->layers[li];
@@ -343,6 +353,7 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
     TRY(add_use(l, m, m->output_norm.off, m->output_norm.bytes));
     ADD_OP(OP_NORM);
     o->vec = &m->output_norm, o->a = x, o->c = h;
+    if (!first && m->tp.rank != 0) return FER_STATUS_OK; /* share 0 of the last stage sends them */
     ADD_OP(first ? OP_COPY_OUT : OP_SEND);
     o->src = sc->h, o->n = n * D;
     return FER_STATUS_OK;
@@ -396,12 +407,14 @@ static fer_status tp_slice(feri_scratch *sc, const feri_llama *m, uint32_t n, fl
  * receives each rank's into the same scratch and places it. */
 static fer_status gather_logits(const feri_llama *m, feri_scratch *sc, uint32_t n, float *logits) {
   const uint32_t V = m->cfg.n_vocab;
-  if (m->tp.rank != 0) return feri_comm_send(m->comm, sc->tp_logits, (size_t)n * m->V * sizeof(float), 0);
+  if (feri_comm_rank(m->comm) != 0) return feri_comm_send(m->comm, sc->tp_logits, (size_t)n * m->V * sizeof(float), 0);
+  float *slice;
+  TRY(tp_slice(sc, m, n, &slice)); /* rank 0 of a first stage has none of its own yet */
   for (uint32_t r = 0; r < m->tp.size; r++) {
     const uint32_t v0 = m->vocab_begin[r], vn = m->vocab_begin[r + 1] - v0;
-    if (r > 0) TRY(feri_comm_recv(m->comm, sc->tp_logits, (size_t)n * vn * sizeof(float), (int)r));
-    for (uint32_t row = 0; row < n; row++)
-      memcpy(logits + (size_t)row * V + v0, sc->tp_logits + (size_t)row * vn, vn * sizeof(float));
+    const int from = rank_of(m, m->stages - 1, r);
+    if (from != 0) TRY(feri_comm_recv(m->comm, slice, (size_t)n * vn * sizeof(float), from));
+    for (uint32_t row = 0; row < n; row++) memcpy(logits + (size_t)row * V + v0, slice + (size_t)row * vn, vn * sizeof(float));
   }
   return FER_STATUS_OK;
 }
@@ -422,8 +435,9 @@ static fer_status gather_candidates(const feri_llama *m, feri_scratch *sc, uint3
   const size_t per_row = (size_t)k + 1, fixed = (size_t)n * per_row;
   TRY(grow_candidates(&sc->tp_cand, &sc->tp_cand_n, fixed));
   const uint32_t V = m->cfg.n_vocab, v0 = m->vocab_begin[m->tp.rank];
+  const bool sliced = m->stage + 1 == m->stages; /* the last stage's ranks hold the head's slices */
   size_t ties = 0;
-  for (uint32_t row = 0; row < n; row++) {
+  for (uint32_t row = 0; row < n && sliced; row++) {
     feri_tp_candidate *c = sc->tp_cand + row * per_row;
     const float *slice = sc->tp_logits + (size_t)row * m->V;
     feri_tp_top_candidates(slice, m->V, v0, k, c);
@@ -435,14 +449,15 @@ static fer_status gather_candidates(const feri_llama *m, feri_scratch *sc, uint3
     const feri_tp_candidate *c = sc->tp_cand + row * per_row;
     at += feri_tp_cut_ties(sc->tp_logits + (size_t)row * m->V, m->V, v0, c[k - 1], sc->tp_ties + at);
   }
-  if (m->tp.rank != 0) {
+  if (feri_comm_rank(m->comm) != 0) {
     TRY(feri_comm_send(m->comm, sc->tp_cand, fixed * sizeof *sc->tp_cand, 0));
     return ties > 0 ? feri_comm_send(m->comm, sc->tp_ties, ties * sizeof *sc->tp_ties, 0) : FER_STATUS_OK;
   }
   for (size_t i = 0; i < (size_t)n * V; i++) logits[i] = -INFINITY;
   for (uint32_t r = 0; r < m->tp.size; r++) {
-    if (r > 0) {
-      TRY(feri_comm_recv(m->comm, sc->tp_cand, fixed * sizeof *sc->tp_cand, (int)r));
+    const int from = rank_of(m, m->stages - 1, r);
+    if (from != 0) {
+      TRY(feri_comm_recv(m->comm, sc->tp_cand, fixed * sizeof *sc->tp_cand, from));
       ties = 0;
       for (uint32_t row = 0; row < n; row++) {
         const int32_t t = sc->tp_cand[row * per_row + k].id;
@@ -451,7 +466,7 @@ static fer_status gather_candidates(const feri_llama *m, feri_scratch *sc, uint3
         ties += (size_t)t;
       }
       TRY(grow_candidates(&sc->tp_ties, &sc->tp_ties_n, ties));
-      if (ties > 0) TRY(feri_comm_recv(m->comm, sc->tp_ties, ties * sizeof *sc->tp_ties, (int)r));
+      if (ties > 0) TRY(feri_comm_recv(m->comm, sc->tp_ties, ties * sizeof *sc->tp_ties, from));
     }
     for (uint32_t row = 0, at = 0; row < n; row++) {
       const feri_tp_candidate *c = sc->tp_cand + row * per_row;
@@ -505,12 +520,13 @@ static fer_status run_step(const feri_llama *m, feri_scratch *sc, fer_threadpool
       }
       case OP_ALLREDUCE:
       case OP_GATHER: {
+        feri_comm *via = o->kind == OP_ALLREDUCE && m->tp_comm ? m->tp_comm : m->comm; /* a stage's ranks, or all */
         feri_comm_stats before;
-        feri_comm_get_stats(m->comm, &before);
-        if (o->kind == OP_ALLREDUCE) TRY(feri_comm_allreduce_sum_f32(m->comm, o->dst, o->n));
+        feri_comm_get_stats(via, &before);
+        if (o->kind == OP_ALLREDUCE) TRY(feri_comm_allreduce_sum_f32(via, o->dst, o->n));
         else if (o->out > 0) TRY(gather_candidates(m, sc, o->n, o->out, logits));
         else TRY(gather_logits(m, sc, o->n, logits));
-        feri_tp_count(m, o->kind == OP_ALLREDUCE ? FERI_TP_COUNT_ALLREDUCE : FERI_TP_COUNT_LOGITS, &before);
+        feri_tp_count_on(m, via, o->kind == OP_ALLREDUCE ? FERI_TP_COUNT_ALLREDUCE : FERI_TP_COUNT_LOGITS, &before);
         break;
       }
       case OP_BIAS: {
@@ -889,7 +905,7 @@ fer_status feri_llama_forward_mixed(feri_llama_batch *b, fer_threadpool *pool, c
     memcpy(ids, segs[i].ids, segs[i].n * sizeof *ids);
   }
   const uint32_t asked = b->micro_batches;
-  const int split = b->m->stages > 1 && asked == 0 && n_segs > 1 ? choose_split(b) : -1;
+  const int split = b->m->stages > 1 && b->m->tp.size < 2 && asked == 0 && n_segs > 1 ? choose_split(b) : -1;
   if (split >= 0) b->micro_batches = split ? 0 : 1;
   msg[0] = b->micro_batches;
   const double t0 = seconds_now();
@@ -960,7 +976,7 @@ fer_status feri_forward_mixed_run(feri_llama_batch *b, fer_threadpool *pool, con
   const feri_llama *m = b->m;
   uint32_t ends[FERI_MAX_MICRO_BATCHES];
   const uint32_t parts = b->micro_batches ? b->micro_batches : m->stages;
-  const uint32_t groups = m->stages > 1 ? micro_batches(segs, n_segs, parts, ends) : 1;
+  const uint32_t groups = m->stages > 1 && m->tp.size < 2 ? micro_batches(segs, n_segs, parts, ends) : 1;
   if (groups == 1) return mixed_pass(b, pool, segs, n_segs, logits, false);
   const uint32_t V = m->cfg.n_vocab;
   feri_comm_pending pending[FERI_MAX_MICRO_BATCHES];

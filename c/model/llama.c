@@ -588,7 +588,8 @@ static uint64_t share_checksum(const feri_llama *m, const feri_llama_options *o)
   size_t size;
   const void *image = feri_gguf_image(m->g, &size);
   uint64_t h = feri_tp_fnv(FERI_TP_FNV_START, image, (size_t)feri_gguf_data_offset(m->g));
-  const int32_t opts[4] = {o->weights, o->matmul, feri_comm_size(o->comm), o->pipeline};
+  const int32_t opts[5] = {o->weights, o->matmul, feri_comm_size(o->comm), o->pipeline,
+                           o->pipeline ? (int32_t)o->tensor_parallel : 0};
   return feri_tp_fnv(h, opts, sizeof opts);
 }
 
@@ -619,8 +620,13 @@ static fer_status open_share(const char *path, const feri_llama_options *o, feri
     (*out)->matmul_exact = o->matmul == FERI_MATMUL_EXACT;
     (*out)->comm = c;
     (*out)->tp_timeout_s = o->tp_timeout_s > 0 ? o->tp_timeout_s : FERI_TP_TIMEOUT_S;
-    st = o->pipeline ? take_stage(*out, (uint32_t)feri_comm_rank(c), (uint32_t)feri_comm_size(c))
-                     : take_share(*out, (uint32_t)feri_comm_rank(c), (uint32_t)feri_comm_size(c));
+    const uint32_t rank = (uint32_t)feri_comm_rank(c), size = (uint32_t)feri_comm_size(c);
+    const uint32_t t = o->pipeline && o->tensor_parallel > 1 ? o->tensor_parallel : 1;
+    if (size % t != 0 || size / t < 2)
+      st = feri_fail(FER_STATUS_INVALID_ARG, "model: %u ranks are not pipeline stages of %u tensor-parallel ranks", size, t);
+    else if (!o->pipeline) st = take_share(*out, rank, size);
+    else st = take_stage(*out, rank / t, size / t);
+    if (st == FER_STATUS_OK && t > 1) st = take_share(*out, rank % t, t);
   }
   if (st == FER_STATUS_OK) st = feri_tp_link_create(*out);
   char why[184] = "";
@@ -630,7 +636,11 @@ static fer_status open_share(const char *path, const feri_llama_options *o, feri
    * other here without a limit, and with the step timeout from now on */
   feri_comm_set_timeout(c, 0);
   st = feri_tp_agree(c, st, st == FER_STATUS_OK ? share_checksum(*out, o) : 0, why);
+  /* a stage's ranks, for its all-reduces: a collective, so only once every rank has opened */
+  if (st == FER_STATUS_OK && o->pipeline && (*out)->tp.size > 1)
+    st = feri_comm_split(c, (int)(*out)->stage, (int)(*out)->tp.rank, &(*out)->tp_comm);
   if (st == FER_STATUS_OK) feri_comm_set_timeout(c, (*out)->tp_timeout_s);
+  if (st == FER_STATUS_OK && (*out)->tp_comm) feri_comm_set_timeout((*out)->tp_comm, (*out)->tp_timeout_s);
   if (st == FER_STATUS_OK) st = pack_panels(*out);
   if (st == FER_STATUS_OK) drop_unused_pages(*out);
   if (st != FER_STATUS_OK) {
@@ -693,6 +703,7 @@ void feri_llama_close(feri_llama *m) {
   if (!m) return;
   if (feri_tp_leading(m) && feri_tp_announce(m, FERI_TP_CLOSE, 0, 0, 0, NULL, NULL, 0) == FER_STATUS_OK) feri_tp_done(m);
   feri_tp_link_free(m);
+  feri_comm_free(m->tp_comm);
   fer_weight_store_free(m->store);
   fer_vmm_free(m->weight_vmm);
   free_panels(m);

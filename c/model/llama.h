@@ -107,6 +107,10 @@ typedef struct feri_llama_options {
    * touches only its layers' weights and holds only their KV; the arithmetic is the one process's,
    * so the logits are the same bits. */
   bool pipeline;
+  /* With pipeline: the tensor-parallel ranks of each stage (0 or 1: one). The ranks form stages of
+   * this many consecutive ranks (rank r is share r % tensor_parallel of stage r / tensor_parallel),
+   * so the communicator's size must be a multiple of it. */
+  uint32_t tensor_parallel;
 } feri_llama_options;
 
 typedef struct feri_llama feri_llama;

@@ -40,6 +40,7 @@ struct feri_llama {
   /* tensor parallelism: this rank's share (rank 0 of 1 holding everything in one process) */
   feri_tp_plan tp;
   feri_comm *comm;            /* borrowed; NULL: one process */
+  feri_comm *tp_comm;         /* tensor parallelism within a pipeline stage: the stage's ranks (owned); NULL: comm */
   uint32_t H, Hkv, F, V;      /* this rank's query heads, KV heads, FFN columns, vocabulary rows */
   feri_attn_group *groups;
   uint32_t n_groups;
@@ -47,7 +48,10 @@ struct feri_llama {
   struct feri_tp_link *link;  /* the step mirroring of tp_run.c; NULL in one process */
   /* pipeline parallelism: this rank is stage `stage` of `stages` (0 of 1 otherwise) and runs
    * layers [l0, l1); stage 0 embeds, the last applies the output norm and head and sends the
-   * logits back to stage 0 (rank 0), each stage its layers' output to the next */
+   * logits back to stage 0 (rank 0), each stage its layers' output to the next. Both at once:
+   * world rank stage x tp.size + tp.rank, a stage's ranks all-reducing over tp_comm, each sending
+   * its rows to the rank of its share in the next stage, the last stage's ranks their logits slices
+   * (or candidates) to rank 0 */
   uint32_t stage, stages, l0, l1;
   double tp_timeout_s;        /* how long a rank waits for another inside a step */
 };

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tp_model_mpi_test.sh: tp_model_test at 2 and 4 tensor-parallel ranks that mpirun starts on this
 # host, over Open MPI's TCP transport on loopback (not shared memory), as root where CI runs as root.
-# Then the command line users run: `mpirun -n 2 ferrite generate --tp 2` prints what one process
-# prints (the exact route), and a start where the ranks' options differ, or one rank's file is
+# Then 4 ranks as 2 pipeline stages of 2 tensor-parallel ranks each (--mpi-grid). Then the command
+# line users run: `mpirun -n 2 ferrite generate --tp 2` (and -n 4 with --tp 2 --pp 2) prints what
+# one process prints (the exact route), and a start where the ranks' options differ, or one rank's file is
 # missing, fails on every rank naming the rank (C-TP-005).
 # usage: tp_model_mpi_test.sh TP_MODEL_TEST_BINARY FERRITE_BINARY
 # FERRITE_TP_STEPS: greedy steps per prompt (4 here, to keep `make test` short; the 64 of
@@ -46,6 +47,16 @@ for n in $stages; do
   if [ "$got" -ne "$n" ]; then echo "$out"; echo "tp_model_mpi_test: $got of $n stages passed"; exit 1; fi
   echo "tp_model_mpi_test: $n pipeline stages passed"
 done
+# both (C-TP-011): 2 pipeline stages of 2 tensor-parallel ranks each, on the exact route
+if [ "$asan" = 0 ]; then
+  out=$(timeout 1500 mpirun "${root[@]}" --oversubscribe -n 4 --mca pml ob1 --mca btl self,tcp \
+    --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x ASAN_OPTIONS \
+    "$bin" --mpi-grid "${FERRITE_TP_STEPS:-4}" 2>&1) || { echo "$out"; echo "tp_model_mpi_test: 2 x 2 ranks failed"; exit 1; }
+  echo "$out" | grep -E "^(tp_model_test: .*(stages of|batched|one token)|SKIPPED)" || true
+  got=$(grep -c "^tp_model_test: all checks passed" <<< "$out" || true)
+  if [ "$got" -ne 4 ]; then echo "$out"; echo "tp_model_mpi_test: $got of 4 ranks (2 stages x 2) passed"; exit 1; fi
+  echo "tp_model_mpi_test: 2 stages of 2 tensor-parallel ranks passed"
+fi
 
 # the data directory as the C tests find it: $FERRITE_DATA_DIR, else the account's ~/.cache/ferrite
 # (Bazel's sandbox may leave HOME unset)
@@ -62,6 +73,10 @@ two=$("${mpi[@]}" -n 2 "$ferrite" "${gen[@]}" --matmul exact --tp 2 2> /dev/null
 echo "one process: $one"
 echo "two ranks:   $two"
 if [ -z "$one" ] || [ "$one" != "$two" ]; then echo "tp_model_mpi_test: the two ranks' answer differs"; exit 1; fi
+# 2 stages of 2 tensor-parallel ranks, 4 processes (C-TP-011): the same answer on the exact route
+four=$("${mpi[@]}" -n 4 "$ferrite" "${gen[@]}" --matmul exact --tp 2 --pp 2 2> /dev/null)
+echo "2 x 2 ranks: $four"
+if [ "$one" != "$four" ]; then echo "tp_model_mpi_test: the 2 x 2 ranks' answer differs"; exit 1; fi
 # two pipeline stages on the default 8-bit route: the same answer too
 one=$("$ferrite" "${gen[@]}" 2> /dev/null)
 two=$("${mpi[@]}" -n 2 "$ferrite" "${gen[@]}" --pp 2 2> /dev/null)

@@ -22,7 +22,9 @@
  * the logits equal bit for bit, rank 0 sending one row of d floats per token and taking V floats
  * of logits back, and the batched step run as micro-batches (one a sequence, up to the stage
  * count) giving the same bits as the step run whole (C-TP-009).
- * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 C-TP-010 */
+ * With --mpi-grid the 4 ranks are 2 pipeline stages of 2 tensor-parallel ranks each: the tensor-
+ * parallel checks, on rank 0's half of the layers (C-TP-011).
+ * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 C-TP-010 C-TP-011 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,8 @@ enum { MAX_TOKENS = 160 };
 /* --mpi-pp: the ranks are pipeline stages (the same arithmetic as one process: the same bits,
  * on the default 8-bit route), not tensor-parallel shares */
 static bool pipeline_mode;
+/* --mpi-grid: pipeline stages of 2 tensor-parallel ranks each (4 ranks: 2 x 2) */
+static bool grid_mode;
 
 static const char *const PROMPTS[3] = {"The capital of France is", "def fibonacci(n):\n    ",
                                        "Once upon a time, in a small village,"};
@@ -64,6 +68,9 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
   const uint32_t V = c->n_vocab;
   uint32_t rank, size;
   feri_llama_tp_ranks(tp, &rank, &size);
+  /* the ranks holding a share of the head (all of them, or a last stage's) and those rank 0
+   * takes logits from (all but itself, or every one of a last stage's) */
+  const uint32_t shares = tp->tp.size, remote = tp->stages > 1 ? shares : shares - 1;
   fer_tokenizer *tok = NULL;
   CHECK_STATUS(feri_tokenizer_from_gguf(feri_llama_gguf(one), &tok), FER_STATUS_OK);
   float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b), *batch = malloc(3 * (size_t)V * sizeof *batch);
@@ -93,7 +100,8 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
     }
   }
   printf("tp_model_test: %s at %u %s: %u of %u greedy tokens the same, logits within %.2e of the largest\n", name,
-         size, pipeline_mode ? "pipeline stages" : "tensor-parallel ranks", same, steps, worst);
+         size, pipeline_mode ? "pipeline stages" : grid_mode ? "ranks (stages of 2 tensor-parallel ranks)" : "tensor-parallel ranks",
+         same, steps, worst);
   CHECK(steps == 3u * (uint32_t)steps_per && same == steps);
   CHECK(worst <= bound);
   if (ts[0] && ts[1] && ts[2]) {
@@ -128,10 +136,10 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
       }
       /* rank 0 took from each other rank a candidate and its count of cut ties, 8 bytes each, a row
        * (more only where a rank's best value is tied), instead of (p - 1) / p of every row */
-      const uint64_t took = c1.logits_bytes - c0.logits_bytes, min = 3ull * (size - 1) * 2 * 8;
+      const uint64_t took = c1.logits_bytes - c0.logits_bytes, min = 3ull * remote * 2 * 8;
       printf("tp_model_test: %s batched step with one candidate a rank: %llu bytes of logits taken, %u finite\n", name,
              (unsigned long long)took, finite);
-      CHECK(took >= min && took <= min + 3ull * (size - 1) * 8 && finite <= 3 * size + 3);
+      CHECK(took >= min && took <= min + 3ull * remote * 8 && finite <= 3 * shares + 3);
       /* C-TP-010: top-k 40 sampling, forty candidates a rank and their cut ties: the sampler's draw
        * from those rows is its draw from the gathered rows, for 16 uniforms a row */
       for (int p = 0; p < 3; p++) CHECK_STATUS(feri_llama_seq_rewind(ts[p], lens[p]), FER_STATUS_OK);
@@ -164,12 +172,12 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
         }
         distinct += varied;
       }
-      const uint64_t took40 = c1.logits_bytes - c0.logits_bytes, min40 = 3ull * (size - 1) * (k + 1) * 8;
+      const uint64_t took40 = c1.logits_bytes - c0.logits_bytes, min40 = 3ull * remote * (k + 1) * 8;
       printf("tp_model_test: %s batched step with %u candidates a rank: %u of %u top-k draws the same as from the "
              "gathered rows (%u rows drew more than one token), %llu bytes of logits taken\n", name, k, same_draws, draws,
              distinct, (unsigned long long)took40);
       CHECK(draws == 48 && same_draws == draws && distinct >= 1);
-      CHECK(took40 >= min40 && took40 < 3ull * (size - 1) * (V / size) * 4 / 10); /* under a tenth of the rows */
+      CHECK(took40 >= min40 && took40 < 3ull * remote * (V / shares) * 4 / 10); /* under a tenth of the rows */
       fer_sampler_free(sm);
       free(w1), free(w2);
       free(sparse);
@@ -236,7 +244,7 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
       CHECK(t1.allreduce_sent == t0.allreduce_sent);
     }
     /* C-TP-004: one token, every all-reduce of every layer: 2 L x 2 (p - 1) / p x d x 4 bytes sent */
-    const uint64_t want = feri_tp_bytes_per_token(c->n_layer, c->n_embd, 4, size) / size;
+    const uint64_t want = feri_tp_bytes_per_token(tp->l1 - tp->l0, c->n_embd, 4, shares) / shares; /* rank 0's layers */
     if (!pipeline_mode) printf("tp_model_test: %s one token: all-reduces sent %llu bytes (formula %llu), logits %llu, calls %llu\n", name,
            (unsigned long long)(t1.allreduce_sent - t0.allreduce_sent), (unsigned long long)want,
            (unsigned long long)(t1.logits_bytes - t0.logits_bytes), (unsigned long long)(t1.call_bytes - t0.call_bytes));
@@ -262,7 +270,8 @@ static void run_file(feri_comm *c, const char *file, const char *name, double bo
   CHECK_STATUS(fer_threadpool_create(&po, &pool), FER_STATUS_OK);
   /* tensor parallelism on the exact route (C-TP-003), pipelines on the default 8-bit one */
   const int32_t route = pipeline_mode ? FERI_MATMUL_I8 : FERI_MATMUL_EXACT;
-  feri_llama_options o = {.weights = FERI_WEIGHTS_MAPPED, .matmul = route, .comm = c, .pipeline = pipeline_mode};
+  feri_llama_options o = {.weights = FERI_WEIGHTS_MAPPED, .matmul = route, .comm = c,
+                          .pipeline = pipeline_mode || grid_mode, .tensor_parallel = grid_mode ? 2 : 0};
   feri_llama *tp = NULL;
   CHECK_STATUS(feri_llama_open_with(path, &o, &tp), FER_STATUS_OK);
   if (tp && feri_comm_rank(c) != 0) {
@@ -320,9 +329,10 @@ static void test_alone(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && (strcmp(argv[1], "--mpi") == 0 || strcmp(argv[1], "--mpi-pp") == 0)) {
-    /* --mpi[-pp] [STEPS [smollm2]]: greedy steps per prompt (default 64); SmolLM2 alone */
+  if (argc > 1 && (strcmp(argv[1], "--mpi") == 0 || strcmp(argv[1], "--mpi-pp") == 0 || strcmp(argv[1], "--mpi-grid") == 0)) {
+    /* --mpi[-pp|-grid] [STEPS [smollm2]]: greedy steps per prompt (default 64); SmolLM2 alone */
     pipeline_mode = strcmp(argv[1], "--mpi-pp") == 0;
+    grid_mode = strcmp(argv[1], "--mpi-grid") == 0;
     const int steps = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 64;
     const bool only_smollm2 = argc > 3 && strcmp(argv[3], "smollm2") == 0;
     (void)steps, (void)only_smollm2;

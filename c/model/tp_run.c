@@ -123,9 +123,13 @@ void feri_tp_count_pass(const feri_llama *m) {
 }
 
 void feri_tp_count(const feri_llama *m, int purpose, const feri_comm_stats *before) {
+  feri_tp_count_on(m, m->comm, purpose, before);
+}
+
+void feri_tp_count_on(const feri_llama *m, const feri_comm *c, int purpose, const feri_comm_stats *before) {
   if (!m->link) return;
   feri_comm_stats now;
-  feri_comm_get_stats(m->comm, &now);
+  feri_comm_get_stats(c, &now);
   const uint64_t sent = now.bytes_sent - before->bytes_sent, received = now.bytes_received - before->bytes_received;
   feri_tp_traffic *t = &m->link->traffic;
   if (purpose == FERI_TP_COUNT_ALLREDUCE) t->allreduce_sent += sent, t->allreduce_received += received;

@@ -123,6 +123,8 @@ void feri_tp_count_pass(const feri_llama *m);
 /* Adds what the communicator counted since `before` to the traffic of a purpose. */
 enum { FERI_TP_COUNT_ALLREDUCE, FERI_TP_COUNT_LOGITS, FERI_TP_COUNT_CALLS, FERI_TP_COUNT_STAGES };
 void feri_tp_count(const feri_llama *m, int purpose, const feri_comm_stats *before);
+/* The same for a communicator of the model's other than its own (a stage's ranks, tp_comm). */
+void feri_tp_count_on(const feri_llama *m, const struct feri_comm *c, int purpose, const feri_comm_stats *before);
 
 /* A rank that cannot go on inside a step: prints its rank, host and the reason, and breaks the
  * model (rank 0: later calls fail at once). */

@@ -34,7 +34,8 @@ POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics; llama-server's P
   --tp N              tensor parallelism over the N processes of `mpirun -n N ferrite-serve ...`:
                       each holds 1/N of the model, rank 0 serves HTTP, the others follow it
   --pp N              pipeline parallelism over the N processes of `mpirun -n N ferrite-serve ...`:
-                      each runs a run of the layers (rank 0 serves HTTP); the same answers, bit for bit
+                      each runs a run of the layers (rank 0 serves HTTP); the same answers, bit for bit;
+                      with --tp T: N stages of T tensor-parallel processes each, `mpirun -n T*N`
   --tp-timeout SECS   with --tp or --pp: how long a rank waits for another in a step (default 30);
                       past it (a rank died) requests get 503 and the server exits with status 3
   -h, --help          this text

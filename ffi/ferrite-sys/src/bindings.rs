@@ -2125,8 +2125,10 @@ pub struct fer_engine_config {
     #[doc = " Pipeline parallelism over MPI: the number of processes `mpirun -n N` started, each running a"]
     #[doc = "  run of the model's layers (as even as the count allows) and holding only their weights and"]
     #[doc = "  KV; rank 0 embeds and serves, the last applies the head and sends the logits back. The"]
-    #[doc = "  arithmetic is one process's: the same logits, bit for bit. 0 or 1: one process; not with"]
-    #[doc = "  tensor_parallel (UNSUPPORTED). Faults and the rest as tensor_parallel (its timeout too)."]
+    #[doc = "  arithmetic is one process's: the same logits, bit for bit. 0 or 1: one process. With"]
+    #[doc = "  tensor_parallel too: stages of tensor_parallel ranks each, tensor_parallel x"]
+    #[doc = "  pipeline_parallel processes (rank r is share r % tensor_parallel of stage"]
+    #[doc = "  r / tensor_parallel). Faults and the rest as tensor_parallel (its timeout too)."]
     #[doc = "  FERRITE_PIPELINE_PARALLEL: the number."]
     pub pipeline_parallel: u32,
 }

@@ -102,7 +102,8 @@ pub struct EngineConfig {
     pub tensor_parallel: u32,
     /// How long a rank waits for another inside a step, in ms (0: 30 s).
     pub tensor_parallel_timeout_ms: u32,
-    /// Pipeline parallelism over the processes `mpirun -n N` started (0 or 1: one process).
+    /// Pipeline parallelism over the processes `mpirun -n N` started (0 or 1: one process); with
+    /// tensor_parallel too, stages of tensor_parallel ranks each (tp x pp processes).
     pub pipeline_parallel: u32,
 }
 
