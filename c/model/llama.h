@@ -233,8 +233,9 @@ void feri_llama_batch_free(feri_llama_batch *b);
 uint32_t feri_llama_batch_rows(const feri_llama_batch *b);
 
 /* Tensor parallelism: the next mixed steps' logits rows hold only the k best candidates of every
- * rank's vocabulary slice and the ties they cut, -inf elsewhere (model/tp_candidates.h: what draws that leaves exact);
- * 0 (the default): the whole rows. No effect in one process or with pipeline stages. */
+ * rank's vocabulary slice and the ties they cut, -inf elsewhere (model/tp_candidates.h: what
+ * draws that leaves exact); 0 (the default): the whole rows. No effect in one process or with
+ * pipeline stages of one rank each. */
 void feri_llama_batch_set_candidates(feri_llama_batch *b, uint32_t k);
 
 /* Pipeline stages: the next mixed steps run as up to `parts` micro-batches of about equal rows

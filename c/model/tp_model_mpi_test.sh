@@ -47,11 +47,12 @@ for n in $stages; do
   if [ "$got" -ne "$n" ]; then echo "$out"; echo "tp_model_mpi_test: $got of $n stages passed"; exit 1; fi
   echo "tp_model_mpi_test: $n pipeline stages passed"
 done
-# both (C-TP-011): 2 pipeline stages of 2 tensor-parallel ranks each, on the exact route
+# both (C-TP-011): 2 pipeline stages of 2 tensor-parallel ranks each, on the exact route (SmolLM2
+# here; both models: bazel-bin/c/model/tp_model_test --mpi-grid under mpirun -n 4)
 if [ "$asan" = 0 ]; then
   out=$(timeout 1500 mpirun "${root[@]}" --oversubscribe -n 4 --mca pml ob1 --mca btl self,tcp \
     --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x ASAN_OPTIONS \
-    "$bin" --mpi-grid "${FERRITE_TP_STEPS:-4}" 2>&1) || { echo "$out"; echo "tp_model_mpi_test: 2 x 2 ranks failed"; exit 1; }
+    "$bin" --mpi-grid "${FERRITE_TP_STEPS:-4}" smollm2 2>&1) || { echo "$out"; echo "tp_model_mpi_test: 2 x 2 ranks failed"; exit 1; }
   echo "$out" | grep -E "^(tp_model_test: .*(stages of|batched|one token)|SKIPPED)" || true
   got=$(grep -c "^tp_model_test: all checks passed" <<< "$out" || true)
   if [ "$got" -ne 4 ]; then echo "$out"; echo "tp_model_mpi_test: $got of 4 ranks (2 stages x 2) passed"; exit 1; fi
