@@ -8,7 +8,8 @@
 //! both; on SmolLM2-135M and, over two ranks, on Gemma 3 270M. Then a rank killed in the middle of a step (SIGKILL): the request in
 //! flight and a new one get 503 naming the rank that stopped answering, within the timeout, and
 //! the server exits (status 3) so the job ends. SKIPPED (printed) without mpirun or the model.
-//! EVIDENCE: C-TP-006 C-TP-008 C-TP-009
+//! Over 2 stages of 2 tensor-parallel ranks (4 processes) the same answers again.
+//! EVIDENCE: C-TP-006 C-TP-008 C-TP-009 C-TP-011
 
 mod common;
 
@@ -130,7 +131,7 @@ fn answers(s: &Server) -> (Vec<String>, String, f64) {
     (texts, streamed, hits)
 }
 
-// EVIDENCE: C-TP-006
+// EVIDENCE: C-TP-006 C-TP-011
 #[test]
 fn two_ranks_serve_what_one_process_serves() {
     let Some(m) = model() else {
@@ -155,6 +156,11 @@ fn two_ranks_serve_what_one_process_serves() {
         let stages = answers(&Server::start_with(&m, 2, &["--pp", "2"]));
         println!("two stages:  {stages:?}");
         assert_eq!(one, stages, "two pipeline stages: the same answers, bit for bit");
+        // both: 2 stages of 2 tensor-parallel ranks, 4 processes (C-TP-011)
+        let grid = answers(&Server::start_with(&m, 4, &["--tp", "2", "--pp", "2"]));
+        println!("2 x 2 ranks: {grid:?}");
+        assert_eq!((&one.0, &one.1), (&grid.0, &grid.1), "2 stages of 2 tensor-parallel ranks");
+        assert!(grid.2 >= 1.0, "the prefix cache hit over 2 x 2 ranks ({} hits)", grid.2);
         // Gemma 3: one KV head, which both ranks hold, soft-capped logits, 262,144 tokens; the
         // file is the base model, so Gemma's turns come from Gemma 2's template (the same format)
         let (Some(g), Some(t)) = (data_file("gemma3-270m-q4_k_m.gguf"), data_file("templates/google-gemma-2-2b-it.jinja")) else {
