@@ -128,10 +128,8 @@ fer_status feri_comm_split(feri_comm *c, int color, int key, feri_comm **out) {
 
 void feri_comm_free(feri_comm *c) {
   if (c == NULL) return;
-  /* a communicator that lost a rank neither frees nor finalizes: both wait for every rank, and
-   * one is gone (its process ends without them, as a dead rank's did) */
-  if (c->mpi && c->mc != MPI_COMM_WORLD && !c->broken[0]) MPI_Comm_free(&c->mc);
-  if (c->finalize && !c->broken[0]) MPI_Finalize();
+  if (c->mpi && c->mc != MPI_COMM_WORLD) MPI_Comm_free(&c->mc);
+  if (c->finalize) MPI_Finalize();
   free(c->scratch);
   free(c);
 }

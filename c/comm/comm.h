@@ -40,8 +40,7 @@ void feri_comm_set_timeout(feri_comm *c, double seconds);
  * process: a communicator of one. */
 fer_status feri_comm_split(feri_comm *c, int color, int key, feri_comm **out);
 
-/* Frees; finalizes MPI when feri_comm_mpi initialized it, unless a wait timed out (a rank is gone:
- * MPI_Finalize would wait for it). NULL is a no-op. */
+/* Frees; finalizes MPI when feri_comm_mpi initialized it. NULL is a no-op. */
 void feri_comm_free(feri_comm *c);
 
 int feri_comm_rank(const feri_comm *c);

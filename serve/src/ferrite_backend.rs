@@ -112,7 +112,12 @@ fn engine_config(opts: &Options) -> EngineConfig {
 pub fn follow_rank_0(opts: &Options) -> Result<(), String> {
     let path = opts.model.as_ref().ok_or("--model is required with --tp")?;
     let engine = Engine::from_path(path, &engine_config(opts)).map_err(|e| format!("{}: {e}", path.display()))?;
-    engine.run_rank().map_err(|e| format!("following rank 0: {e}"))
+    engine.run_rank().map_err(|e| {
+        // The job is broken (a rank died or stopped): dropping the engine would finalize MPI, which
+        // waits for every rank, the dead one too; the process ends without it (main exits 1).
+        std::mem::forget(engine);
+        format!("following rank 0: {e}")
+    })
 }
 
 impl FerriteBackend {
