@@ -187,21 +187,40 @@ fn rank_pid(mpirun: u32, rank: u32) -> Option<u32> {
     })
 }
 
+/// The model for a fault test, or None (printed SKIPPED) without it, without mpirun, or under the
+/// sanitizers (the tests' timing is the optimized build's).
+fn fault_model(what: &str) -> Option<PathBuf> {
+    let why = if model().is_none() {
+        "smollm2-135m-instruct-q4_1.gguf missing"
+    } else if !have_mpirun() {
+        "no mpirun"
+    } else if under_asan() {
+        "under the sanitizers: its timing is the optimized build's"
+    } else {
+        return model();
+    };
+    println!("SKIPPED: tensor_parallel {what} ({why})");
+    None
+}
+
+/// Waits up to 60 s for mpirun to end (every rank gone); its status.
+fn job_end(s: &mut Server, what: &str) -> std::process::ExitStatus {
+    let t = std::time::Instant::now();
+    loop {
+        if let Some(st) = s.child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(t.elapsed().as_secs() < 60, "the job did not end: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 // EVIDENCE: C-TP-008
 #[test]
 fn a_killed_rank_gets_503_and_ends_the_server() {
-    let Some(m) = model() else {
-        println!("SKIPPED: tensor_parallel fault (smollm2-135m-instruct-q4_1.gguf missing)");
+    let Some(m) = fault_model("fault") else {
         return;
     };
-    if !have_mpirun() {
-        println!("SKIPPED: tensor_parallel fault (no mpirun)");
-        return;
-    }
-    if under_asan() {
-        println!("SKIPPED: tensor_parallel fault under the sanitizers (its timing is the optimized build's)");
-        return;
-    }
     common::within(300, move || {
         let mut s = Server::start_with(&m, 2, &["--tp-timeout", "3"]);
         let addr = s.addr;
@@ -226,14 +245,7 @@ fn a_killed_rank_gets_503_and_ends_the_server() {
         assert_eq!(again.status, 503);
         assert!(again.json()["error"]["message"].as_str().unwrap().contains("cannot go on"));
         // the server exits, and so the job: mpirun returns within seconds, no rank left behind
-        let t = std::time::Instant::now();
-        let status = loop {
-            if let Some(st) = s.child.try_wait().unwrap() {
-                break st;
-            }
-            assert!(t.elapsed().as_secs() < 60, "the job did not end");
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        };
+        let status = job_end(&mut s, "after a rank's kill");
         let mut err = String::new();
         std::io::Read::read_to_string(s.child.stderr.as_mut().unwrap(), &mut err).unwrap();
         println!("job ended ({status}) {:.1} s after the kill", killed.elapsed().as_secs_f64());
@@ -248,18 +260,9 @@ fn a_killed_rank_gets_503_and_ends_the_server() {
 // last one and the job ends, instead of waiting forever for a call that cannot come.
 #[test]
 fn a_rank_0_killed_while_idle_ends_the_job() {
-    let Some(m) = model() else {
-        println!("SKIPPED: tensor_parallel idle fault (smollm2-135m-instruct-q4_1.gguf missing)");
+    let Some(m) = fault_model("idle fault") else {
         return;
     };
-    if !have_mpirun() {
-        println!("SKIPPED: tensor_parallel idle fault (no mpirun)");
-        return;
-    }
-    if under_asan() {
-        println!("SKIPPED: tensor_parallel idle fault under the sanitizers (its timing is the optimized build's)");
-        return;
-    }
     common::within(300, move || {
         let mut s = Server::start_with(&m, 2, &["--tp-timeout", "3"]);
         let ask = |addr| common::post(addr, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}));
@@ -270,13 +273,7 @@ fn a_rank_0_killed_while_idle_ends_the_job() {
         let leader = rank_pid(s.child.id(), 0).expect("rank 0's pid");
         let killed = std::time::Instant::now();
         assert!(Command::new("kill").args(["-9", &leader.to_string()]).status().unwrap().success());
-        let status = loop {
-            if let Some(st) = s.child.try_wait().unwrap() {
-                break st;
-            }
-            assert!(killed.elapsed().as_secs() < 60, "the job did not end: rank 1 still waits for rank 0");
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        };
+        let status = job_end(&mut s, "rank 1 still waits for rank 0");
         let took = killed.elapsed().as_secs_f64();
         let mut err = String::new();
         std::io::Read::read_to_string(s.child.stderr.as_mut().unwrap(), &mut err).unwrap();
