@@ -1910,7 +1910,9 @@ typedef struct fer_engine_config {
   /** 0: weights used in place from the mapped file; otherwise a weight store holding at most this
    *  many bytes (all of them: fully resident; fewer: streamed). Files only. */
   uint64_t weight_budget_bytes;
-  /** The governor's budget for KV: sequences are admitted while their projected commits fit. */
+  /** The governor's budget for KV: sequences are admitted while their projected commits fit.
+   *  With tensor or pipeline parallelism, each rank's: a sequence is charged what the rank
+   *  holding the most KV (heads, layers) commits for it, so it fits on every rank. */
   uint64_t kv_budget_bytes;
   /** Sequences alive at once (also the largest batched step). */
   uint32_t max_seqs;

@@ -380,7 +380,7 @@ fer_status fer_engine_seq_create(fer_engine *e, uint32_t max_tokens, fer_engine_
   q->e = e;
   fer_kv_geometry g;
   uint64_t granule = 0;
-  st = feri_llama_kv_geometry(e->model, max_tokens, &e->seq_opts, &g, &granule);
+  st = feri_llama_kv_charge_geometry(e->model, max_tokens, &e->seq_opts, &g, &granule); /* the heaviest rank's */
   if (st == FER_STATUS_OK) st = fer_governor_admit_sequence(e->gov, &g, max_tokens, granule, &q->admitted_bytes);
   while (st == FER_STATUS_BUDGET_EXCEEDED && e->reclaim != NULL && e->reclaim(e->reclaim_ctx))
     st = fer_governor_admit_sequence(e->gov, &g, max_tokens, granule, &q->admitted_bytes);

@@ -380,6 +380,13 @@ static fer_status take_share(feri_llama *m, uint32_t rank, uint32_t size) {
   feri_tp_plan p;
   fer_status st = feri_tp_plan_make(&shape, rank, size, &p);
   if (st != FER_STATUS_OK) return st;
+  m->kv_heads_most = 0; /* every share's KV heads: a rank past the KV heads' count may hold two */
+  for (uint32_t r = 0; r < size; r++) {
+    feri_tp_plan q;
+    if ((st = feri_tp_plan_make(&shape, r, size, &q)) != FER_STATUS_OK) return st;
+    const uint32_t h = q.kv_heads.end - q.kv_heads.begin;
+    m->kv_heads_most = h > m->kv_heads_most ? h : m->kv_heads_most;
+  }
   const uint64_t hd = c->head_dim, q0 = p.q_heads.begin * hd, q1 = p.q_heads.end * hd;
   const uint64_t k0 = p.kv_heads.begin * hd, k1 = p.kv_heads.end * hd;
   for (uint32_t l = 0; l < c->n_layer; l++) {
@@ -399,8 +406,9 @@ static fer_status take_stage(feri_llama *m, uint32_t rank, uint32_t size) {
   if (size > m->cfg.n_layer)
     return feri_fail(FER_STATUS_UNSUPPORTED, "model: %u pipeline stages for %u layers (at most one stage per layer)", size,
                      m->cfg.n_layer);
-  const feri_tp_range r = feri_tp_part(m->cfg.n_layer, rank, size);
+  const feri_tp_range r = feri_tp_part(m->cfg.n_layer, rank, size), first = feri_tp_part(m->cfg.n_layer, 0, size);
   m->stage = rank, m->stages = size, m->l0 = r.begin, m->l1 = r.end;
+  m->kv_layers_most = first.end - first.begin; /* the first stages run one layer more */
   return FER_STATUS_OK;
 }
 
@@ -474,6 +482,7 @@ static fer_status open_gguf(feri_gguf *g, feri_llama **out) {
                           .ff = {0, c->n_ff}, .vocab = {0, c->n_vocab}};
     st = set_share(m, &whole);
     m->stage = 0, m->stages = 1, m->l0 = 0, m->l1 = c->n_layer; /* every layer here */
+    m->kv_heads_most = c->n_head_kv, m->kv_layers_most = c->n_layer;
   }
   if (st != FER_STATUS_OK) {
     feri_error_stash e; /* closing calls entry points, which clear the message */
@@ -812,6 +821,26 @@ fer_status feri_llama_kv_geometry(const feri_llama *m, uint32_t max_tokens, cons
   out->capacity_tokens = max_tokens;
   *out_granule_bytes = o->granule_bytes ? o->granule_bytes : 64 * 1024;
   return FER_STATUS_OK;
+}
+
+fer_status feri_llama_kv_charge_geometry(const feri_llama *m, uint32_t max_tokens, const feri_llama_seq_options *o,
+                                         fer_kv_geometry *out, uint64_t *out_granule_bytes) {
+  fer_status st = feri_llama_kv_geometry(m, max_tokens, o, out, out_granule_bytes);
+  if (st == FER_STATUS_OK) out->n_layers = m->kv_layers_most, out->n_kv_heads = m->kv_heads_most;
+  return st;
+}
+
+uint64_t feri_llama_kv_extra_bytes(const feri_llama *m, const fer_kv_geometry *own, uint64_t n_tokens, uint64_t granule) {
+  if (own->n_kv_heads == m->kv_heads_most && own->n_layers == m->kv_layers_most) return 0;
+  fer_kv_geometry most = *own;
+  most.n_layers = m->kv_layers_most, most.n_kv_heads = m->kv_heads_most;
+  uint64_t mine = 0, theirs = 0;
+  feri_error_stash keep; /* a geometry the cache was made with passes the check */
+  feri_error_save(&keep);
+  const bool ok = fer_kv_committed_granules(own, n_tokens, granule, &mine) == FER_STATUS_OK &&
+                  fer_kv_committed_granules(&most, n_tokens, granule, &theirs) == FER_STATUS_OK;
+  feri_error_restore(&keep, FER_STATUS_OK);
+  return ok && theirs > mine ? (theirs - mine) * granule : 0;
 }
 
 fer_status feri_llama_seq_create(const feri_llama *m, uint32_t max_tokens, const feri_llama_seq_options *kvo,

@@ -220,9 +220,20 @@ fer_status feri_llama_seq_rewind(feri_llama_seq *s, uint32_t n_tokens);
  * nothing runs cancels the next forward. */
 void feri_llama_seq_cancel(feri_llama_seq *s);
 
-/* The KV geometry a sequence of max_tokens with these options commits by (for admission). */
+/* The KV geometry a sequence of max_tokens with these options commits by on this rank (its KV
+ * heads and its stage's layers; the whole model's in one process). */
 fer_status feri_llama_kv_geometry(const feri_llama *m, uint32_t max_tokens, const feri_llama_seq_options *o,
                                   fer_kv_geometry *out, uint64_t *out_granule_bytes);
+/* What admission charges: the geometry of the rank holding the most KV (the most KV heads of any
+ * tensor-parallel share, the most layers of any pipeline stage). Every rank has the same budget and
+ * commits at most what that rank does, so a sequence admitted on rank 0 fits on every rank
+ * (SmolLM2 at 4 ranks: rank 2 holds 2 KV heads, rank 0 one). The same as feri_llama_kv_geometry
+ * in one process. */
+fer_status feri_llama_kv_charge_geometry(const feri_llama *m, uint32_t max_tokens, const feri_llama_seq_options *o,
+                                         fer_kv_geometry *out, uint64_t *out_granule_bytes);
+/* The bytes the rank holding the most KV commits beyond this rank's `own` geometry for the windows
+ * of n_tokens (0 when this rank holds the most): what a charge of this rank's windows adds. */
+uint64_t feri_llama_kv_extra_bytes(const feri_llama *m, const fer_kv_geometry *own, uint64_t n_tokens, uint64_t granule);
 
 /* Batched steps over many sequences of the same model in one pass (every projection runs with M =
  * all rows). A batch holds scratch for up to `rows` rows (at most FERI_BATCH_MAX_ROWS). */

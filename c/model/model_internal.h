@@ -53,6 +53,10 @@ struct feri_llama {
    * its rows to the rank of its share in the next stage, the last stage's ranks their logits slices
    * (or candidates) to rank 0 */
   uint32_t stage, stages, l0, l1;
+  /* the most KV heads any tensor-parallel share holds and the most layers any stage runs: the
+   * rank holding both exists (every stage has every share), and it holds the most KV of all, so
+   * rank 0's admission charges its geometry (feri_llama_kv_charge_geometry) */
+  uint32_t kv_heads_most, kv_layers_most;
   double tp_timeout_s;        /* how long a rank waits for another inside a step */
 };
 

@@ -24,7 +24,7 @@
  * count) giving the same bits as the step run whole (C-TP-009).
  * With --mpi-grid the 4 ranks are 2 pipeline stages of 2 tensor-parallel ranks each: the tensor-
  * parallel checks, on rank 0's half of the layers (C-TP-011).
- * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 C-TP-010 C-TP-011 */
+ * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 C-TP-010 C-TP-011 C-TP-012 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +33,7 @@
 #include "model/llama.h"
 #include "model/model_internal.h"
 #include "model/tp_candidates.h"
+#include "model/shared_kv.h"
 #include "model/tp_run.h"
 #include "testing/check.h"
 #include "tokenizer/tokenizer.h"
@@ -63,6 +64,71 @@ static double rel_diff(const float *a, const float *b, uint32_t n) {
 
 /* steps greedy steps after each prompt; the logits' largest difference relative to the largest
  * logit within `bound` (C-TP-003). */
+/* Per-rank KV against admission's charge (C-TP-012): a sequence of 150 tokens on a shared KV
+ * cache, as the scheduler makes one, commits on each rank at most what feri_llama_kv_charge_geometry
+ * projects, and exactly that on the rank holding the most KV; where rank 0 holds less (SmolLM2 at
+ * 4 ranks), its own geometry's charge falls short of that rank's memory, and a prefix cache entry
+ * of those tokens is charged the difference (feri_llama_kv_extra_bytes). */
+static void check_kv_charge(feri_llama *tp, fer_threadpool *pool, const char *name) {
+  enum { N = 150 };
+  uint32_t rank, size;
+  feri_llama_tp_ranks(tp, &rank, &size);
+  feri_llama_seq_options so = feri_llama_seq_defaults();
+  so.policy = FER_KV_POLICY_FIXED_MAX;
+  fer_kv_geometry own, charged;
+  uint64_t granule = 0, g2 = 0;
+  CHECK_STATUS(feri_llama_kv_geometry(tp, MAX_TOKENS, &so, &own, &granule), FER_STATUS_OK);
+  CHECK_STATUS(feri_llama_kv_charge_geometry(tp, MAX_TOKENS, &so, &charged, &g2), FER_STATUS_OK);
+  uint64_t want = 0, mine = 0;
+  CHECK_STATUS(fer_kv_committed_granules(&charged, N, granule, &want), FER_STATUS_OK);
+  CHECK_STATUS(fer_kv_committed_granules(&own, N, granule, &mine), FER_STATUS_OK);
+  want *= granule, mine *= granule;
+  uint64_t before[8] = {0}, after[8] = {0}, extra[8] = {0};
+  CHECK(size <= 8);
+  CHECK_STATUS(feri_llama_tp_kv_bytes(tp, before, 8), FER_STATUS_OK);
+  CHECK_STATUS(feri_llama_tp_kv_bytes(tp, before, size - 1 + (size == 1)), size == 1 ? FER_STATUS_OK : FER_STATUS_INVALID_ARG);
+  CHECK_STATUS(feri_llama_tp_kv_bytes(tp, before, 8), FER_STATUS_OK); /* the refused call changed nothing */
+  fer_vmm_options vo;
+  fer_vmm_options_init(&vo);
+  vo.granule_bytes = granule;
+  vo.max_granules = 2 * (want / granule) + 64;
+  fer_kv_cache_options ko;
+  fer_kv_cache_options_init(&ko);
+  ko.policy = FER_KV_POLICY_FIXED_MAX, ko.dtype = so.dtype, ko.min_bucket = 1, ko.geometry = own;
+  fer_vmm *vmm = NULL;
+  fer_kv_cache *cache = NULL;
+  fer_kv_seq *kv = NULL;
+  feri_llama_seq *s = NULL;
+  CHECK_STATUS(feri_llama_kv_cache_create(tp, &vo, &ko, &vmm, &cache), FER_STATUS_OK);
+  if (cache) CHECK_STATUS(feri_llama_kv_seq_create(tp, cache, &kv), FER_STATUS_OK);
+  if (kv) CHECK_STATUS(feri_llama_seq_create_on(tp, kv, 0, MAX_TOKENS, &s), FER_STATUS_OK);
+  if (s) {
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = 100 + 7 * i;
+    float *logits = malloc(feri_llama_config_of(tp)->n_vocab * sizeof *logits);
+    CHECK_STATUS(feri_llama_forward(s, pool, ids, N, logits), FER_STATUS_OK);
+    free(logits);
+    CHECK_STATUS(feri_llama_tp_kv_bytes(tp, after, 8), FER_STATUS_OK);
+  }
+  uint64_t most = 0;
+  bool under = true;
+  char list[256] = "";
+  for (uint32_t r = 0; r < size; r++) {
+    extra[r] = after[r] - before[r];
+    most = extra[r] > most ? extra[r] : most;
+    under &= extra[r] <= want;
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%llu", r ? " " : "", (unsigned long long)extra[r]);
+  }
+  printf("tp_model_test: %s KV of %d tokens per rank: %s bytes; admission charges %llu (rank 0's own geometry: %llu)\n",
+         name, N, list, (unsigned long long)want, (unsigned long long)mine);
+  CHECK(under && most == want && extra[0] == mine);
+  /* what a prefix cache entry of these tokens adds to its charge on rank 0 */
+  CHECK(feri_llama_kv_extra_bytes(tp, &own, N, granule) == want - mine);
+  feri_llama_seq_free(s); /* frees kv with it */
+  if (!s) feri_llama_kv_seq_free(tp, kv);
+  feri_llama_kv_cache_free(tp, cache, vmm);
+}
+
 static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const char *name, double bound, int steps_per) {
   const feri_llama_config *c = feri_llama_config_of(one);
   const uint32_t V = c->n_vocab;
@@ -253,6 +319,7 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
     free(again);
   }
   for (int p = 0; p < 3; p++) feri_llama_seq_free(ts[p]), feri_llama_seq_free(os[p]);
+  check_kv_charge(tp, pool, name);
   fer_tokenizer_free(tok);
   free(a), free(b), free(batch);
 }

@@ -239,6 +239,46 @@ void feri_llama_tp_keepalive(const feri_llama *m) {
   if (feri_tp_announce(m, FERI_TP_KEEPALIVE, 0, 0, 0, NULL, NULL, 0) == FER_STATUS_OK) feri_tp_done(m);
 }
 
+/* This rank's KV ledger: the granule pools its live objects own. */
+static uint64_t kv_bytes_here(const feri_llama *m) {
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; m->link && i < m->link->n_objs; i++) {
+    const tp_obj *o = &m->link->objs[i];
+    const fer_vmm *vmm = !o->obj                         ? NULL
+                         : o->kind == FERI_TP_OBJ_SEQ      ? ((const feri_llama_seq *)o->obj)->vmm /* NULL: on a shared cache */
+                         : o->kind == FERI_TP_OBJ_KV_CACHE ? o->aux
+                                                           : NULL;
+    fer_vmm_stats vs;
+    if (vmm && fer_vmm_get_stats(vmm, &vs) == FER_STATUS_OK) bytes += vs.ledger_bytes;
+  }
+  return bytes;
+}
+
+fer_status feri_llama_tp_kv_bytes(const feri_llama *m, uint64_t *per_rank, uint32_t n) {
+  uint32_t rank, size;
+  feri_llama_tp_ranks(m, &rank, &size);
+  for (uint32_t r = 0; per_rank && r < n; r++) per_rank[r] = 0;
+  if (!per_rank || n < size || rank != 0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "tensor parallel: KV bytes of %u ranks into %u entries, asked on rank %u", size,
+                     per_rank ? n : 0, rank);
+  const uint64_t mine = kv_bytes_here(m);
+  if (!feri_tp_leading(m)) {
+    per_rank[0] = mine;
+    return FER_STATUS_OK;
+  }
+  uint64_t *all = calloc(size, sizeof *all); /* before the call: the ranks then answer into it */
+  if (!all) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "tensor parallel: KV bytes of %u ranks", size);
+  fer_status st = feri_tp_announce(m, FERI_TP_KV_BYTES, 0, 0, 0, NULL, NULL, 0);
+  if (st == FER_STATUS_OK) {
+    st = feri_comm_gather(m->comm, &mine, sizeof mine, all, 0);
+    if (st == FER_STATUS_OK) memcpy(per_rank, all, size * sizeof *all);
+    else feri_tp_fatal(m, "gathering the ranks' KV bytes", st); /* a rank went missing mid-call */
+    feri_tp_done(m);
+  }
+  free(all);
+  return st;
+}
+
 /* ---- the other ranks -------------------------------------------------------------------------- */
 
 static void *lookup(const feri_llama *m, uint32_t id, int kind) {
@@ -332,6 +372,10 @@ static fer_status replay(feri_llama *m, fer_threadpool *pool, const tp_msg *msg,
     case FERI_TP_KV_SEQ_FORK:
     case FERI_TP_KV_SEQ_FREE:
     case FERI_TP_SEQ_CREATE_ON: return replay_kv(m, msg, payload);
+    case FERI_TP_KV_BYTES: {
+      const uint64_t mine = kv_bytes_here(m);
+      return feri_comm_gather(m->comm, &mine, sizeof mine, NULL, 0);
+    }
     default: break;
   }
   const bool batch = msg->kind == FERI_TP_BATCH_FREE || msg->kind == FERI_TP_MIXED;

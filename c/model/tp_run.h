@@ -66,6 +66,14 @@ typedef struct feri_tp_traffic {
 } feri_tp_traffic;
 void feri_llama_tp_traffic(const feri_llama *m, feri_tp_traffic *out);
 
+/* Every rank's KV memory, as its granule pools' ledgers count it (live granules x granule bytes,
+ * fer_vmm_stats.ledger_bytes): the pools of its sequences and of its shared KV caches. Rank 0
+ * leading: an announced call every rank answers, per_rank[r] for rank r < n (the rest zero); in one
+ * process or before leading, per_rank[0] alone. INVALID_ARG for n below the ranks' count (per_rank
+ * zeroed), or on another rank. What shows that admission's charge (feri_llama_kv_charge_geometry)
+ * bounds every rank. */
+fer_status feri_llama_tp_kv_bytes(const feri_llama *m, uint64_t *per_rank, uint32_t n);
+
 /* ---- for llama.c and forward.c ---- */
 
 enum {
@@ -84,7 +92,8 @@ enum {
   FERI_TP_KV_SEQ_FORK,
   FERI_TP_KV_SEQ_FREE,
   FERI_TP_SEQ_CREATE_ON,
-  FERI_TP_KEEPALIVE
+  FERI_TP_KEEPALIVE,
+  FERI_TP_KV_BYTES /* feri_llama_tp_kv_bytes */
 };
 
 /* What a registered object is. */

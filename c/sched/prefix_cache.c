@@ -23,6 +23,7 @@ struct feri_prefix_cache {
   const feri_llama *model; /* forks and frees go through it (model/shared_kv.h) */
   fer_governor *gov;
   uint64_t granule; /* of the entries' pool */
+  fer_kv_geometry geometry; /* of the entries' cache on this rank */
   uint32_t block;
   uint64_t max_bytes;
   entry *e;
@@ -30,13 +31,15 @@ struct feri_prefix_cache {
   uint64_t tick, bytes, evictions, inserts;
 };
 
-fer_status feri_prefix_cache_create(const feri_llama *model, fer_governor *gov, uint64_t granule_bytes, uint32_t block_tokens, uint64_t max_bytes,
+fer_status feri_prefix_cache_create(const feri_llama *model, fer_governor *gov, uint64_t granule_bytes,
+                                    const fer_kv_geometry *geometry, uint32_t block_tokens, uint64_t max_bytes,
                                     feri_prefix_cache **out) {
   *out = NULL;
   if (block_tokens == 0) return feri_fail(FER_STATUS_INVALID_ARG, "prefix cache: blocks of 0 tokens");
   feri_prefix_cache *c = calloc(1, sizeof *c);
   if (!c) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "prefix cache");
   c->model = model, c->gov = gov, c->granule = granule_bytes, c->block = block_tokens, c->max_bytes = max_bytes;
+  c->geometry = *geometry;
   *out = c;
   return FER_STATUS_OK;
 }
@@ -147,8 +150,10 @@ fer_status feri_prefix_cache_insert(feri_prefix_cache *c, const fer_kv_seq *kv, 
   if (st == FER_STATUS_OK) st = fer_kv_seq_get_stats(fork, &ks);
   if (st == FER_STATUS_OK) st = fer_kv_seq_get_sharing(fork, &sh);
   /* the entry's charge: every window it maps. Its own (the partly filled ones it copied) and the
-   * request's, which it shares now and keeps alone once the request is freed. */
-  const uint64_t bytes = st == FER_STATUS_OK ? ks.committed_bytes + sh.shared_windows * c->granule : 0;
+   * request's, which it shares now and keeps alone once the request is freed. Tensor parallelism:
+   * plus what the rank holding the most KV heads maps beyond this one for the same tokens. */
+  const uint64_t extra = feri_llama_kv_extra_bytes(c->model, &c->geometry, (uint64_t)n_blocks * c->block, c->granule);
+  const uint64_t bytes = st == FER_STATUS_OK ? ks.committed_bytes + sh.shared_windows * c->granule + extra : 0;
   if (st == FER_STATUS_OK && c->n == c->cap) {
     const size_t cap = c->cap ? 2 * c->cap : 16;
     entry *p = realloc(c->e, cap * sizeof *p);

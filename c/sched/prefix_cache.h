@@ -23,9 +23,11 @@ typedef struct feri_prefix_cache_stats {
   uint64_t entries, blocks, bytes, evictions;
 } feri_prefix_cache_stats;
 
-/* granule_bytes: the entries' pool's granule; block_tokens >= 1; max_bytes 0 = bounded by the
- * governor only. */
-fer_status feri_prefix_cache_create(const feri_llama *model, fer_governor *gov, uint64_t granule_bytes, uint32_t block_tokens, uint64_t max_bytes,
+/* granule_bytes: the entries' pool's granule; geometry: its KV cache's on this rank (an entry's
+ * charge adds what the rank holding the most KV maps beyond it, feri_llama_kv_extra_bytes);
+ * block_tokens >= 1; max_bytes 0 = bounded by the governor only. */
+fer_status feri_prefix_cache_create(const feri_llama *model, fer_governor *gov, uint64_t granule_bytes,
+                                    const fer_kv_geometry *geometry, uint32_t block_tokens, uint64_t max_bytes,
                                     feri_prefix_cache **out);
 /* Frees every entry (their KV and charges) and the cache. NULL is OK. */
 void feri_prefix_cache_free(feri_prefix_cache *c);

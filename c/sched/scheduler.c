@@ -58,7 +58,8 @@ struct fer_scheduler {
   fer_scheduler_options o;
   fer_vmm *vmm;
   fer_kv_cache *kv_cache;
-  fer_kv_geometry geometry; /* of a request's KV (capacity: the engine's max_tokens) */
+  fer_kv_geometry geometry; /* of a request's KV on this rank (capacity: the engine's max_tokens) */
+  fer_kv_geometry charged;  /* what admission charges: the rank holding the most KV's (feri_llama_kv_charge_geometry) */
   uint64_t granule, budget;
   feri_llama_batch *batch;
   float *logits;            /* one row per running request */
@@ -127,6 +128,7 @@ static fer_status make_kv(fer_scheduler *s) {
   feri_llama_seq_options so = e->seq_opts;
   so.policy = FER_KV_POLICY_FIXED_MAX;
   fer_status st = feri_llama_kv_geometry(e->model, e->cfg.max_tokens, &so, &s->geometry, &s->granule);
+  if (st == FER_STATUS_OK) st = feri_llama_kv_charge_geometry(e->model, e->cfg.max_tokens, &so, &s->charged, &s->granule);
   if (st != FER_STATUS_OK) return st;
   fer_governor_stats gs;
   fer_governor_get_stats(e->gov, &gs);
@@ -193,7 +195,7 @@ fer_status fer_scheduler_create(fer_engine *e, const fer_scheduler_options *opts
   if (st == FER_STATUS_OK) st = feri_llama_batch_create(e->model, o.step_tokens, &s->batch);
   if (st == FER_STATUS_OK) st = make_kv(s);
   if (st == FER_STATUS_OK && o.prefix_block_tokens > 0)
-    st = feri_prefix_cache_create(e->model, e->gov, s->granule, o.prefix_block_tokens, o.prefix_cache_bytes, &s->prefix);
+    st = feri_prefix_cache_create(e->model, e->gov, s->granule, &s->geometry, o.prefix_block_tokens, o.prefix_cache_bytes, &s->prefix);
   if (st != FER_STATUS_OK) {
     feri_error_stash keep;
     feri_error_save(&keep);
@@ -260,7 +262,7 @@ static fer_status request_make(fer_scheduler *s, const fer_request_params *p, re
                        p->grammar_triggers[i], V);
   const uint32_t need = (uint32_t)p->n_prompt + p->max_new_tokens;
   uint64_t granules = 0;
-  fer_status st = fer_kv_committed_granules(&s->geometry, need, s->granule, &granules);
+  fer_status st = fer_kv_committed_granules(&s->charged, need, s->granule, &granules);
   if (st != FER_STATUS_OK) return st;
   if (granules * s->granule > s->budget)
     return feri_fail(FER_STATUS_BUDGET_EXCEEDED,

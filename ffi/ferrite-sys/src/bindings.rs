@@ -2094,6 +2094,8 @@ pub struct fer_engine_config {
     #[doc = "  many bytes (all of them: fully resident; fewer: streamed). Files only."]
     pub weight_budget_bytes: u64,
     #[doc = " The governor's budget for KV: sequences are admitted while their projected commits fit."]
+    #[doc = "  With tensor or pipeline parallelism, each rank's: a sequence is charged what the rank"]
+    #[doc = "  holding the most KV (heads, layers) commits for it, so it fits on every rank."]
     pub kv_budget_bytes: u64,
     #[doc = " Sequences alive at once (also the largest batched step)."]
     pub max_seqs: u32,
