@@ -36,12 +36,15 @@ void feri_tp_place_candidates(const feri_tp_candidate *c, uint32_t k, float *row
     if (c[i].id >= 0 && (uint32_t)c[i].id < vocab) row[c[i].id] = c[i].logit;
 }
 
+bool feri_tp_reads_every_token(const fer_sampling_params *p, bool grammar, bool logprobs) {
+  return grammar || logprobs || p->n_logit_bias > 0 || p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+         p->presence_penalty != 0.0f || p->no_repeat_ngram_size > 0 || p->min_new_tokens > 0 ||
+         p->dry_multiplier > 0.0f || p->typical_p < 1.0f || p->xtc_probability > 0.0f || p->mirostat > 0;
+}
+
 uint32_t feri_tp_candidates_needed(const fer_sampling_params *p, bool grammar, bool logprobs) {
   /* anything that reads or changes tokens outside the best k needs the whole row */
-  if (grammar || logprobs || p->n_logit_bias > 0 || p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
-      p->presence_penalty != 0.0f || p->no_repeat_ngram_size > 0 || p->min_new_tokens > 0 || p->dry_multiplier > 0.0f ||
-      p->typical_p < 1.0f || p->xtc_probability > 0.0f || p->mirostat > 0)
-    return 0;
+  if (feri_tp_reads_every_token(p, grammar, logprobs)) return 0;
   if (p->temperature == 0.0f) return 1;
   /* without top-k, top-p and min-p read the whole row's mass */
   return p->top_k > 0 && p->top_k <= FERI_TP_MAX_CANDIDATES ? (uint32_t)p->top_k : 0;

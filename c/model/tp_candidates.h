@@ -44,4 +44,9 @@ void feri_tp_place_candidates(const feri_tp_candidate *c, uint32_t k, float *row
  * FERI_TP_MAX_CANDIDATES, else 0 (the whole row). */
 uint32_t feri_tp_candidates_needed(const fer_sampling_params *p, bool grammar, bool logprobs);
 
+/* Whether a request's sampling reads or changes tokens beyond the ones it may draw (bias,
+ * penalties, DRY, grammar, log-probabilities, typical-p, XTC, mirostat): then it needs the whole
+ * row, whatever else it asks. */
+bool feri_tp_reads_every_token(const fer_sampling_params *p, bool grammar, bool logprobs);
+
 #endif
