@@ -29,6 +29,7 @@
 #include "model/llama.h"
 #include "model/model_internal.h"
 #include "model/tp_candidates.h"
+#include "model/tp_draw.h"
 #include "model/tp_run.h"
 
 #define TRY(call)                          \
@@ -222,7 +223,6 @@ static fer_status add_logits(op_list *l, const feri_llama *m, const float *x, ui
   return FER_STATUS_OK;
 }
 
-
 /* The rows of a step: n tokens of one sequence `one` (at positions from its length), or the
  * segments `segs` of a mixed step (segment i's rows follow segment i - 1's; n rows in all). */
 typedef struct step_rows {
@@ -383,7 +383,9 @@ static fer_status build_step(const feri_llama *m, feri_scratch *sc, const step_r
     o->c = feri_tensor_2d(sc->last, FER_DTYPE_F32, 1, D);
     TRY(add_logits(l, m, sc->last, 1, 0));
   }
-  if (c->logit_softcap != 0.0f) {
+  /* a draw's ranks soft-cap their slices themselves (draw_rows) */
+  const bool drawn = logits == LOGITS_SELECTED && r->candidates == FERI_TP_DRAW && m->tp.size > 1;
+  if (c->logit_softcap != 0.0f && !drawn) {
     ADD_OP(OP_SOFTCAP);
     o->n = logits == LOGITS_ALL ? n : n_out, o->f = c->logit_softcap;
   }
@@ -484,6 +486,73 @@ static void softcap(float *logits, size_t n, float cap) {
   for (size_t j = 0; j < n; j++) logits[j] = tanhf(logits[j] * inv) * cap;
 }
 
+/* A draw the ranks make together (tp_draw.h) for the step's n selected rows, row i at temperature
+ * sc->draw_t[i] (0: greedy) with uniform sc->draw_u[i]. Every rank soft-caps its slice first (as
+ * rank 0 would the gathered rows). Then: the heads all-gathered; the running sums carried rank to
+ * rank; the last rank's totals broadcast; the finds gathered on rank 0; the rows holding NaN or
+ * +inf sent whole. Rank 0's rows: -inf but the drawn token (the greedy token's value, else 0), or
+ * the whole row. A step with no sampled row skips the sums, one with no flagged row the last part. */
+static fer_status draw_rows(const feri_llama *m, feri_scratch *sc, uint32_t n, float *logits) {
+  const uint32_t p = m->tp.size, me = m->tp.rank, vn = m->V, v0 = m->vocab_begin[me], V = m->cfg.n_vocab;
+  const size_t bytes = (size_t)n * (p + 1) * sizeof(feri_tp_draw_head) + (size_t)n * 2 * sizeof(double) +
+                       (size_t)n * (p + 1) * sizeof(feri_tp_draw_find);
+  if (bytes > sc->tp_draw_bytes) {
+    void *q = realloc(sc->tp_draw, bytes);
+    if (!q) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "forward: a draw over %u rows", n);
+    sc->tp_draw = q, sc->tp_draw_bytes = bytes;
+  }
+  feri_tp_draw_head *mine = sc->tp_draw, *heads = mine + n; /* heads: rank-major, p x n */
+  double *carry = (double *)(heads + (size_t)p * n), *total = carry + n;
+  feri_tp_draw_find *find = (feri_tp_draw_find *)(total + n), *finds = find + n;
+  float *x = sc->tp_logits;
+  if (m->cfg.logit_softcap != 0.0f) softcap(x, (size_t)n * vn, m->cfg.logit_softcap);
+  for (uint32_t row = 0; row < n; row++) mine[row] = feri_tp_draw_head_of(x + (size_t)row * vn, vn, v0, sc->draw_t[row]);
+  TRY(feri_comm_allgather(m->comm, mine, n * sizeof *mine, heads));
+  bool sampled = false, flagged = false;
+  for (uint32_t row = 0; row < n; row++) {
+    mine[row] = feri_tp_draw_merge(heads + row, p, n); /* now the row's */
+    flagged |= mine[row].nonfinite != 0;
+    sampled |= !mine[row].nonfinite && sc->draw_t[row] != 0.0f && mine[row].max != -INFINITY;
+  }
+  /* which rows draw by sums: every rank decides alike from the merged heads */
+#define SUMMED(row) (!mine[row].nonfinite && sc->draw_t[row] != 0.0f && mine[row].max != -INFINITY)
+  if (sampled) {
+    for (uint32_t row = 0; row < n; row++) carry[row] = 0.0;
+    if (me > 0) TRY(feri_comm_recv(m->comm, carry, n * sizeof *carry, (int)me - 1));
+    for (uint32_t row = 0; row < n; row++)
+      total[row] = SUMMED(row) ? feri_tp_draw_sum(x + (size_t)row * vn, vn, sc->draw_t[row], mine[row].max, carry[row]) : 0.0;
+    if (me + 1 < p) TRY(feri_comm_send(m->comm, total, n * sizeof *total, (int)me + 1));
+    TRY(feri_comm_broadcast(m->comm, total, n * sizeof *total, (int)p - 1)); /* the last rank's: the totals */
+    for (uint32_t row = 0; row < n; row++)
+      find[row] = SUMMED(row) ? feri_tp_draw_find_in(x + (size_t)row * vn, vn, v0, sc->draw_t[row], mine[row].max,
+                                                    carry[row], sc->draw_u[row] * total[row])
+                              : (feri_tp_draw_find){-1, -1};
+    TRY(feri_comm_gather(m->comm, find, n * sizeof *find, me == 0 ? finds : NULL, 0));
+  }
+  if (me != 0) {
+    for (uint32_t row = 0; row < n && flagged; row++) /* the flagged rows' slices, row after row */
+      if (mine[row].nonfinite) TRY(feri_comm_send(m->comm, x + (size_t)row * vn, vn * sizeof(float), 0));
+    return FER_STATUS_OK;
+  }
+  for (uint32_t row = 0; row < n; row++) {
+    float *out = logits + (size_t)row * V;
+    for (uint32_t v = 0; v < V; v++) out[v] = -INFINITY;
+    if (mine[row].nonfinite) { /* whole: rank 0's slice, then each rank's */
+      memcpy(out + v0, x + (size_t)row * vn, vn * sizeof(float));
+      for (uint32_t r = 1; r < p; r++)
+        TRY(feri_comm_recv(m->comm, out + m->vocab_begin[r], (m->vocab_begin[r + 1] - m->vocab_begin[r]) * sizeof(float),
+                           (int)r));
+    } else if (sc->draw_t[row] == 0.0f) {
+      if (mine[row].argmax >= 0) out[mine[row].argmax] = mine[row].max;
+    } else if (SUMMED(row)) {
+      const int32_t pick = feri_tp_draw_choose(finds + row, p, n);
+      if (pick >= 0 && (uint32_t)pick < V) out[pick] = 0.0f;
+    }
+  }
+#undef SUMMED
+  return FER_STATUS_OK;
+}
+
 /* Runs a kernel list; a single-sequence step's n tokens sit at positions p0.. (the scalar inputs
  * of a replay), a batched step's row i at the length of its sequence. logits: NULL on the ranks
  * other than 0 of a tensor-parallel model. */
@@ -524,6 +593,7 @@ static fer_status run_step(const feri_llama *m, feri_scratch *sc, fer_threadpool
         feri_comm_stats before;
         feri_comm_get_stats(via, &before);
         if (o->kind == OP_ALLREDUCE) TRY(feri_comm_allreduce_sum_f32(via, o->dst, o->n));
+        else if (o->out == FERI_TP_DRAW) TRY(draw_rows(m, sc, o->n, logits));
         else if (o->out > 0) TRY(gather_candidates(m, sc, o->n, o->out, logits));
         else TRY(gather_logits(m, sc, o->n, logits));
         feri_tp_count_on(m, via, o->kind == OP_ALLREDUCE ? FERI_TP_COUNT_ALLREDUCE : FERI_TP_COUNT_LOGITS, &before);
@@ -810,9 +880,12 @@ fer_status feri_llama_batch_create(const feri_llama *m, uint32_t rows, feri_llam
   if (!b) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "batch");
   b->m = m;
   fer_status st = feri_scratch_alloc(&m->cfg, rows, &b->sc);
+  b->draw_t = malloc(rows * sizeof *b->draw_t), b->draw_u = malloc(rows * sizeof *b->draw_u);
+  if (st == FER_STATUS_OK && (!b->draw_t || !b->draw_u)) st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "batch: draws");
   if (st == FER_STATUS_OK) st = feri_tp_register(m, b, FERI_TP_OBJ_BATCH, NULL, feri_tp_leading(m), &b->tp_id);
   if (st != FER_STATUS_OK) {
     feri_scratch_free(&b->sc);
+    free(b->draw_t), free(b->draw_u);
     free(b);
     return st;
   }
@@ -821,6 +894,7 @@ fer_status feri_llama_batch_create(const feri_llama *m, uint32_t rows, feri_llam
     if (st != FER_STATUS_OK) {
       feri_tp_unregister(m, b->tp_id);
       feri_scratch_free(&b->sc);
+      free(b->draw_t), free(b->draw_u);
       free(b);
       return st;
     }
@@ -835,6 +909,7 @@ void feri_llama_batch_free(feri_llama_batch *b) {
   feri_tp_forget(b->m, b->tp_id, FERI_TP_BATCH_FREE);
   feri_scratch_free(&b->sc);
   free(b->ops.ops);
+  free(b->draw_t), free(b->draw_u);
   free(b);
 }
 
@@ -843,6 +918,15 @@ uint32_t feri_llama_batch_rows(const feri_llama_batch *b) { return b->sc.rows; }
 void feri_llama_batch_set_candidates(feri_llama_batch *b, uint32_t k) {
   b->candidates = k < FERI_TP_MAX_CANDIDATES ? k : FERI_TP_MAX_CANDIDATES;
 }
+
+void feri_llama_batch_set_draws(feri_llama_batch *b, const float *t, const double *u, uint32_t n) {
+  b->n_draw = t && u ? (n < b->sc.rows ? n : b->sc.rows) : 0;
+  memcpy(b->draw_t, t, b->n_draw * sizeof *t);
+  memcpy(b->draw_u, u, b->n_draw * sizeof *u);
+}
+
+/* The step's logits mode: FERI_TP_DRAW while draws are set, else the candidates (0: whole rows). */
+static uint32_t logits_mode(const feri_llama_batch *b) { return b->n_draw > 0 ? FERI_TP_DRAW : b->candidates; }
 
 void feri_llama_batch_set_micro_batches(feri_llama_batch *b, uint32_t parts) {
   b->micro_batches = parts < FERI_MAX_MICRO_BATCHES ? parts : FERI_MAX_MICRO_BATCHES;
@@ -894,8 +978,14 @@ fer_status feri_llama_forward_mixed(feri_llama_batch *b, fer_threadpool *pool, c
       return feri_fail(FER_STATUS_CANCELLED, "batch: sequence %u was cancelled; no sequence advanced", i);
   for (uint32_t i = 0; i < n_segs; i++) TRY(release_windows(segs[i].seq));
   if (!feri_tp_leading(b->m)) return feri_forward_mixed_run(b, pool, segs, n_segs, logits);
-  /* announced as the micro-batches, n_segs x (sequence id, tokens, logits wanted), then the ids */
-  const size_t words = 1 + 3 * (size_t)n_segs + n;
+  /* announced as the micro-batches, n_segs x (sequence id, tokens, logits wanted), the ids, then
+   * for draws the selected rows' temperatures and uniforms */
+  const uint32_t mode = logits_mode(b), n_draw = mode == FERI_TP_DRAW ? b->n_draw : 0;
+  uint32_t selected = 0;
+  for (uint32_t i = 0; i < n_segs; i++) selected += segs[i].logits;
+  if (mode == FERI_TP_DRAW && n_draw != selected)
+    return feri_fail(FER_STATUS_INVALID_ARG, "batch: draws set for %u rows, the step selects %u", n_draw, selected);
+  const size_t words = 1 + 3 * (size_t)n_segs + n + 3 * (size_t)n_draw;
   uint32_t *msg = malloc(words * sizeof *msg);
   if (!msg) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "batch: the step's announcement");
   int32_t *ids = (int32_t *)(msg + 1 + 3 * n_segs);
@@ -904,12 +994,14 @@ fer_status feri_llama_forward_mixed(feri_llama_batch *b, fer_threadpool *pool, c
     seg[0] = segs[i].seq->tp_id, seg[1] = segs[i].n, seg[2] = segs[i].logits;
     memcpy(ids, segs[i].ids, segs[i].n * sizeof *ids);
   }
+  memcpy(ids, b->draw_t, n_draw * sizeof *b->draw_t);
+  memcpy(ids + n_draw, b->draw_u, n_draw * sizeof *b->draw_u);
   const uint32_t asked = b->micro_batches;
   const int split = b->m->stages > 1 && b->m->tp.size < 2 && asked == 0 && n_segs > 1 ? choose_split(b) : -1;
   if (split >= 0) b->micro_batches = split ? 0 : 1;
   msg[0] = b->micro_batches;
   const double t0 = seconds_now();
-  fer_status st = feri_tp_announce(b->m, FERI_TP_MIXED, b->tp_id, n_segs, b->candidates, NULL, msg, words * sizeof *msg);
+  fer_status st = feri_tp_announce(b->m, FERI_TP_MIXED, b->tp_id, n_segs, mode, NULL, msg, words * sizeof *msg);
   free(msg);
   if (st == FER_STATUS_OK)
     st = finish_announced(b->m, feri_forward_mixed_run(b, pool, segs, n_segs, logits), "a batched step every rank is in");
@@ -935,7 +1027,10 @@ static fer_status mixed_pass(feri_llama_batch *b, fer_threadpool *pool, const fe
       memcpy(b->sc.ids + row, segs[i].ids, segs[i].n * sizeof(int32_t));
       for (uint32_t t = 0; t < segs[i].n; t++) b->sc.pos[row + t] = (int32_t)(segs[i].seq->len + t);
     }
-    const step_rows rows = {NULL, segs, n_segs, n, b->candidates, defer};
+    /* draws over pipeline stages: the rows whole (the last stage's ranks are not rank 0's) */
+    const uint32_t mode = logits_mode(b) == FERI_TP_DRAW && b->m->stages > 1 ? 0 : logits_mode(b);
+    b->sc.draw_t = b->draw_t, b->sc.draw_u = b->draw_u;
+    const step_rows rows = {NULL, segs, n_segs, n, mode, defer};
     st = build_step(b->m, &b->sc, &rows, LOGITS_SELECTED, &b->ops);
     if (st == FER_STATUS_OK) st = run_step(b->m, &b->sc, pool, &b->ops, 0, n, logits);
     feri_tp_count_pass(b->m);

@@ -800,7 +800,7 @@ fer_status feri_scratch_alloc(const feri_llama_config *c, uint32_t rows, feri_sc
 void feri_scratch_free(feri_scratch *sc) {
   free(sc->x), free(sc->h), free(sc->q), free(sc->k), free(sc->v), free(sc->att), free(sc->o);
   free(sc->gate), free(sc->up), free(sc->last), free(sc->pos), free(sc->ids), free(sc->qws), free(sc->tp_logits);
-  free(sc->tp_cand), free(sc->tp_ties);
+  free(sc->tp_cand), free(sc->tp_ties), free(sc->tp_draw);
   memset(sc, 0, sizeof *sc);
 }
 

@@ -249,6 +249,16 @@ uint32_t feri_llama_batch_rows(const feri_llama_batch *b);
  * pipeline stages of one rank each. */
 void feri_llama_batch_set_candidates(feri_llama_batch *b, uint32_t k);
 
+/* Tensor parallelism: the next mixed steps' selected rows (n of them, in order) are drawn by the
+ * ranks together (model/tp_draw.h), row i at temperature t[i] (0: greedy) with uniform u[i] (the
+ * sampler's, feri_uniform of the request's seed and step): rank 0's logits rows then hold the
+ * drawn token alone (its value, for greedy rows; 0 otherwise) and -inf elsewhere, so the sampler,
+ * run on them with the same temperature and no other processor, returns that token; a row with NaN
+ * or +inf is the whole row. n 0 (or NULL arrays) turns it off (then set_candidates rules). The
+ * arrays are copied; n above the batch's rows is clamped. No effect in one process; with
+ * pipeline stages the rows are gathered whole. */
+void feri_llama_batch_set_draws(feri_llama_batch *b, const float *t, const double *u, uint32_t n);
+
 /* Pipeline stages: the next mixed steps run as up to `parts` micro-batches of about equal rows
  * (whole segments each), so that the stages overlap: stage 0 runs the second micro-batch while
  * stage 1 runs the first. 1: the whole step at once. 0 (the default): left to the model, which

@@ -117,6 +117,10 @@ typedef struct feri_scratch {
   size_t tp_cand_n;
   struct feri_tp_candidate *tp_ties; /* the values tied with a row's k-th that its k left out */
   size_t tp_ties_n;
+  void *tp_draw;         /* a draw the ranks make together (tp_draw.h): heads, sums and finds of every row */
+  size_t tp_draw_bytes;
+  const float *draw_t;   /* borrowed from the batch: each selected row's temperature and uniform */
+  const double *draw_u;
 } feri_scratch;
 
 fer_status feri_scratch_alloc(const feri_llama_config *c, uint32_t rows, feri_scratch *sc);
@@ -145,7 +149,10 @@ struct feri_llama_batch {
   feri_scratch sc;         /* rows of a step: one per decoding sequence, plus prompt chunks */
   op_list ops;
   uint32_t tp_id;
-  uint32_t candidates;    /* feri_llama_batch_set_candidates */
+  uint32_t candidates;    /* feri_llama_batch_set_candidates; FERI_TP_DRAW: feri_llama_batch_set_draws */
+  float *draw_t;          /* feri_llama_batch_set_draws: n_draw rows' temperatures and uniforms */
+  double *draw_u;
+  uint32_t n_draw;
   uint32_t micro_batches; /* feri_llama_batch_set_micro_batches */
   struct {                /* micro-batches left to the model (forward.c choose_split) */
     double per_row[2];    /* recent seconds a row of a whole step [0] and a split one [1]; 0: not tried */

@@ -24,11 +24,12 @@ feri_tp_draw_head feri_tp_draw_head_of(const float *x, uint32_t n, uint32_t v0, 
   return h;
 }
 
-feri_tp_draw_head feri_tp_draw_merge(const feri_tp_draw_head *heads, uint32_t p) {
+feri_tp_draw_head feri_tp_draw_merge(const feri_tp_draw_head *heads, uint32_t p, size_t stride) {
   feri_tp_draw_head h = {-INFINITY, -1, 0, 0};
   for (uint32_t r = 0; r < p; r++) { /* strict >: an equal value later has the higher id */
-    if (heads[r].max > h.max) h.max = heads[r].max, h.argmax = heads[r].argmax;
-    h.nonfinite |= heads[r].nonfinite;
+    const feri_tp_draw_head *g = &heads[r * stride];
+    if (g->max > h.max) h.max = g->max, h.argmax = g->argmax;
+    h.nonfinite |= g->nonfinite;
   }
   return h;
 }
@@ -55,11 +56,11 @@ feri_tp_draw_find feri_tp_draw_find_in(const float *x, uint32_t n, uint32_t v0, 
   return f;
 }
 
-int32_t feri_tp_draw_choose(const feri_tp_draw_find *finds, uint32_t p) {
+int32_t feri_tp_draw_choose(const feri_tp_draw_find *finds, uint32_t p, size_t stride) {
   for (uint32_t r = 0; r < p; r++)
-    if (finds[r].first >= 0) return finds[r].first;
+    if (finds[r * stride].first >= 0) return finds[r * stride].first;
   for (uint32_t r = p; r-- > 0;)
-    if (finds[r].last >= 0) return finds[r].last;
+    if (finds[r * stride].last >= 0) return finds[r * stride].last;
   return -1;
 }
 

@@ -25,6 +25,10 @@
 
 #include "ferrite.h"
 
+/* The step's mode (feri_llama_batch.candidates, the announcement's) when its rows are drawn this
+ * way: above any count of candidates. */
+#define FERI_TP_DRAW 0xffffffffu
+
 /* One rank's summary of a row's slice: its largest value (the quotient by t; the raw logit for
  * greedy, t = 0) and the lowest id holding it (-1 where every value is -inf), and whether it holds
  * NaN or +inf (then the row is gathered whole). */
@@ -38,9 +42,9 @@ typedef struct feri_tp_draw_head {
 /* The head of x[0 .. n) (ids v0 + i) at temperature t (0: greedy). */
 feri_tp_draw_head feri_tp_draw_head_of(const float *x, uint32_t n, uint32_t v0, float t);
 
-/* The row's head from the ranks' heads in rank order (ascending ids): the largest max, its lowest
- * id (the first rank's), nonfinite when any rank's is. */
-feri_tp_draw_head feri_tp_draw_merge(const feri_tp_draw_head *heads, uint32_t p);
+/* The row's head from the ranks' heads in rank order (ascending ids), rank r's at heads[r x
+ * stride]: the largest max, its lowest id (the first rank's), nonfinite when any rank's is. */
+feri_tp_draw_head feri_tp_draw_merge(const feri_tp_draw_head *heads, uint32_t p, size_t stride);
 
 /* carry plus the weights exp(x[i] / t - mx) of x[0 .. n), added one after another in id order. */
 double feri_tp_draw_sum(const float *x, uint32_t n, float t, float mx, double carry);
@@ -54,9 +58,10 @@ typedef struct feri_tp_draw_find {
 feri_tp_draw_find feri_tp_draw_find_in(const float *x, uint32_t n, uint32_t v0, float t, float mx, double carry,
                                        double target);
 
-/* The drawn id from the ranks' finds in rank order: the first rank's `first`, else (rounding left
- * the target at the very top) the last `last`; -1 when no rank holds a weight. */
-int32_t feri_tp_draw_choose(const feri_tp_draw_find *finds, uint32_t p);
+/* The drawn id from the ranks' finds in rank order (rank r's at finds[r x stride]): the first
+ * rank's `first`, else (rounding left the target at the very top) the last `last`; -1 when no rank
+ * holds a weight. */
+int32_t feri_tp_draw_choose(const feri_tp_draw_find *finds, uint32_t p, size_t stride);
 
 /* Whether a request's draw can be made this way: greedy decoding, or temperature alone (no top-k,
  * top-p, min-p, typical-p, XTC, mirostat, bias, penalties, DRY, grammar or log-probabilities).

@@ -48,7 +48,7 @@ static int32_t ranks_draw(const float *x, uint32_t ranks, float t, double u, boo
     const feri_tp_range sl = feri_tp_part(V, r, ranks);
     heads[r] = feri_tp_draw_head_of(x + sl.begin, sl.end - sl.begin, sl.begin, t);
   }
-  const feri_tp_draw_head h = feri_tp_draw_merge(heads, ranks);
+  const feri_tp_draw_head h = feri_tp_draw_merge(heads, ranks, 1);
   *nonfinite = h.nonfinite != 0;
   if (t == 0.0f || h.max == -INFINITY) return h.argmax;
   for (uint32_t r = 0; r < ranks; r++) { /* the scan */
@@ -61,7 +61,7 @@ static int32_t ranks_draw(const float *x, uint32_t ranks, float t, double u, boo
     const feri_tp_range sl = feri_tp_part(V, r, ranks);
     finds[r] = feri_tp_draw_find_in(x + sl.begin, sl.end - sl.begin, sl.begin, t, h.max, carry[r], target);
   }
-  return feri_tp_draw_choose(finds, ranks);
+  return feri_tp_draw_choose(finds, ranks, 1);
 }
 
 /* A uniform whose target u x total lands on the running sum after a random token of the row, or
@@ -146,12 +146,12 @@ static void test_flags(void) {
   const feri_tp_draw_head h = feri_tp_draw_head_of(x, 64, 100, 1.0f);
   CHECK(h.argmax == -1 && h.max == -INFINITY && !h.nonfinite);
   const feri_tp_draw_find none[2] = {{-1, -1}, {-1, -1}};
-  CHECK(feri_tp_draw_choose(none, 2) == -1);
+  CHECK(feri_tp_draw_choose(none, 2, 1) == -1);
   const feri_tp_draw_find top[2] = {{-1, 40}, {-1, 77}}; /* the target at the very top: the last with weight */
-  CHECK(feri_tp_draw_choose(top, 2) == 77);
+  CHECK(feri_tp_draw_choose(top, 2, 1) == 77);
   /* ties across slices: the lower id (the earlier rank) */
   const feri_tp_draw_head heads[3] = {{1.0f, 5, 0, 0}, {2.0f, 70, 0, 0}, {2.0f, 130, 0, 0}};
-  CHECK(feri_tp_draw_merge(heads, 3).argmax == 70);
+  CHECK(feri_tp_draw_merge(heads, 3, 1).argmax == 70);
 }
 
 static void test_drawable(void) {

@@ -24,7 +24,7 @@
  * count) giving the same bits as the step run whole (C-TP-009).
  * With --mpi-grid the 4 ranks are 2 pipeline stages of 2 tensor-parallel ranks each: the tensor-
  * parallel checks, on rank 0's half of the layers (C-TP-011).
- * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 C-TP-010 C-TP-011 C-TP-012 */
+ * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 C-TP-010 C-TP-011 C-TP-012 C-TP-013 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +245,51 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
       CHECK(draws == 48 && same_draws == draws && distinct >= 1);
       CHECK(took40 >= min40 && took40 < 3ull * remote * (V / shares) * 4 / 10); /* under a tenth of the rows */
       fer_sampler_free(sm);
+      /* C-TP-013: plain sampling (temperature 1.3, rows 0 and 2) and greedy decoding (row 1) drawn
+       * by the ranks together: the sampler, run on rank 0's rows, returns its draw from the
+       * gathered rows, for 8 uniforms a row */
+      const float temps[3] = {1.3f, 0.0f, 1.3f};
+      fer_sampler *plain = NULL, *greedy = NULL;
+      fer_sampling_params_init(&sp);
+      sp.temperature = 1.3f;
+      CHECK_STATUS(fer_sampler_create(&sp, &plain), FER_STATUS_OK);
+      sp.temperature = 0.0f;
+      CHECK_STATUS(fer_sampler_create(&sp, &greedy), FER_STATUS_OK);
+      uint32_t same_drawn = 0, drawn = 0, finite_drawn = 0;
+      int32_t seen[2] = {-1, -1};
+      bool varied_drawn = false;
+      uint64_t took_drawn = 0;
+      for (int u = 0; u < 8 && plain && greedy; u++) {
+        double us[3];
+        for (int p = 0; p < 3; p++) us[p] = (u + 0.5) / 8 + 0.01 * p;
+        for (int p = 0; p < 3; p++) CHECK_STATUS(feri_llama_seq_rewind(ts[p], lens[p]), FER_STATUS_OK);
+        feri_llama_batch_set_draws(bt, temps, us, 3);
+        feri_llama_tp_traffic(tp, &c0);
+        CHECK_STATUS(feri_llama_forward_batch(bt, pool, ts, last, 3, sparse), FER_STATUS_OK);
+        feri_llama_tp_traffic(tp, &c1);
+        took_drawn += c1.logits_bytes - c0.logits_bytes;
+        for (int p = 0; p < 3; p++) {
+          fer_sampler *sm_p = temps[p] == 0.0f ? greedy : plain;
+          int32_t x = -1, y = -2;
+          memcpy(w1, batch + (size_t)p * V, V * sizeof *w1);
+          memcpy(w2, sparse + (size_t)p * V, V * sizeof *w2);
+          for (uint32_t v = 0; v < V; v++) finite_drawn += isfinite(w2[v]);
+          CHECK_STATUS(fer_sampler_sample_uniform(sm_p, w1, V, &ctx, us[p], &x, NULL), FER_STATUS_OK);
+          CHECK_STATUS(fer_sampler_sample_uniform(sm_p, w2, V, &ctx, us[p], &y, NULL), FER_STATUS_OK);
+          drawn++, same_drawn += x == y;
+          if (p == 0) varied_drawn |= seen[0] >= 0 && x != seen[0], seen[0] = x;
+        }
+      }
+      feri_llama_batch_set_draws(bt, NULL, NULL, 0);
+      printf("tp_model_test: %s batched step drawn by the ranks together (temperature 1.3 and greedy): %u of %u draws the "
+             "same as from the gathered rows, %llu bytes of logits taken in 8 steps\n", name, same_drawn, drawn,
+             (unsigned long long)took_drawn);
+      CHECK(drawn == 24 && same_drawn == drawn && varied_drawn);
+      if (tp->stages == 1) { /* one finite value a row, and a small fraction of the rows' bytes */
+        CHECK(finite_drawn == 24);
+        CHECK(took_drawn < 8ull * 3 * remote * (V / shares) * 4 / 20);
+      }
+      fer_sampler_free(plain), fer_sampler_free(greedy);
       free(w1), free(w2);
       free(sparse);
     }

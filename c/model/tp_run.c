@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "model/model_internal.h"
 #include "model/shared_kv.h"
+#include "model/tp_draw.h"
 
 /* One announcement. Up to eight token ids travel inside it (a decode step); more in a second
  * broadcast. */
@@ -400,7 +401,22 @@ static fer_status replay(feri_llama *m, fer_threadpool *pool, const tp_msg *msg,
         if (!segs[i].seq) st = feri_fail(FER_STATUS_MISUSE, "tensor parallel: segment %u's sequence %u is unknown", i, seg[3 * i]);
         ids += segs[i].n;
       }
-      feri_llama_batch_set_candidates(obj, msg->b); /* as rank 0 asked for this step */
+      /* as rank 0 asked for this step: candidates, or draws (each selected row's temperature and
+       * uniform follow the ids) */
+      feri_llama_batch *b = obj;
+      feri_llama_batch_set_candidates(b, msg->b == FERI_TP_DRAW ? 0 : msg->b);
+      b->n_draw = 0;
+      if (msg->b == FERI_TP_DRAW && st == FER_STATUS_OK) {
+        uint32_t selected = 0;
+        for (uint32_t i = 0; i < n_segs; i++) selected += segs[i].logits;
+        if (selected == 0 || selected > b->sc.rows)
+          st = feri_fail(FER_STATUS_MISUSE, "tensor parallel: a draw of %u rows", selected);
+        else {
+          memcpy(b->draw_t, ids, selected * sizeof *b->draw_t);
+          memcpy(b->draw_u, (const char *)ids + selected * sizeof *b->draw_t, selected * sizeof *b->draw_u);
+          b->n_draw = selected;
+        }
+      }
       feri_llama_batch_set_micro_batches(obj, *(const uint32_t *)payload);
       if (st == FER_STATUS_OK) st = feri_forward_mixed_run(obj, pool, segs, n_segs, NULL);
       free(segs);

@@ -26,13 +26,18 @@
 #include "model/llama.h"
 #include "model/shared_kv.h"
 #include "model/tp_candidates.h"
+#include "model/tp_draw.h"
 #include "model/tp_run.h"
+#include "sample/rng.h"
 #include "sched/prefix_cache.h"
 
 typedef struct request {
   uint64_t id, user_data;
   uint32_t flags, top_logprobs;
   uint32_t tp_candidates; /* tensor parallelism: the logits candidates a rank sends for its draw (0: the whole row) */
+  bool tp_drawable;       /* ... or the ranks draw its token together (model/tp_draw.h) */
+  float temperature;      /* its sampling's, and the seed of its uniforms, for such draws */
+  uint64_t seed;
   int32_t *tokens;      /* the prompt, then the generated tokens */
   uint32_t n_prompt, n_gen, max_new;
   uint32_t n_fed;       /* tokens whose K and V the sequence holds */
@@ -64,6 +69,8 @@ struct fer_scheduler {
   feri_llama_batch *batch;
   float *logits;            /* one row per running request */
   float *raw;               /* a logits row before sampling, for its logprobs */
+  float *draw_t;            /* tensor parallelism: a step's draws (feri_llama_batch_set_draws) */
+  double *draw_u;
   feri_llama_segment *segs;
   request **seg_req;
   feri_prefix_cache *prefix; /* NULL: no prefix cache */
@@ -118,7 +125,7 @@ static void sched_release(fer_scheduler *s) {
   feri_prefix_cache_free(s->prefix);
   feri_llama_kv_cache_free(s->e->model, s->kv_cache, s->vmm);
   feri_llama_batch_free(s->batch);
-  free(s->logits), free(s->raw), free(s->segs), free(s->seg_req), free(s->running), free(s->ev);
+  free(s->logits), free(s->raw), free(s->draw_t), free(s->draw_u), free(s->segs), free(s->seg_req), free(s->running), free(s->ev);
   pthread_mutex_destroy(&s->lock);
   free(s);
 }
@@ -188,10 +195,12 @@ fer_status fer_scheduler_create(fer_engine *e, const fer_scheduler_options *opts
   atomic_init(&s->in_use, 0);
   s->logits = malloc((size_t)o.max_running * e->info.n_vocab * sizeof(float));
   s->raw = malloc((size_t)e->info.n_vocab * sizeof(float));
+  s->draw_t = malloc(o.max_running * sizeof *s->draw_t);
+  s->draw_u = malloc(o.max_running * sizeof *s->draw_u);
   s->segs = malloc(o.max_running * sizeof *s->segs);
   s->seg_req = malloc(o.max_running * sizeof *s->seg_req);
   s->running = malloc(o.max_running * sizeof *s->running);
-  if (!s->logits || !s->raw || !s->segs || !s->seg_req || !s->running) st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: buffers", fn);
+  if (!s->logits || !s->raw || !s->draw_t || !s->draw_u || !s->segs || !s->seg_req || !s->running) st = feri_fail(FER_STATUS_OUT_OF_MEMORY, "%s: buffers", fn);
   if (st == FER_STATUS_OK) st = feri_llama_batch_create(e->model, o.step_tokens, &s->batch);
   if (st == FER_STATUS_OK) st = make_kv(s);
   if (st == FER_STATUS_OK && o.prefix_block_tokens > 0)
@@ -296,6 +305,8 @@ static fer_status request_make(fer_scheduler *s, const fer_request_params *p, re
     r->grammar_end = p->grammar->vocab->eos;
   }
   r->tp_candidates = feri_tp_candidates_needed(&p->sampling, p->grammar != NULL, (p->flags & FER_REQUEST_LOGPROBS) != 0);
+  r->tp_drawable = feri_tp_drawable(&p->sampling, p->grammar != NULL, (p->flags & FER_REQUEST_LOGPROBS) != 0);
+  r->temperature = p->sampling.temperature, r->seed = p->sampling.seed;
   if (st != FER_STATUS_OK) {
     feri_error_stash keep;
     feri_error_save(&keep);
@@ -736,17 +747,23 @@ fer_status fer_scheduler_step(fer_scheduler *s, fer_scheduler_step_info *out_inf
     rows += k, prefill_rows += k;
   }
   if (n_segs > 0) {
-    /* tensor parallelism: the ranks send their best candidates instead of their logits when every
-     * draw of the step needs no more (model/tp_candidates.h) */
-    uint32_t k = 0;
-    bool whole = false;
+    /* tensor parallelism: the ranks draw the tokens together when every draw of the step is
+     * greedy or plain sampling and one is sampled (model/tp_draw.h); else they send their best
+     * candidates instead of their logits when every draw needs no more (model/tp_candidates.h) */
+    uint32_t k = 0, n_draw = 0;
+    bool whole = false, drawable = true, sampled = false;
     for (uint32_t g = 0; g < n_segs; g++) {
       if (!s->segs[g].logits) continue;
-      const uint32_t need = s->seg_req[g]->tp_candidates;
-      whole |= need == 0;
-      k = need > k ? need : k;
+      const request *r = s->seg_req[g];
+      whole |= r->tp_candidates == 0;
+      k = r->tp_candidates > k ? r->tp_candidates : k;
+      drawable &= r->tp_drawable;
+      sampled |= r->tp_drawable && r->temperature != 0.0f;
+      /* the uniform the sampler takes for this token (sampler.c: feri_uniform of seed and count) */
+      s->draw_t[n_draw] = r->temperature, s->draw_u[n_draw++] = feri_uniform(r->seed, r->n_gen, 0);
     }
     feri_llama_batch_set_candidates(s->batch, whole ? 0 : k);
+    feri_llama_batch_set_draws(s->batch, s->draw_t, s->draw_u, drawable && sampled ? n_draw : 0);
     st = feri_llama_forward_mixed(s->batch, e->pool, s->segs, n_segs, s->logits);
     if (st != FER_STATUS_OK) { /* the pass failed: its requests end with the reason */
       char msg[192];

@@ -93,20 +93,38 @@ extern "C" {
     fn geteuid() -> u32;
 }
 
-/// Greedy, or (sampled) top-k 40 at temperature 0.8 with a seed: over tensor-parallel ranks the
-/// ranks then send their 40 best candidates and the ties they cut, not their logits (C-TP-010).
-fn chat(addr: SocketAddr, system: &str, user: &str, sampled: bool) -> Value {
+/// How a test request samples.
+#[derive(Clone, Copy, PartialEq)]
+enum Sampling {
+    Greedy,
+    /// top-k 40 at temperature 0.8 with a seed: over tensor-parallel ranks the ranks then send
+    /// their 40 best candidates and the ties they cut, not their logits (C-TP-010)
+    TopK,
+    /// temperature 0.9 alone with a seed (the API's default way): the ranks draw the token
+    /// together in a step of such rows (C-TP-013)
+    Plain,
+}
+
+fn chat(addr: SocketAddr, system: &str, user: &str, sampling: Sampling) -> Value {
     let mut body = json!({"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
                           "max_tokens": 16, "temperature": 0});
-    if sampled {
+    if sampling == Sampling::TopK {
         body["temperature"] = json!(0.8);
         body["top_k"] = json!(40);
         body["seed"] = json!(7);
+    } else if sampling == Sampling::Plain {
+        body["temperature"] = json!(0.9);
+        body["seed"] = json!(11);
     }
     common::post(addr, "/v1/chat/completions", &body).json()
 }
 
-/// The answers of three requests sent together, then a streamed one, and the prefix cache's hits.
+fn content(v: &Value) -> String {
+    v["choices"][0]["message"]["content"].as_str().unwrap().to_string()
+}
+
+/// The answers of three requests sent together, then a plain-sampled one alone, then a streamed
+/// one, and the prefix cache's hits.
 fn answers(s: &Server) -> (Vec<String>, String, f64) {
     let system = "You are a helpful assistant who answers in one short sentence. ".repeat(6);
     let asks = ["What is the capital of France?", "What is the capital of Italy?", "Name a primary color."];
@@ -115,10 +133,12 @@ fn answers(s: &Server) -> (Vec<String>, String, f64) {
         .enumerate()
         .map(|(i, q)| {
             let (addr, q, sys) = (s.addr, q.to_string(), if i < 2 { system.clone() } else { String::new() });
-            std::thread::spawn(move || chat(addr, &sys, &q, i == 2)["choices"][0]["message"]["content"].as_str().unwrap().to_string())
+            let sampling = if i == 2 { Sampling::TopK } else { Sampling::Greedy };
+            std::thread::spawn(move || content(&chat(addr, &sys, &q, sampling)))
         })
         .collect();
-    let texts: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let mut texts: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    texts.push(content(&chat(s.addr, "", "Write a short line about the sea.", Sampling::Plain)));
     let body = json!({"messages": [{"role": "system", "content": system}, {"role": "user", "content": "Count to five."}],
                       "max_tokens": 12, "temperature": 0, "stream": true});
     let streamed: String = common::post(s.addr, "/v1/chat/completions", &body)
@@ -131,7 +151,7 @@ fn answers(s: &Server) -> (Vec<String>, String, f64) {
     (texts, streamed, hits)
 }
 
-// EVIDENCE: C-TP-006 C-TP-011
+// EVIDENCE: C-TP-006 C-TP-011 C-TP-013
 #[test]
 fn two_ranks_serve_what_one_process_serves() {
     let Some(m) = model() else {
@@ -172,7 +192,12 @@ fn two_ranks_serve_what_one_process_serves() {
         let two = answers(&Server::start_with(&g, 2, &template));
         println!("Gemma 3, one process: {one:?}\nGemma 3, two ranks:   {two:?}");
         assert!(one.0.iter().all(|t| !t.is_empty()) && !one.1.is_empty());
-        assert_eq!((&one.0, &one.1), (&two.0, &two.1), "Gemma 3 over two ranks");
+        // the plain-sampled answer (the last) is left out: Gemma's logits over ranks are within
+        // C-TP-003's 8.5e-3 of one process's, and a draw over the whole 262,144-token row at
+        // temperature 0.9 moves with that (measured: it parts from one process's after the echoed
+        // prompt with the rows gathered whole too, so not through the draw; tp_model_test checks
+        // the draw itself against the gathered rows)
+        assert_eq!((&one.0[..3], &one.1), (&two.0[..3], &two.1), "Gemma 3 over two ranks");
         assert!(two.2 >= 1.0, "the prefix cache hit over the ranks on Gemma 3 ({} hits)", two.2);
     });
 }
