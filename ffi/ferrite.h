@@ -1863,6 +1863,15 @@ enum fer_matmul_mode_code {
 };
 typedef int32_t fer_matmul_mode;
 
+/** How tensor-parallel ranks send the all-reduces' activations. Append-only. */
+enum fer_tp_wire_code {
+  /** f32 values. */
+  FER_TP_WIRE_F32 = 0,
+  /** Q8_0 blocks (an f16 scale and 32 int8 codes a block). */
+  FER_TP_WIRE_Q8_0 = 1,
+};
+typedef int32_t fer_tp_wire;
+
 /** How a sequence's one-token decode steps run. Append-only. */
 enum fer_plan_policy_code {
   /** Every step builds its kernel list anew. */
@@ -1950,6 +1959,12 @@ typedef struct fer_engine_config {
    *  r / tensor_parallel). Faults and the rest as tensor_parallel (its timeout too).
    *  FERRITE_PIPELINE_PARALLEL: the number. */
   uint32_t pipeline_parallel;
+  /** With tensor_parallel: how the all-reduces' activations travel (fer_tp_wire_code):
+   *  FER_TP_WIRE_F32 (the default: the sums differ from one process's only in their order) or
+   *  FER_TP_WIRE_Q8_0 (Q8_0 blocks of 32, 34 bytes each: 3.76x fewer bytes, each sum off by up to
+   *  half a step of every block it is rounded in, p of them). Every rank must use the same.
+   *  FERRITE_TP_WIRE: f32 or q8_0. */
+  fer_tp_wire tensor_parallel_wire;
 } fer_engine_config;
 
 /** Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped

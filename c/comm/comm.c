@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/status.h"
+#include "kernels/quant.h"
 
 struct feri_comm {
   int rank, size;
@@ -19,6 +20,8 @@ struct feri_comm {
   int finalize;    /* 1: this communicator initialized MPI, so it finalizes it */
   float *scratch;  /* a chunk's worth, for the reduce-scatter */
   size_t scratch_n;
+  uint8_t *wire;   /* the 8-bit all-reduce's blocks: every chunk, then one chunk received */
+  size_t wire_n;
   feri_comm_stats stats;
   double timeout_s; /* 0: wait forever */
   char broken[200]; /* not empty: an exchange timed out; every later call fails with this */
@@ -130,7 +133,7 @@ void feri_comm_free(feri_comm *c) {
   if (c == NULL) return;
   if (c->mpi && c->mc != MPI_COMM_WORLD) MPI_Comm_free(&c->mc);
   if (c->finalize) MPI_Finalize();
-  free(c->scratch);
+  free(c->scratch), free(c->wire);
   free(c);
 }
 
@@ -193,6 +196,61 @@ fer_status feri_comm_allreduce_sum_f32(feri_comm *c, float *x, size_t n) {
     feri_comm_chunk(n, p, ((r - s) % p + p) % p, &rs, &rl);
     fer_status st = sendrecv(c, x + ss, sl * sizeof(float), right, x + rs, rl * sizeof(float), left, TAG_RING);
     if (st != FER_STATUS_OK) return st;
+  }
+  return FER_STATUS_OK;
+}
+
+/* Q8_0 blocks of x[0 .. 32 nb) into q, then x takes back what the blocks hold (so the rank that
+ * rounds a chunk holds the same bits as the ranks that receive it). */
+static void round_q8(float *x, size_t nb, uint8_t *q) {
+  feri_quantize_q8_0(x, (int64_t)nb * 32, q);
+  for (size_t b = 0; b < nb; b++) feri_qblock_dequant(FER_DTYPE_Q8_0, q + b * FERI_COMM_Q8_BLOCK_BYTES, x + b * 32);
+}
+
+fer_status feri_comm_allreduce_sum_q8(feri_comm *c, float *x, size_t n) {
+  const int p = c->size;
+  if (n % 32 != 0) return feri_fail(FER_STATUS_INVALID_ARG, "comm: an 8-bit all-reduce of %zu floats (a multiple of 32)", n);
+  if (p == 1 || n == 0) return FER_STATUS_OK;
+  const size_t nb = n / 32, Q = FERI_COMM_Q8_BLOCK_BYTES;
+  size_t first, max_b; /* chunks of whole blocks; chunk 0 is the longest */
+  feri_comm_chunk(nb, p, 0, &first, &max_b);
+  const size_t need = (nb + max_b) * Q;
+  if (need > c->wire_n || max_b * 32 > c->scratch_n) {
+    uint8_t *w = need > c->wire_n ? realloc(c->wire, need) : c->wire;
+    if (w) c->wire = w, c->wire_n = need > c->wire_n ? need : c->wire_n;
+    float *s = max_b * 32 > c->scratch_n ? realloc(c->scratch, max_b * 32 * sizeof *s) : c->scratch;
+    if (s) c->scratch = s, c->scratch_n = max_b * 32 > c->scratch_n ? max_b * 32 : c->scratch_n;
+    if (!w || !s) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "comm: 8-bit all-reduce scratch of %zu blocks", nb);
+  }
+  uint8_t *q = c->wire, *in = c->wire + nb * Q; /* q: every chunk's blocks at its block offset */
+  const int r = c->rank, right = (r + 1) % p, left = (r + p - 1) % p;
+  /* reduce-scatter as the f32 ring's, each partial chunk sent as Q8_0 blocks and added as their
+   * values: after p - 1 steps rank r holds chunk (r + 1) % p summed */
+  for (int s = 0; s < p - 1; s++) {
+    size_t ss, sl, rs, rl;
+    feri_comm_chunk(nb, p, ((r - s) % p + p) % p, &ss, &sl);
+    feri_comm_chunk(nb, p, ((r - s - 1) % p + p) % p, &rs, &rl);
+    feri_quantize_q8_0(x + ss * 32, (int64_t)sl * 32, q + ss * Q);
+    fer_status st = sendrecv(c, q + ss * Q, sl * Q, right, in, rl * Q, left, TAG_RING);
+    if (st != FER_STATUS_OK) return st;
+    for (size_t b = 0; b < rl; b++) {
+      feri_qblock_dequant(FER_DTYPE_Q8_0, in + b * Q, c->scratch);
+      float *y = x + (rs + b) * 32;
+      for (int i = 0; i < 32; i++) y[i] = c->scratch[i] + y[i];
+    }
+  }
+  /* all-gather: the owner rounds its summed chunk to blocks (keeping their values itself), the
+   * blocks go round the ring unchanged, and every rank takes their values: the same bits on all */
+  size_t os, ol;
+  feri_comm_chunk(nb, p, (r + 1) % p, &os, &ol);
+  round_q8(x + os * 32, ol, q + os * Q);
+  for (int s = 0; s < p - 1; s++) {
+    size_t ss, sl, rs, rl;
+    feri_comm_chunk(nb, p, ((r + 1 - s) % p + p) % p, &ss, &sl);
+    feri_comm_chunk(nb, p, ((r - s) % p + p) % p, &rs, &rl);
+    fer_status st = sendrecv(c, q + ss * Q, sl * Q, right, q + rs * Q, rl * Q, left, TAG_RING);
+    if (st != FER_STATUS_OK) return st;
+    for (size_t b = 0; b < rl; b++) feri_qblock_dequant(FER_DTYPE_Q8_0, q + (rs + b) * Q, x + (rs + b) * 32);
   }
   return FER_STATUS_OK;
 }

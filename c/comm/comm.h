@@ -51,6 +51,16 @@ int feri_comm_size(const feri_comm *c);
  * 2 (p - 1) / p x n floats (chunks of n / p, the first n % p one float longer). */
 fer_status feri_comm_allreduce_sum_f32(feri_comm *c, float *x, size_t n);
 
+/* The same sum with 8-bit traffic (distributed-llama's Q80 buffers): each chunk travels as Q8_0
+ * blocks (34 bytes a block of 32 floats) in the same ring, so each rank sends and receives
+ * 2 (p - 1) / p x n / 32 blocks (chunks of whole blocks), 3.76x fewer bytes than the f32 ring. A
+ * partial chunk is rounded to blocks at each reduce-scatter step, and the summed chunk once more
+ * before the all-gather, by its owner, which keeps the rounded values: so every rank ends with the
+ * same bits, and each sum is off the f32 ring's by at most half a step (amax / 254) of each block
+ * rounded on its way (p of them). n a multiple of 32 (INVALID_ARG otherwise, x untouched). */
+enum { FERI_COMM_Q8_BLOCK_BYTES = 34 };
+fer_status feri_comm_allreduce_sum_q8(feri_comm *c, float *x, size_t n);
+
 /* buf[0..bytes) of rank `root` into every rank's buf. */
 fer_status feri_comm_broadcast(feri_comm *c, void *buf, size_t bytes, int root);
 

@@ -4,7 +4,9 @@
  * barrier-like all-reduce of one float before each so every rank starts together; rank 0 prints
  * the median and the fastest time and the bus bandwidth, 2 (p - 1) / p x bytes / time (what each
  * rank's link carries each way, NCCL's definition).
- * usage: comm_bench [REPS] [FLOATS...]   (defaults: 200; 4096 16384 262144 1048576) */
+ * With --q8 first, the 8-bit all-reduce (feri_comm_allreduce_sum_q8: Q8_0 blocks on the wire); the
+ * bandwidth is then the f32 sum's equivalent (what the same floats would need as f32).
+ * usage: comm_bench [--q8] [REPS] [FLOATS...]   (defaults: 200; 4096 16384 262144 1048576) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "comm_bench: MPI did not start (run under mpirun)\n");
     return 1;
   }
+  const int q8 = argc > 1 && strcmp(argv[1], "--q8") == 0;
+  if (q8) argc--, argv++;
   const int reps = argc > 1 ? atoi(argv[1]) : 200;
   static const size_t defaults[] = {4096, 16384, 262144, 1048576};
   const int n_sizes = argc > 2 ? argc - 2 : 4;
@@ -45,15 +49,16 @@ int main(int argc, char **argv) {
     for (int i = -5; i < reps && rc == 0; i++) {
       if (feri_comm_allreduce_sum_f32(c, &one, 1) != FER_STATUS_OK) rc = 1;
       const double t0 = now_s();
-      if (feri_comm_allreduce_sum_f32(c, x, n) != FER_STATUS_OK) rc = 1;
+      if ((q8 ? feri_comm_allreduce_sum_q8(c, x, n) : feri_comm_allreduce_sum_f32(c, x, n)) != FER_STATUS_OK) rc = 1;
       if (i >= 0) t[i] = now_s() - t0;
     }
     if (rc == 0 && r == 0) {
       qsort(t, (size_t)reps, sizeof *t, by_value);
       const double med = t[reps / 2], bytes = 4.0 * (double)n;
-      printf("comm_bench: %d ranks, all-reduce of %zu floats (%.0f KiB): median %.1f us, fastest %.1f us, "
-             "bus bandwidth %.3f GB/s (median)\n",
-             p, n, bytes / 1024, 1e6 * med, 1e6 * t[0], 2.0 * (p - 1) / p * bytes / med / 1e9);
+      printf("comm_bench: %d ranks, %s all-reduce of %zu floats (%.0f KiB): median %.1f us, fastest %.1f us, "
+             "bus bandwidth %.3f GB/s (median%s)\n",
+             p, q8 ? "8-bit" : "f32", n, bytes / 1024, 1e6 * med, 1e6 * t[0], 2.0 * (p - 1) / p * bytes / med / 1e9,
+             q8 ? ", f32-equivalent" : "");
     }
     free(x);
   }

@@ -2,8 +2,11 @@
  * by mpirun on p ranks, the collectives across them: the all-reduce equals the documented order's
  * sum bit for bit on every rank, twice the same, sending 2 (p - 1) / p x n floats; broadcast from
  * every root; all-gather; sends around the ring; receives left running (finished out of order,
- * cancelled); a split into the ranks of each parity, each all-reducing alone; bad ranks refused.
- * EVIDENCE: C-COMM-001 C-COMM-002 C-COMM-004 (with comm_mpi_test.sh and comm_netns_test.sh) */
+ * cancelled); a split into the ranks of each parity, each all-reducing alone; bad ranks refused;
+ * the 8-bit all-reduce (the same bits on every rank, within its bound of the f32 sum, 34 bytes a
+ * block of 32 on the wire; n not a multiple of 32 refused).
+ * EVIDENCE: C-COMM-001 C-COMM-002 C-COMM-004 C-COMM-005 (with comm_mpi_test.sh and comm_netns_test.sh) */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,13 @@
 #include "testing/check.h"
 
 /* A value with varied magnitude and sign, so the order of a sum shows in its bits. */
+#define FNV_START 0xcbf29ce484222325ull
+static uint64_t fnv(uint64_t h, const void *data, size_t bytes) {
+  const unsigned char *q = data;
+  for (size_t i = 0; i < bytes; i++) h = (h ^ q[i]) * 0x100000001b3ull;
+  return h;
+}
+
 static float value(int rank, size_t i) {
   uint64_t z = (uint64_t)rank * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull + 1;
   z ^= z >> 31, z *= 0x94d049bb133111ebull, z ^= z >> 29;
@@ -34,6 +44,11 @@ static void test_alone(void) {
   float x[3] = {1, 2, 3};
   CHECK_STATUS(feri_comm_allreduce_sum_f32(c, x, 3), FER_STATUS_OK);
   CHECK(x[0] == 1 && x[1] == 2 && x[2] == 3);
+  float blocks[64];
+  for (int i = 0; i < 64; i++) blocks[i] = (float)i / 3.0f;
+  CHECK_STATUS(feri_comm_allreduce_sum_q8(c, blocks, 64), FER_STATUS_OK); /* one rank: untouched */
+  CHECK(blocks[1] == 1.0f / 3.0f && blocks[63] == 21.0f);
+  CHECK_STATUS(feri_comm_allreduce_sum_q8(c, blocks, 63), FER_STATUS_INVALID_ARG);
   CHECK_STATUS(feri_comm_broadcast(c, x, sizeof x, 0), FER_STATUS_OK);
   CHECK_STATUS(feri_comm_broadcast(c, x, sizeof x, 1), FER_STATUS_INVALID_ARG);
   int mine = 7, all = 0;
@@ -110,6 +125,50 @@ static void test_ranks(void) {
     CHECK(n == 0 || memcmp(x, y, n * sizeof *x) == 0);
     free(x), free(y);
   }
+  /* the 8-bit all-reduce: the same bits on every rank, within its bound of the f32 sum, its bytes */
+  const size_t q_sizes[] = {0, 32, 576, (size_t)p * 4096};
+  for (size_t t = 0; t < sizeof q_sizes / sizeof *q_sizes; t++) {
+    const size_t n = q_sizes[t];
+    float *x = malloc((n + 1) * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = value(r, i);
+    feri_comm_stats before, after;
+    feri_comm_get_stats(c, &before);
+    CHECK_STATUS(feri_comm_allreduce_sum_q8(c, x, n), FER_STATUS_OK);
+    feri_comm_get_stats(c, &after);
+    /* each sum is rounded p times on its way, each time by at most half a step (d / 2, d the
+     * block's amax / 127 rounded to f16: at most 2^-11 above) of a block whose values are at most
+     * B, every rank's magnitudes summed there, plus the roundings before it (at most p B / 254);
+     * the float additions add at most 2^-24 of B each */
+    size_t over = 0;
+    double worst = 0;
+    for (size_t b = 0; b < n / 32; b++) {
+      double amax = 0;
+      for (size_t i = b * 32; i < b * 32 + 32; i++) {
+        double m = 0;
+        for (int k = 0; k < p; k++) m += fabs((double)value(k, i));
+        amax = m > amax ? m : amax;
+      }
+      for (size_t i = b * 32; i < b * 32 + 32; i++) {
+        const double err = fabs((double)x[i] - (double)ring_sum(p, n, i)), bound = p * amax / 254 * (1 + p / 254.0) * (1 + 0x1p-11) + p * amax * 0x1p-24;
+        over += err > bound;
+        worst = err / bound > worst ? err / bound : worst;
+      }
+    }
+    CHECK(over == 0);
+    uint64_t sum = FNV_START, all[16] = {0};
+    for (size_t i = 0; i < n; i++) sum = fnv(sum, &x[i], sizeof x[i]);
+    CHECK_STATUS(feri_comm_allgather(c, &sum, sizeof sum, all), FER_STATUS_OK);
+    for (int k = 0; k < p; k++) CHECK(all[k] == all[0]);
+    if (r == 0 && n > 0) printf("comm_test: 8-bit all-reduce of %zu floats over %d ranks: worst error %.2f of its bound\n", n, p, worst);
+    if ((n / 32) % (size_t)p == 0) { /* 2 (p - 1) / p x n / 32 blocks of 34 bytes each way */
+      const uint64_t want = 2ull * (uint64_t)(p - 1) * (n / 32 / (size_t)p) * FERI_COMM_Q8_BLOCK_BYTES;
+      CHECK(after.bytes_sent - before.bytes_sent == want && after.bytes_received - before.bytes_received == want);
+    }
+    free(x);
+  }
+  float odd[33] = {0};
+  CHECK_STATUS(feri_comm_allreduce_sum_q8(c, odd, 33), FER_STATUS_INVALID_ARG);
+
   /* broadcast from every root, all-gather, a send around the ring */
   for (int root = 0; root < p; root++) {
     char buf[100];

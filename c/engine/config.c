@@ -38,6 +38,7 @@ static const name_value LAYOUT[] = {{"head-major", FER_KV_LAYOUT_HEAD_MAJOR},
 static const name_value POLICY[] = {{"bucketed", FER_KV_POLICY_BUCKETED}, {"fixed", FER_KV_POLICY_FIXED_MAX}, {NULL, 0}};
 static const name_value DTYPE[] = {
     {"f32", FER_DTYPE_F32}, {"f16", FER_DTYPE_F16}, {"bf16", FER_DTYPE_BF16}, {"q8_0", FER_DTYPE_Q8_0}, {NULL, 0}};
+static const name_value WIRE[] = {{"f32", FER_TP_WIRE_F32}, {"q8_0", FER_TP_WIRE_Q8_0}, {NULL, 0}};
 static const name_value PLAN[] = {{"off", FER_PLAN_OFF},
                                   {"unconditional", FER_PLAN_UNCONDITIONAL},
                                   {"address-stable", FER_PLAN_ADDRESS_STABLE},
@@ -105,6 +106,7 @@ fer_status feri_engine_config_apply_env(fer_engine_config *c, const char *const 
     else if (IS("FERRITE_TENSOR_PARALLEL")) ok = parse_u32(v, &c->tensor_parallel);
     else if (IS("FERRITE_TP_TIMEOUT_MS")) ok = parse_u32(v, &c->tensor_parallel_timeout_ms);
     else if (IS("FERRITE_PIPELINE_PARALLEL")) ok = parse_u32(v, &c->pipeline_parallel);
+    else if (IS("FERRITE_TP_WIRE")) ok = lookup(WIRE, v, &c->tensor_parallel_wire);
     else known = 0; /* FERRITE_DATA_DIR and the like belong to tools */
 #undef IS
     if (known && !ok)
@@ -138,6 +140,9 @@ fer_status feri_engine_config_check(const fer_engine_config *c) {
   if (c->max_tokens > (1u << 20)) return feri_fail(FER_STATUS_INVALID_ARG, "%s: max_tokens %u > 2^20", fn, c->max_tokens);
   if (c->chat_template_path && !*c->chat_template_path)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: chat_template_path is empty", fn);
+  if (c->tensor_parallel_wire != FER_TP_WIRE_F32 && c->tensor_parallel_wire != FER_TP_WIRE_Q8_0)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: tensor_parallel_wire %d is not a fer_tp_wire_code (0 f32, 1 q8_0)", fn,
+                     (int)c->tensor_parallel_wire);
   if (c->tensor_parallel > 4096 || c->pipeline_parallel > 4096)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: tensor_parallel %u, pipeline_parallel %u (each at most 4096)", fn,
                      c->tensor_parallel, c->pipeline_parallel);

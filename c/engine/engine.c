@@ -143,7 +143,8 @@ static fer_status open_parts(fer_engine *e) {
                              .comm = e->comm,
                              .tp_timeout_s = c->tensor_parallel_timeout_ms / 1000.0,
                              .pipeline = pp > 1,
-                             .tensor_parallel = pp > 1 ? tp : 0};
+                             .tensor_parallel = pp > 1 ? tp : 0,
+                             .tp_wire = c->tensor_parallel_wire == FER_TP_WIRE_Q8_0 ? FERI_TP_WIRE_Q8 : FERI_TP_WIRE_F32};
     st = feri_llama_open_with(c->model_path, &mo, &e->model);
   } else {
     st = feri_llama_open_image(c->model_image, (size_t)c->model_image_bytes, &e->model);

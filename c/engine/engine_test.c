@@ -74,7 +74,8 @@ static void test_config_and_environment(const tiny *t) {
   CHECK(c.matmul == FER_MATMUL_I8 && c.kv_layout == FER_KV_LAYOUT_SEQ_MAJOR && c.plan == FER_PLAN_ADDRESS_STABLE &&
         c.environment == NULL && c.max_seqs == 16);
   const char *env_a[] = {"PATH=/usr/bin", "FERRITE_PLAN=off", "FERRITE_KV_LAYOUT=head-major", "FERRITE_KV_POLICY=bucketed",
-                         "FERRITE_DATA_DIR=/elsewhere", "FERRITE_KV_BUDGET=64M", "FERRITE_THREADS=1", NULL};
+                         "FERRITE_DATA_DIR=/elsewhere", "FERRITE_KV_BUDGET=64M", "FERRITE_THREADS=1",
+                         "FERRITE_TP_WIRE=q8_0", NULL};
   c.environment = env_a;
   fer_engine *a = engine_on(t, &c);
   fer_engine_config b_cfg;
@@ -86,7 +87,8 @@ static void test_config_and_environment(const tiny *t) {
   CHECK_STATUS(fer_engine_get_config(a, &ra), FER_STATUS_OK);
   CHECK_STATUS(fer_engine_get_config(b, &rb), FER_STATUS_OK);
   CHECK(ra.plan == FER_PLAN_OFF && ra.kv_layout == FER_KV_LAYOUT_HEAD_MAJOR && ra.kv_policy == FER_KV_POLICY_BUCKETED &&
-        ra.kv_budget_bytes == 64ull << 20 && ra.n_threads == 1 && ra.environment == NULL);
+        ra.kv_budget_bytes == 64ull << 20 && ra.n_threads == 1 && ra.environment == NULL &&
+        ra.tensor_parallel_wire == FER_TP_WIRE_Q8_0);
   CHECK(rb.plan == FER_PLAN_ADDRESS_STABLE && rb.kv_layout == FER_KV_LAYOUT_TOKEN_MAJOR && rb.kv_budget_bytes == 1ull << 30);
   CHECK(ra.max_tokens == 2048 && rb.max_tokens == 2048); /* 0: the model's trained context */
   int32_t ta[8], tb[8];
@@ -113,6 +115,14 @@ static void test_config_and_environment(const tiny *t) {
   c.environment = bad_size;
   CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
   CHECK(last_error_has("FERRITE_WEIGHT_BUDGET"));
+  const char *bad_wire[] = {"FERRITE_TP_WIRE=bf16", NULL};
+  c.environment = bad_wire;
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
+  CHECK(e == NULL && last_error_has("FERRITE_TP_WIRE"));
+  c.environment = NULL;
+  c.tensor_parallel_wire = 7; /* not a fer_tp_wire_code */
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
+  CHECK(e == NULL && last_error_has("tensor_parallel_wire"));
 }
 
 /* C-ENG-014: admission by projected KV commit; refusal names the numbers; charges come back. */

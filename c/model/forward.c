@@ -592,7 +592,9 @@ static fer_status run_step(const feri_llama *m, feri_scratch *sc, fer_threadpool
         feri_comm *via = o->kind == OP_ALLREDUCE && m->tp_comm ? m->tp_comm : m->comm; /* a stage's ranks, or all */
         feri_comm_stats before;
         feri_comm_get_stats(via, &before);
-        if (o->kind == OP_ALLREDUCE) TRY(feri_comm_allreduce_sum_f32(via, o->dst, o->n));
+        if (o->kind == OP_ALLREDUCE && m->tp_wire == FERI_TP_WIRE_Q8 && o->n % 32 == 0)
+          TRY(feri_comm_allreduce_sum_q8(via, o->dst, o->n));
+        else if (o->kind == OP_ALLREDUCE) TRY(feri_comm_allreduce_sum_f32(via, o->dst, o->n));
         else if (o->out == FERI_TP_DRAW) TRY(draw_rows(m, sc, o->n, logits));
         else if (o->out > 0) TRY(gather_candidates(m, sc, o->n, o->out, logits));
         else TRY(gather_logits(m, sc, o->n, logits));

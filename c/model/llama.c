@@ -597,8 +597,8 @@ static uint64_t share_checksum(const feri_llama *m, const feri_llama_options *o)
   size_t size;
   const void *image = feri_gguf_image(m->g, &size);
   uint64_t h = feri_tp_fnv(FERI_TP_FNV_START, image, (size_t)feri_gguf_data_offset(m->g));
-  const int32_t opts[5] = {o->weights, o->matmul, feri_comm_size(o->comm), o->pipeline,
-                           o->pipeline ? (int32_t)o->tensor_parallel : 0};
+  const int32_t opts[6] = {o->weights, o->matmul, feri_comm_size(o->comm), o->pipeline,
+                           o->pipeline ? (int32_t)o->tensor_parallel : 0, o->tp_wire};
   return feri_tp_fnv(h, opts, sizeof opts);
 }
 
@@ -625,6 +625,9 @@ static fer_status open_share(const char *path, const feri_llama_options *o, feri
     st = feri_fail(FER_STATUS_UNSUPPORTED, "model: tensor parallelism uses the weights mapped from the file (no weight store)");
   if (st == FER_STATUS_OK && o->matmul != FERI_MATMUL_I8 && o->matmul != FERI_MATMUL_EXACT)
     st = feri_fail(FER_STATUS_INVALID_ARG, "model: matmul option %d is neither I8 (0) nor EXACT (1)", (int)o->matmul);
+  if (st == FER_STATUS_OK && o->tp_wire != FERI_TP_WIRE_F32 && o->tp_wire != FERI_TP_WIRE_Q8)
+    st = feri_fail(FER_STATUS_INVALID_ARG, "model: tensor-parallel wire %d is neither F32 (0) nor Q8 (1)", (int)o->tp_wire);
+  if (st == FER_STATUS_OK) (*out)->tp_wire = o->tp_wire;
   if (st == FER_STATUS_OK) {
     (*out)->matmul_exact = o->matmul == FERI_MATMUL_EXACT;
     (*out)->comm = c;

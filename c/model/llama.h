@@ -111,7 +111,13 @@ typedef struct feri_llama_options {
    * this many consecutive ranks (rank r is share r % tensor_parallel of stage r / tensor_parallel),
    * so the communicator's size must be a multiple of it. */
   uint32_t tensor_parallel;
+  /* Tensor parallelism: how the all-reduces' activations travel: FERI_TP_WIRE_F32 (0, exact up to
+   * the order of the sums, C-TP-003) or FERI_TP_WIRE_Q8 (Q8_0 blocks, 3.76x fewer bytes, each sum
+   * off by up to half a step of each block rounded on its way: comm.h). */
+  int32_t tp_wire;
 } feri_llama_options;
+
+enum { FERI_TP_WIRE_F32 = 0, FERI_TP_WIRE_Q8 = 1 };
 
 typedef struct feri_llama feri_llama;
 

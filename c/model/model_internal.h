@@ -57,6 +57,7 @@ struct feri_llama {
    * rank holding both exists (every stage has every share), and it holds the most KV of all, so
    * rank 0's admission charges its geometry (feri_llama_kv_charge_geometry) */
   uint32_t kv_heads_most, kv_layers_most;
+  int32_t tp_wire;            /* FERI_TP_WIRE_*: the all-reduces' activations as f32 or Q8_0 blocks */
   double tp_timeout_s;        /* how long a rank waits for another inside a step */
 };
 

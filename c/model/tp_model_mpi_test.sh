@@ -74,6 +74,10 @@ two=$("${mpi[@]}" -n 2 "$ferrite" "${gen[@]}" --matmul exact --tp 2 2> /dev/null
 echo "one process: $one"
 echo "two ranks:   $two"
 if [ -z "$one" ] || [ "$one" != "$two" ]; then echo "tp_model_mpi_test: the two ranks' answer differs"; exit 1; fi
+# the 8-bit wire (C-COMM-005): the all-reduces as Q8_0 blocks; this answer stays one process's
+two8=$("${mpi[@]}" -n 2 "$ferrite" "${gen[@]}" --matmul exact --tp 2 --tp-wire q8_0 2> /dev/null)
+echo "two ranks, 8-bit wire: $two8"
+if [ "$one" != "$two8" ]; then echo "tp_model_mpi_test: the two ranks' answer over the 8-bit wire differs"; exit 1; fi
 # 2 stages of 2 tensor-parallel ranks, 4 processes (C-TP-011): the same answer on the exact route
 four=$("${mpi[@]}" -n 4 "$ferrite" "${gen[@]}" --matmul exact --tp 2 --pp 2 2> /dev/null)
 echo "2 x 2 ranks: $four"

@@ -24,7 +24,9 @@
  * count) giving the same bits as the step run whole (C-TP-009).
  * With --mpi-grid the 4 ranks are 2 pipeline stages of 2 tensor-parallel ranks each: the tensor-
  * parallel checks, on rank 0's half of the layers (C-TP-011).
- * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 C-TP-010 C-TP-011 C-TP-012 C-TP-013 */
+ * Tensor-parallel runs also check: per-rank KV against admission's charge (C-TP-012); a batched
+ * step drawn by the ranks together (C-TP-013); SmolLM2 again over the 8-bit wire (C-COMM-005).
+ * EVIDENCE: C-TP-003 C-TP-004 C-TP-009 C-TP-010 C-TP-011 C-TP-012 C-TP-013 C-COMM-005 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,6 +371,75 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
   free(a), free(b), free(batch);
 }
 
+/* The all-reduces as Q8_0 blocks (feri_llama_options.tp_wire, C-COMM-005), exact route otherwise:
+ * rank 0's all-reduces send, per token, what the 8-bit ring sends for its chunks of d / 32
+ * blocks (34 bytes each), twice a layer; a prompt and greedy steps against one process: the
+ * logits within Q8_BOUND of the largest, and the tokens (counted). */
+#define Q8_BOUND 2.5e-1
+static void run_q8_wire(feri_comm *c, fer_threadpool *pool, const char *path, const char *name) {
+  feri_llama_options o = {.weights = FERI_WEIGHTS_MAPPED, .matmul = FERI_MATMUL_EXACT, .comm = c, .tp_wire = FERI_TP_WIRE_Q8};
+  feri_llama *tp = NULL, *one = NULL;
+  CHECK_STATUS(feri_llama_open_with(path, &o, &tp), FER_STATUS_OK);
+  if (!tp) return;
+  if (feri_comm_rank(c) != 0) {
+    CHECK_STATUS(feri_llama_tp_serve(tp, pool), FER_STATUS_OK);
+    feri_llama_close(tp);
+    return;
+  }
+  CHECK_STATUS(feri_llama_tp_lead(tp), FER_STATUS_OK);
+  CHECK_STATUS(feri_llama_open(path, &one), FER_STATUS_OK);
+  if (one) CHECK_STATUS(feri_llama_set_matmul(one, FERI_MATMUL_EXACT), FER_STATUS_OK);
+  const feri_llama_config *cfg = feri_llama_config_of(tp);
+  const uint32_t V = cfg->n_vocab, p = (uint32_t)feri_comm_size(c), blocks = cfg->n_embd / 32;
+  fer_tokenizer *tok = NULL;
+  CHECK_STATUS(feri_tokenizer_from_gguf(feri_llama_gguf(tp), &tok), FER_STATUS_OK);
+  float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
+  feri_llama_seq *ts = NULL, *os = NULL;
+  int32_t ids[64];
+  size_t n = 0;
+  CHECK_STATUS(fer_tokenizer_encode(tok, PROMPTS[0], strlen(PROMPTS[0]), 0, ids, 64, &n), FER_STATUS_OK);
+  CHECK_STATUS(feri_llama_seq_create(tp, MAX_TOKENS, NULL, &ts), FER_STATUS_OK);
+  CHECK_STATUS(feri_llama_seq_create(one, MAX_TOKENS, NULL, &os), FER_STATUS_OK);
+  double worst = 0;
+  uint32_t same = 0, steps = 0;
+  uint64_t sent = 0;
+  if (ts && os) {
+    CHECK_STATUS(feri_llama_forward(ts, pool, ids, (uint32_t)n, a), FER_STATUS_OK);
+    CHECK_STATUS(feri_llama_forward(os, pool, ids, (uint32_t)n, b), FER_STATUS_OK);
+    for (int s = 0; s < 8; s++) {
+      const double d = rel_diff(a, b, V);
+      worst = d > worst ? d : worst;
+      const int32_t t = feri_test_argmax(b, V); /* both follow one process's tokens */
+      same += feri_test_argmax(a, V) == t, steps++;
+      feri_tp_traffic t0, t1;
+      feri_llama_tp_traffic(tp, &t0);
+      CHECK_STATUS(feri_llama_forward(ts, pool, &t, 1, a), FER_STATUS_OK);
+      feri_llama_tp_traffic(tp, &t1);
+      sent = t1.allreduce_sent - t0.allreduce_sent;
+      CHECK_STATUS(feri_llama_forward(os, pool, &t, 1, b), FER_STATUS_OK);
+    }
+  }
+  /* rank 0's share of the 8-bit ring: reduce-scatter chunks 0, p - 1, .., 2; all-gather 1, 0, .., 3 */
+  uint64_t per_allreduce = 0;
+  for (uint32_t s = 0; s + 1 < p; s++) {
+    size_t st, rs, ag;
+    feri_comm_chunk(blocks, (int)p, (int)((p - s) % p), &st, &rs);
+    feri_comm_chunk(blocks, (int)p, (int)((1 + p - s) % p), &st, &ag);
+    per_allreduce += (rs + ag) * FERI_COMM_Q8_BLOCK_BYTES;
+  }
+  const uint64_t want = 2ull * cfg->n_layer * per_allreduce;
+  printf("tp_model_test: %s with 8-bit all-reduces at %u ranks: %u of %u greedy tokens the same, logits within %.2e of the "
+         "largest (bound %.0e); a token's all-reduces sent %llu bytes (formula %llu; f32: %llu)\n", name, p, same, steps, worst,
+         Q8_BOUND, (unsigned long long)sent, (unsigned long long)want,
+         (unsigned long long)(feri_tp_bytes_per_token(cfg->n_layer, cfg->n_embd, 4, p) / p));
+  CHECK(steps == 8 && same >= 6 && worst <= Q8_BOUND && sent == want);
+  feri_llama_seq_free(ts), feri_llama_seq_free(os);
+  fer_tokenizer_free(tok);
+  free(a), free(b);
+  feri_llama_close(one);
+  feri_llama_close(tp);
+}
+
 static void run_file(feri_comm *c, const char *file, const char *name, double bound, int steps) {
   char path[512];
   if (!feri_test_data_path(file, path, sizeof path)) {
@@ -396,6 +467,9 @@ static void run_file(feri_comm *c, const char *file, const char *name, double bo
     if (one) lead(tp, one, pool, name, pipeline_mode ? 0.0 : bound, steps); /* stages: the same bits */
     feri_llama_close(one);
   }
+  feri_llama_close(tp);
+  tp = NULL;
+  if (!pipeline_mode && !grid_mode && strstr(file, "smollm2")) run_q8_wire(c, pool, path, name);
   feri_comm_stats cs;
   feri_comm_get_stats(c, &cs); /* every byte this rank handed MPI so far (tp_netns_test.sh compares) */
   printf("tp_traffic: rank %d sent %llu in %llu messages\n", feri_comm_rank(c), (unsigned long long)cs.bytes_sent,

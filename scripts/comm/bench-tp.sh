@@ -2,7 +2,7 @@
 # bench-tp.sh: tensor parallelism's speed on this machine (issue 33; a benchmark, not a test).
 #   1. the all-reduce (c/comm/comm_bench) between 2 hosts of our own (network namespaces and veth
 #      pairs, scripts/comm/netns-hosts.sh) at the veths' full rate, then capped by tc's tbf at
-#      10 and 1 Gbit/s on every link in both directions;
+#      10 and 1 Gbit/s on every link in both directions; f32 and the 8-bit wire (Q8_0 blocks);
 #   2. decode of the model (default: the 8B-shaped Q4_K_M of scripts/model/make-llama8b-q4km.py):
 #      one process with 2 threads against 2 ranks of 1 thread each on those hosts (full rate),
 #      `ferrite generate`, the same prompt and 32 tokens, REPEAT times each, interleaved.
@@ -40,6 +40,7 @@ for rate in none 10gbit 1gbit; do
   case $rate in 10gbit) cap 10gbit 4mb ;; 1gbit) cap 1gbit 1mb ;; *) cap none 0; label="at the full rate of the veths" ;; esac
   echo "== all-reduce between 2 hosts, link $label"
   mpi "$bench" 200 2>&1 | grep '^comm_bench'
+  mpi "$bench" --q8 200 2>&1 | grep '^comm_bench' # the 8-bit wire (--tp-wire q8_0)
 done
 cap none 0
 [ -f "$model" ] || { echo "bench-tp: $model missing (scripts/model/make-llama8b-q4km.py)"; exit 0; }

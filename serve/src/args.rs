@@ -38,6 +38,8 @@ POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics; llama-server's P
                       with --tp T: N stages of T tensor-parallel processes each, `mpirun -n T*N`
   --tp-timeout SECS   with --tp or --pp: how long a rank waits for another in a step (default 30);
                       past it (a rank died) requests get 503 and the server exits with status 3
+  --tp-wire FORMAT    with --tp: the all-reduces' activations as f32 (the default) or q8_0 blocks
+                      (3.76x fewer bytes, each sum off by up to half a step of its 8-bit blocks)
   -h, --help          this text
 
 FERRITE_TEMPLATE_NOW=YYYY-MM-DD fixes the date chat templates print (reproducible prompts).
@@ -70,6 +72,8 @@ pub struct Options {
     pub pp: u32,
     /// With tp or pp: seconds a rank waits for another inside a step (None: the engine's 30).
     pub tp_timeout: Option<u32>,
+    /// With tp: `ferrite::tp_wire` (None: the engine's f32).
+    pub tp_wire: Option<i32>,
 }
 
 impl Default for Options {
@@ -94,6 +98,7 @@ impl Default for Options {
             tp: 1,
             pp: 1,
             tp_timeout: None,
+            tp_wire: None,
         }
     }
 }
@@ -183,6 +188,13 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, Str
             "--tp" => o.tp = parse_num(&flag, &value(&mut it)?, 1, 4096)?,
             "--pp" => o.pp = parse_num(&flag, &value(&mut it)?, 1, 4096)?,
             "--tp-timeout" => o.tp_timeout = Some(parse_num(&flag, &value(&mut it)?, 1, 3600)?),
+            "--tp-wire" => {
+                o.tp_wire = Some(match value(&mut it)?.as_str() {
+                    "f32" => ferrite::engine::tp_wire::F32,
+                    "q8_0" => ferrite::engine::tp_wire::Q8_0,
+                    v => return Err(format!("--tp-wire: `{v}` is not f32 or q8_0")),
+                })
+            }
             _ => return Err(format!("unknown option `{arg}` (see --help)")),
         }
     }
@@ -226,6 +238,9 @@ mod tests {
         assert_eq!((t.matmul, t.tp), (Some(ferrite::engine::matmul::EXACT), 2));
         let Parsed::Run(t) = parse("--model m.gguf --pp 3 --tp-timeout 5").unwrap() else { panic!() };
         assert_eq!((t.pp, t.tp_timeout), (3, Some(5)));
+        let Parsed::Run(t) = parse("--model m.gguf --tp 2 --tp-wire q8_0").unwrap() else { panic!() };
+        assert_eq!(t.tp_wire, Some(ferrite::engine::tp_wire::Q8_0));
+        assert!(parse("--model m.gguf --tp 2 --tp-wire bf16").is_err());
         assert!(parse("--model m.gguf --matmul f16").is_err() && parse("--model m.gguf --tp 0").is_err());
         assert_eq!((o.port, o.parallel, o.threads, o.ctx), (0, 8, Some(3), Some(2048)));
         assert_eq!((o.kv_budget, o.body_limit), (Some(2 << 30), 512 << 10));

@@ -104,6 +104,9 @@ fn engine_config(opts: &Options) -> EngineConfig {
     if let Some(s) = opts.tp_timeout {
         cfg = cfg.tensor_parallel_timeout_ms(s * 1000);
     }
+    if let Some(w) = opts.tp_wire {
+        cfg = cfg.tensor_parallel_wire(w);
+    }
     cfg
 }
 

@@ -2048,6 +2048,13 @@ pub const FER_MATMUL_EXACT: fer_matmul_mode_code = 1;
 #[doc = " How block-quantized projections multiply. Append-only."]
 pub type fer_matmul_mode_code = ::std::os::raw::c_uint;
 pub type fer_matmul_mode = i32;
+#[doc = " f32 values."]
+pub const FER_TP_WIRE_F32: fer_tp_wire_code = 0;
+#[doc = " Q8_0 blocks (an f16 scale and 32 int8 codes a block)."]
+pub const FER_TP_WIRE_Q8_0: fer_tp_wire_code = 1;
+#[doc = " How tensor-parallel ranks send the all-reduces' activations. Append-only."]
+pub type fer_tp_wire_code = ::std::os::raw::c_uint;
+pub type fer_tp_wire = i32;
 #[doc = " Every step builds its kernel list anew."]
 pub const FER_PLAN_OFF: fer_plan_policy_code = 0;
 #[doc = " The step is captured once and replayed; any KV growth drops it (the original engine)."]
@@ -2133,6 +2140,12 @@ pub struct fer_engine_config {
     #[doc = "  r / tensor_parallel). Faults and the rest as tensor_parallel (its timeout too)."]
     #[doc = "  FERRITE_PIPELINE_PARALLEL: the number."]
     pub pipeline_parallel: u32,
+    #[doc = " With tensor_parallel: how the all-reduces' activations travel (fer_tp_wire_code):"]
+    #[doc = "  FER_TP_WIRE_F32 (the default: the sums differ from one process's only in their order) or"]
+    #[doc = "  FER_TP_WIRE_Q8_0 (Q8_0 blocks of 32, 34 bytes each: 3.76x fewer bytes, each sum off by up to"]
+    #[doc = "  half a step of every block it is rounded in, p of them). Every rank must use the same."]
+    #[doc = "  FERRITE_TP_WIRE: f32 or q8_0."]
+    pub tensor_parallel_wire: fer_tp_wire,
 }
 extern "C" {
     #[doc = " Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped"]

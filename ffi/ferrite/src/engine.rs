@@ -25,6 +25,12 @@ pub mod matmul {
     pub const EXACT: i32 = crate::sys::FER_MATMUL_EXACT as i32;
 }
 
+/// `fer_tp_wire_code`: how tensor-parallel ranks send the all-reduces' activations.
+pub mod tp_wire {
+    pub const F32: i32 = crate::sys::FER_TP_WIRE_F32 as i32;
+    pub const Q8_0: i32 = crate::sys::FER_TP_WIRE_Q8_0 as i32;
+}
+
 /// `fer_plan_policy_code`.
 pub mod plan {
     pub const OFF: i32 = crate::sys::FER_PLAN_OFF as i32;
@@ -105,6 +111,9 @@ pub struct EngineConfig {
     /// Pipeline parallelism over the processes `mpirun -n N` started (0 or 1: one process); with
     /// tensor_parallel too, stages of tensor_parallel ranks each (tp x pp processes).
     pub pipeline_parallel: u32,
+    /// How the all-reduces' activations travel between tensor-parallel ranks (FER_TP_WIRE_*:
+    /// 0 f32, 1 Q8_0 blocks).
+    pub tensor_parallel_wire: i32,
 }
 
 fn raw_config_init() -> sys::fer_engine_config {
@@ -141,6 +150,7 @@ impl EngineConfig {
             tensor_parallel: c.tensor_parallel,
             tensor_parallel_timeout_ms: c.tensor_parallel_timeout_ms,
             pipeline_parallel: c.pipeline_parallel,
+            tensor_parallel_wire: c.tensor_parallel_wire,
         }
     }
 
@@ -212,6 +222,11 @@ impl EngineConfig {
     /// Pipeline parallelism over the processes `mpirun -n N` started (0 or 1: one process).
     pub fn pipeline_parallel(mut self, n: u32) -> Self {
         self.pipeline_parallel = n;
+        self
+    }
+    /// The tensor-parallel all-reduces' wire format (FER_TP_WIRE_*).
+    pub fn tensor_parallel_wire(mut self, wire: i32) -> Self {
+        self.tensor_parallel_wire = wire;
         self
     }
 }
@@ -336,6 +351,7 @@ impl<'m> Engine<'m> {
             tensor_parallel: config.tensor_parallel,
             tensor_parallel_timeout_ms: config.tensor_parallel_timeout_ms,
             pipeline_parallel: config.pipeline_parallel,
+            tensor_parallel_wire: config.tensor_parallel_wire,
         };
         // The path and the environment are read during the call only (the engine copies the path;
         // the environment is read "there and only there"): locals suffice.
