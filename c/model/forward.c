@@ -256,7 +256,9 @@ static fer_status add_stage_end(op_list *l, const feri_llama *m, float *x, const
     ADD_OP(OP_RECV);
     o->dst = NULL, o->n = rows * (logits == LOGITS_HIDDEN ? D : V), o->row = (uint32_t)rank_of(m, m->stages - 1, 0);
   }
-  if (m->cfg.logit_softcap != 0.0f && logits != LOGITS_HIDDEN) {
+  /* a draw's ranks soft-cap their slices themselves (draw_rows) */
+  const bool drawn = logits == LOGITS_SELECTED && r->candidates == FERI_TP_DRAW && m->tp.size > 1;
+  if (m->cfg.logit_softcap != 0.0f && logits != LOGITS_HIDDEN && !drawn) {
     ADD_OP(OP_SOFTCAP);
     o->n = rows, o->f = m->cfg.logit_softcap;
   }
@@ -486,70 +488,89 @@ static void softcap(float *logits, size_t n, float cap) {
   for (size_t j = 0; j < n; j++) logits[j] = tanhf(logits[j] * inv) * cap;
 }
 
+/* A draw's result for one row, as the last stage's first share hands it to rank 0. */
+typedef struct draw_result {
+  int32_t id; /* the token; -1: none (every value -inf); -2: the row holds NaN or +inf and comes whole */
+  float value; /* a greedy row's value (the sampler sees it); 0 for a drawn one */
+} draw_result;
+
 /* A draw the ranks make together (tp_draw.h) for the step's n selected rows, row i at temperature
- * sc->draw_t[i] (0: greedy) with uniform sc->draw_u[i]. Every rank soft-caps its slice first (as
- * rank 0 would the gathered rows). Then: the heads all-gathered; the running sums carried rank to
- * rank; the last rank's totals broadcast; the finds gathered on rank 0; the rows holding NaN or
- * +inf sent whole. Rank 0's rows: -inf but the drawn token (the greedy token's value, else 0), or
- * the whole row. A step with no sampled row skips the sums, one with no flagged row the last part. */
+ * sc->draw_t[i] (0: greedy) with uniform sc->draw_u[i]. The ranks holding the head's slices (the
+ * last stage's shares; every rank without stages) soft-cap their slices first (as rank 0 would the
+ * gathered rows), then over their own communicator: the heads all-gathered; the running sums carried
+ * share to share; the last share's totals broadcast; the finds gathered on the first share, which
+ * hands rank 0 each row's token (it is rank 0 without stages). The rows holding NaN or +inf come to
+ * rank 0 whole. Rank 0's rows: -inf but the token (a greedy token's value, else 0), or the whole
+ * row. A step with no sampled row skips the sums. */
 static fer_status draw_rows(const feri_llama *m, feri_scratch *sc, uint32_t n, float *logits) {
   const uint32_t p = m->tp.size, me = m->tp.rank, vn = m->V, v0 = m->vocab_begin[me], V = m->cfg.n_vocab;
+  const bool holds = m->stage + 1 == m->stages, leads = feri_comm_rank(m->comm) == 0;
+  feri_comm *group = m->tp_comm ? m->tp_comm : m->comm; /* the shares of the last stage, ranked by share */
   const size_t bytes = (size_t)n * (p + 1) * sizeof(feri_tp_draw_head) + (size_t)n * 2 * sizeof(double) +
-                       (size_t)n * (p + 1) * sizeof(feri_tp_draw_find);
+                       (size_t)n * (p + 1) * sizeof(feri_tp_draw_find) + (size_t)n * sizeof(draw_result);
   if (bytes > sc->tp_draw_bytes) {
     void *q = realloc(sc->tp_draw, bytes);
     if (!q) return feri_fail(FER_STATUS_OUT_OF_MEMORY, "forward: a draw over %u rows", n);
     sc->tp_draw = q, sc->tp_draw_bytes = bytes;
   }
-  feri_tp_draw_head *mine = sc->tp_draw, *heads = mine + n; /* heads: rank-major, p x n */
+  feri_tp_draw_head *mine = sc->tp_draw, *heads = mine + n; /* heads: share-major, p x n */
   double *carry = (double *)(heads + (size_t)p * n), *total = carry + n;
   feri_tp_draw_find *find = (feri_tp_draw_find *)(total + n), *finds = find + n;
+  draw_result *res = (draw_result *)(finds + (size_t)p * n);
   float *x = sc->tp_logits;
-  if (m->cfg.logit_softcap != 0.0f) softcap(x, (size_t)n * vn, m->cfg.logit_softcap);
-  for (uint32_t row = 0; row < n; row++) mine[row] = feri_tp_draw_head_of(x + (size_t)row * vn, vn, v0, sc->draw_t[row]);
-  TRY(feri_comm_allgather(m->comm, mine, n * sizeof *mine, heads));
-  bool sampled = false, flagged = false;
-  for (uint32_t row = 0; row < n; row++) {
-    mine[row] = feri_tp_draw_merge(heads + row, p, n); /* now the row's */
-    flagged |= mine[row].nonfinite != 0;
-    sampled |= !mine[row].nonfinite && sc->draw_t[row] != 0.0f && mine[row].max != -INFINITY;
-  }
-  /* which rows draw by sums: every rank decides alike from the merged heads */
+  if (holds) {
+    if (m->cfg.logit_softcap != 0.0f) softcap(x, (size_t)n * vn, m->cfg.logit_softcap);
+    for (uint32_t row = 0; row < n; row++) mine[row] = feri_tp_draw_head_of(x + (size_t)row * vn, vn, v0, sc->draw_t[row]);
+    TRY(feri_comm_allgather(group, mine, n * sizeof *mine, heads));
+    bool sampled = false;
+    for (uint32_t row = 0; row < n; row++) {
+      mine[row] = feri_tp_draw_merge(heads + row, p, n); /* now the row's */
+      sampled |= !mine[row].nonfinite && sc->draw_t[row] != 0.0f && mine[row].max != -INFINITY;
+    }
+    /* which rows draw by sums: every share decides alike from the merged heads */
 #define SUMMED(row) (!mine[row].nonfinite && sc->draw_t[row] != 0.0f && mine[row].max != -INFINITY)
-  if (sampled) {
-    for (uint32_t row = 0; row < n; row++) carry[row] = 0.0;
-    if (me > 0) TRY(feri_comm_recv(m->comm, carry, n * sizeof *carry, (int)me - 1));
-    for (uint32_t row = 0; row < n; row++)
-      total[row] = SUMMED(row) ? feri_tp_draw_sum(x + (size_t)row * vn, vn, sc->draw_t[row], mine[row].max, carry[row]) : 0.0;
-    if (me + 1 < p) TRY(feri_comm_send(m->comm, total, n * sizeof *total, (int)me + 1));
-    TRY(feri_comm_broadcast(m->comm, total, n * sizeof *total, (int)p - 1)); /* the last rank's: the totals */
-    for (uint32_t row = 0; row < n; row++)
-      find[row] = SUMMED(row) ? feri_tp_draw_find_in(x + (size_t)row * vn, vn, v0, sc->draw_t[row], mine[row].max,
-                                                    carry[row], sc->draw_u[row] * total[row])
-                              : (feri_tp_draw_find){-1, -1};
-    TRY(feri_comm_gather(m->comm, find, n * sizeof *find, me == 0 ? finds : NULL, 0));
-  }
-  if (me != 0) {
-    for (uint32_t row = 0; row < n && flagged; row++) /* the flagged rows' slices, row after row */
+    if (sampled) {
+      for (uint32_t row = 0; row < n; row++) carry[row] = 0.0;
+      if (me > 0) TRY(feri_comm_recv(group, carry, n * sizeof *carry, (int)me - 1));
+      for (uint32_t row = 0; row < n; row++)
+        total[row] = SUMMED(row) ? feri_tp_draw_sum(x + (size_t)row * vn, vn, sc->draw_t[row], mine[row].max, carry[row]) : 0.0;
+      if (me + 1 < p) TRY(feri_comm_send(group, total, n * sizeof *total, (int)me + 1));
+      TRY(feri_comm_broadcast(group, total, n * sizeof *total, (int)p - 1)); /* the last share's: the totals */
+      for (uint32_t row = 0; row < n; row++)
+        find[row] = SUMMED(row) ? feri_tp_draw_find_in(x + (size_t)row * vn, vn, v0, sc->draw_t[row], mine[row].max,
+                                                      carry[row], sc->draw_u[row] * total[row])
+                                : (feri_tp_draw_find){-1, -1};
+      TRY(feri_comm_gather(group, find, n * sizeof *find, me == 0 ? finds : NULL, 0));
+    }
+    if (me == 0) {
+      for (uint32_t row = 0; row < n; row++) {
+        res[row] = (draw_result){-1, 0.0f};
+        if (mine[row].nonfinite) res[row].id = -2;
+        else if (sc->draw_t[row] == 0.0f) res[row] = (draw_result){mine[row].argmax, mine[row].max};
+        else if (SUMMED(row)) res[row].id = feri_tp_draw_choose(finds + row, p, n);
+      }
+      if (!leads) TRY(feri_comm_send(m->comm, res, n * sizeof *res, 0));
+    }
+#undef SUMMED
+    for (uint32_t row = 0; row < n && !leads; row++) /* the whole rows' slices, row after row */
       if (mine[row].nonfinite) TRY(feri_comm_send(m->comm, x + (size_t)row * vn, vn * sizeof(float), 0));
-    return FER_STATUS_OK;
   }
+  if (!leads) return FER_STATUS_OK;
+  if (!holds) TRY(feri_comm_recv(m->comm, res, n * sizeof *res, rank_of(m, m->stages - 1, 0)));
   for (uint32_t row = 0; row < n; row++) {
     float *out = logits + (size_t)row * V;
     for (uint32_t v = 0; v < V; v++) out[v] = -INFINITY;
-    if (mine[row].nonfinite) { /* whole: rank 0's slice, then each rank's */
-      memcpy(out + v0, x + (size_t)row * vn, vn * sizeof(float));
-      for (uint32_t r = 1; r < p; r++)
-        TRY(feri_comm_recv(m->comm, out + m->vocab_begin[r], (m->vocab_begin[r + 1] - m->vocab_begin[r]) * sizeof(float),
-                           (int)r));
-    } else if (sc->draw_t[row] == 0.0f) {
-      if (mine[row].argmax >= 0) out[mine[row].argmax] = mine[row].max;
-    } else if (SUMMED(row)) {
-      const int32_t pick = feri_tp_draw_choose(finds + row, p, n);
-      if (pick >= 0 && (uint32_t)pick < V) out[pick] = 0.0f;
+    if (res[row].id == -2) { /* whole: each share's slice (rank 0's own, without stages) */
+      for (uint32_t r = 0; r < p; r++) {
+        const int from = rank_of(m, m->stages - 1, r);
+        const size_t len = m->vocab_begin[r + 1] - m->vocab_begin[r];
+        if (from == 0) memcpy(out + m->vocab_begin[r], x + (size_t)row * vn, len * sizeof(float));
+        else TRY(feri_comm_recv(m->comm, out + m->vocab_begin[r], len * sizeof(float), from));
+      }
+    } else if (res[row].id >= 0 && (uint32_t)res[row].id < V) {
+      out[res[row].id] = res[row].value;
     }
   }
-#undef SUMMED
   return FER_STATUS_OK;
 }
 
@@ -1029,8 +1050,8 @@ static fer_status mixed_pass(feri_llama_batch *b, fer_threadpool *pool, const fe
       memcpy(b->sc.ids + row, segs[i].ids, segs[i].n * sizeof(int32_t));
       for (uint32_t t = 0; t < segs[i].n; t++) b->sc.pos[row + t] = (int32_t)(segs[i].seq->len + t);
     }
-    /* draws over pipeline stages: the rows whole (the last stage's ranks are not rank 0's) */
-    const uint32_t mode = logits_mode(b) == FERI_TP_DRAW && b->m->stages > 1 ? 0 : logits_mode(b);
+    /* draws over pipeline stages of one rank each: the rows whole (the last stage holds them) */
+    const uint32_t mode = logits_mode(b) == FERI_TP_DRAW && b->m->tp.size < 2 ? 0 : logits_mode(b);
     b->sc.draw_t = b->draw_t, b->sc.draw_u = b->draw_u;
     const step_rows rows = {NULL, segs, n_segs, n, mode, defer};
     st = build_step(b->m, &b->sc, &rows, LOGITS_SELECTED, &b->ops);
