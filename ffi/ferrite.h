@@ -1863,6 +1863,15 @@ enum fer_matmul_mode_code {
 };
 typedef int32_t fer_matmul_mode;
 
+/** Where an engine runs its forward pass. Append-only. */
+enum fer_device_code {
+  /** This machine's CPUs (every kernel of c/kernels). */
+  FER_DEVICE_CPU = 0,
+  /** A CUDA GPU (fer_engine_config.device_index). */
+  FER_DEVICE_CUDA = 1,
+};
+typedef int32_t fer_device;
+
 /** How tensor-parallel ranks send the all-reduces' activations. Append-only. */
 enum fer_tp_wire_code {
   /** f32 values. */
@@ -1965,6 +1974,14 @@ typedef struct fer_engine_config {
    *  half a step of every block it is rounded in, p of them). Every rank must use the same.
    *  FERRITE_TP_WIRE: f32 or q8_0. */
   fer_tp_wire tensor_parallel_wire;
+  /** Where the forward pass runs (fer_device_code): FER_DEVICE_CPU (the default) or
+   *  FER_DEVICE_CUDA, on CUDA device device_index. Without a GPU, fer_engine_create answers
+   *  UNSUPPORTED with the reason (this library built without CUDA; no CUDA device answers, with the
+   *  driver's words) and INVALID_ARG for an index past the devices, before the model is opened;
+   *  never a crash. The CUDA backend is being built (issue 34): until it runs the forward pass, a
+   *  machine with a GPU gets UNSUPPORTED too, saying so. FERRITE_DEVICE: cpu, cuda or cuda:N. */
+  fer_device device;
+  uint32_t device_index;
 } fer_engine_config;
 
 /** Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped

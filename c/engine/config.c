@@ -44,6 +44,25 @@ static const name_value PLAN[] = {{"off", FER_PLAN_OFF},
                                   {"address-stable", FER_PLAN_ADDRESS_STABLE},
                                   {NULL, 0}};
 
+int feri_parse_device(const char *v, int32_t *device, uint32_t *index) {
+  if (strcmp(v, "cpu") == 0) {
+    *device = FER_DEVICE_CPU, *index = 0;
+    return 1;
+  }
+  if (strncmp(v, "cuda", 4) != 0) return 0;
+  if (v[4] == '\0') {
+    *device = FER_DEVICE_CUDA, *index = 0;
+    return 1;
+  }
+  if (v[4] != ':' || v[5] < '0' || v[5] > '9') return 0;
+  char *end = NULL;
+  errno = 0;
+  const unsigned long n = strtoul(v + 5, &end, 10);
+  if (errno != 0 || *end != '\0' || n > 4095) return 0;
+  *device = FER_DEVICE_CUDA, *index = (uint32_t)n;
+  return 1;
+}
+
 static int lookup(const name_value *t, const char *v, int32_t *out) {
   for (; t->name; t++)
     if (strcmp(t->name, v) == 0) {
@@ -107,6 +126,7 @@ fer_status feri_engine_config_apply_env(fer_engine_config *c, const char *const 
     else if (IS("FERRITE_TP_TIMEOUT_MS")) ok = parse_u32(v, &c->tensor_parallel_timeout_ms);
     else if (IS("FERRITE_PIPELINE_PARALLEL")) ok = parse_u32(v, &c->pipeline_parallel);
     else if (IS("FERRITE_TP_WIRE")) ok = lookup(WIRE, v, &c->tensor_parallel_wire);
+    else if (IS("FERRITE_DEVICE")) ok = feri_parse_device(v, &c->device, &c->device_index);
     else known = 0; /* FERRITE_DATA_DIR and the like belong to tools */
 #undef IS
     if (known && !ok)
@@ -140,6 +160,9 @@ fer_status feri_engine_config_check(const fer_engine_config *c) {
   if (c->max_tokens > (1u << 20)) return feri_fail(FER_STATUS_INVALID_ARG, "%s: max_tokens %u > 2^20", fn, c->max_tokens);
   if (c->chat_template_path && !*c->chat_template_path)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: chat_template_path is empty", fn);
+  if (c->device != FER_DEVICE_CPU && c->device != FER_DEVICE_CUDA)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: device %d is not a fer_device_code (0 cpu, 1 cuda)", fn, (int)c->device);
+  if (c->device_index > 4095) return feri_fail(FER_STATUS_INVALID_ARG, "%s: device_index %u (0 .. 4095)", fn, c->device_index);
   if (c->tensor_parallel_wire != FER_TP_WIRE_F32 && c->tensor_parallel_wire != FER_TP_WIRE_Q8_0)
     return feri_fail(FER_STATUS_INVALID_ARG, "%s: tensor_parallel_wire %d is not a fer_tp_wire_code (0 f32, 1 q8_0)", fn,
                      (int)c->tensor_parallel_wire);

@@ -120,9 +120,30 @@ static fer_status open_chat_template(fer_engine *e, const feri_gguf *g) {
   return FER_STATUS_OK;
 }
 
+/* A CUDA device as the config names it, before anything is opened: why it cannot run here. */
+static fer_status check_device(const fer_engine_config *c) {
+  static const char *const fn = "fer_engine_create";
+  if (c->device != FER_DEVICE_CUDA) return FER_STATUS_OK;
+  int32_t count = 0;
+  char why[256] = "";
+  size_t len = 0;
+  const fer_status st = fer_cuda_device_count(&count);
+  if (st != FER_STATUS_OK) {
+    fer_last_error_message(why, sizeof why, &len);
+    return feri_fail(FER_STATUS_UNSUPPORTED, "%s: device cuda:%u: no CUDA device here (%s)", fn, c->device_index, why);
+  }
+  if (c->device_index >= (uint32_t)count)
+    return feri_fail(FER_STATUS_INVALID_ARG, "%s: device cuda:%u, but this machine has %d CUDA device%s", fn,
+                     c->device_index, (int)count, count == 1 ? "" : "s");
+  return feri_fail(FER_STATUS_UNSUPPORTED,
+                   "%s: device cuda:%u: the CUDA backend does not run the forward pass yet (issue 34); use device cpu",
+                   fn, c->device_index);
+}
+
 static fer_status open_parts(fer_engine *e) {
   const fer_engine_config *c = &e->cfg;
   fer_status st;
+  if ((st = check_device(c)) != FER_STATUS_OK) return st;
   const uint32_t tp = c->tensor_parallel > 1 ? c->tensor_parallel : 1, pp = c->pipeline_parallel > 1 ? c->pipeline_parallel : 1;
   const uint32_t ranks = tp * pp;
   if (ranks > 1) { /* the job mpirun started: one rank per share of each stage */

@@ -2,7 +2,7 @@
  * environment read at creation only (two engines, two settings, one process), admission by the
  * governor, the batched step against one-sequence steps, rewind, cancel, bad input, and the file's
  * pooling type.
- * EVIDENCE: C-ENG-013 C-ENG-014 C-ENG-015 C-ENG-016 C-ENG-017 C-ENG-021 */
+ * EVIDENCE: C-ENG-013 C-ENG-014 C-ENG-015 C-ENG-016 C-ENG-017 C-ENG-021 C-CUDA-005 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +123,38 @@ static void test_config_and_environment(const tiny *t) {
   c.tensor_parallel_wire = 7; /* not a fer_tp_wire_code */
   CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
   CHECK(e == NULL && last_error_has("tensor_parallel_wire"));
+  c.tensor_parallel_wire = FER_TP_WIRE_F32;
+  /* a CUDA device: UNSUPPORTED with the reason, before the model is opened (C-CUDA-005); here no
+   * GPU answers, and where one does the backend says it runs no forward pass yet */
+  c.device = FER_DEVICE_CUDA;
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_UNSUPPORTED);
+  CHECK(e == NULL && last_error_has("cuda:0"));
+  int32_t gpus = 0;
+  const bool no_gpu = fer_cuda_device_count(&gpus) != FER_STATUS_OK || gpus == 0;
+  c.device_index = 9;
+  CHECK_STATUS(fer_engine_create(&c, &e), no_gpu ? FER_STATUS_UNSUPPORTED : FER_STATUS_INVALID_ARG);
+  CHECK(e == NULL && last_error_has("cuda:9"));
+  c.device = 5; /* not a fer_device_code */
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
+  CHECK(e == NULL && last_error_has("device 5"));
+  c.device = FER_DEVICE_CPU, c.device_index = 0;
+  const char *envs[][2] = {{"FERRITE_DEVICE=cuda:2", "cuda:2"}, {"FERRITE_DEVICE=cuda", "cuda:0"}};
+  const int index[2] = {2, 0};
+  for (int k = 0; k < 2; k++) {
+    const char *env[] = {envs[k][0], NULL};
+    c.environment = env;
+    CHECK_STATUS(fer_engine_create(&c, &e), no_gpu || index[k] < gpus ? FER_STATUS_UNSUPPORTED : FER_STATUS_INVALID_ARG);
+    CHECK(e == NULL && last_error_has(envs[k][1]));
+  }
+  const char *bad_device[] = {"FERRITE_DEVICE=gpu", NULL};
+  c.environment = bad_device;
+  CHECK_STATUS(fer_engine_create(&c, &e), FER_STATUS_INVALID_ARG);
+  CHECK(e == NULL && last_error_has("FERRITE_DEVICE"));
+  const char *cpu[] = {"FERRITE_DEVICE=cpu", NULL};
+  c.environment = cpu;
+  e = engine_on(t, &c); /* the CPU, named: as before */
+  CHECK(e != NULL);
+  fer_engine_free(e);
 }
 
 /* C-ENG-014: admission by projected KV commit; refusal names the numbers; charges come back. */

@@ -7,7 +7,7 @@
  * directory, a FIFO without a writer) are refused, not read or waited on. The tiny model
  * (`ferrite tiny-model`) serves where a model is needed; the cached Qwen2.5 tokenizer.json and the
  * SmolLM2 GGUF are SKIPPED when absent. chat-template prints a render byte for byte, a template's
- * raise as "template error: ..." with exit 1. EVIDENCE: C-CLI-001 C-CLI-002 C-CLI-003 C-CLI-004 C-CHAT-005 C-CHAT-006 C-SAMP-014 C-AMX-001 */
+ * raise as "template error: ..." with exit 1. EVIDENCE: C-CLI-001 C-CLI-002 C-CLI-003 C-CLI-004 C-CHAT-005 C-CHAT-006 C-SAMP-014 C-AMX-001 C-CUDA-005 */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -101,6 +101,8 @@ static void test_bad_values(void) {
       {"--kv-dtype", A("", "f64", "F32")},
       {"--plan", A("", "on", "OFF")},
       {"--matmul", A("", "f32", "I8")},
+      {"--tp-wire", A("", "bf16", "Q8_0", "q8")},
+      {"--device", A("", "gpu", "CUDA", "cuda:", "cuda:x", "cuda:4096", "cuda:-1", "cuda:+1", "cuda:1 ", "cpu:0")},
       {"--repeat-penalty", A(BAD_FLOAT, "0")},
       {"--presence-penalty", A("", "abc", "nan", "2.5", "-2.5")},
       {"--frequency-penalty", A("", "inf", "3")},
@@ -153,6 +155,9 @@ static void test_good_values(void) {
   expect(A("generate", "--tiny", "--prompt", "the ", "--max-tokens", "4", "--temperature", "1", "--mirostat", "1",
            "--mirostat-ent", "100", "--mirostat-lr", "10"),
          0, "decode", "the ");
+  /* --device cpu runs as before; cuda stops at the engine with the reason (C-CUDA-005) */
+  expect(A("generate", "--tiny", "--prompt", "the ", "--max-tokens", "2", "--device", "cpu"), 0, "decode", "the ");
+  expect(A("generate", "--tiny", "--prompt", "the ", "--max-tokens", "2", "--device", "cuda:0"), 1, "device cuda:0", "");
   expect(A("generate", "--tiny", "--prompt", "the ", "--max-tokens", "2", "--mirostat", "2", "--top-k", "4"), 2,
          "--mirostat replaces --top-k, --top-p and --min-p", "");
   char out[700];

@@ -32,6 +32,8 @@ typedef struct gen_args {
   float dry_multiplier, dry_base, mirostat_tau, mirostat_eta;
   uint64_t dry_allowed_length, dry_last_n, mirostat; /* dry_last_n 0: the whole context */
   int32_t kv_layout, kv_dtype, plan, matmul, tp_wire; /* -1: the engine's default (or the environment's) */
+  int32_t device;       /* -1: the engine's default (or FERRITE_DEVICE); else a fer_device_code */
+  uint64_t device_index;
 } gen_args;
 
 const char feri_generate_usage[] =
@@ -71,6 +73,8 @@ static const char VALUES[] =
     "  --pp N            pipeline parallelism over N processes: each runs a run of the layers (the\n"
     "                    same answer as one process, bit for bit); with --tp T: N stages of T\n"
     "                    tensor-parallel processes each, `mpirun -n T*N`\n"
+    "  --device D        cpu (the default) or cuda[:N]: where the forward pass runs (the CUDA backend\n"
+    "                    is being built: without a GPU, or until it runs, the engine says so and stops)\n"
     "  --tp-wire FORMAT  with --tp: the all-reduces' activations as f32 (the default) or q8_0 blocks\n"
     "                    (3.76x fewer bytes; each sum off by up to half a step of its 8-bit blocks)\n"
     "  --budget BYTES    with --model: a weight store of that many bytes (K, M, G: 2^10, 2^20,\n"
@@ -118,7 +122,8 @@ static const char *const VALUED[] = {"--model", "--prompt", "--arch", "--system"
                                      "--kv-layout", "--kv-dtype", "--plan", "--matmul", "--json-schema", "--regex",
                                      "--grammar", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
                                      "--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-penalty-last-n",
-                                     "--mirostat", "--mirostat-ent", "--mirostat-lr", "--tp", "--pp", "--tp-wire", NULL};
+                                     "--mirostat", "--mirostat-ent", "--mirostat-lr", "--tp", "--pp", "--tp-wire",
+                                     "--device", NULL};
 
 enum { PARSE_BAD = 0, PARSE_OK = 1, PARSE_HELP = 2 };
 
@@ -173,13 +178,28 @@ static bool parse_value(const char *k, const char *v, gen_args *a) {
   else if (strcmp(k, "--plan") == 0) return feri_arg_pick(C, k, v, PLANS, &a->plan);
   else if (strcmp(k, "--matmul") == 0) return feri_arg_pick(C, k, v, MATMULS, &a->matmul);
   else if (strcmp(k, "--tp-wire") == 0) return feri_arg_pick(C, k, v, WIRES, &a->tp_wire);
+  else if (strcmp(k, "--device") == 0) { /* cpu, cuda or cuda:N, N in 0 .. 4095 written in digits */
+    a->device_index = 0;
+    const char *n = strncmp(v, "cuda:", 5) == 0 ? v + 5 : NULL;
+    size_t digits = 0;
+    while (n && n[digits] >= '0' && n[digits] <= '9') digits++;
+    if (strcmp(v, "cpu") == 0) a->device = FER_DEVICE_CPU;
+    else if (strcmp(v, "cuda") == 0) a->device = FER_DEVICE_CUDA;
+    else if (n && digits > 0 && digits <= 4 && n[digits] == '\0' && strtoul(n, NULL, 10) <= 4095)
+      a->device = FER_DEVICE_CUDA, a->device_index = strtoul(n, NULL, 10);
+    else {
+      fprintf(stderr, "ferrite generate: --device \"%s\": not cpu, cuda or cuda:N (N 0 .. 4095)\n", v);
+      return false;
+    }
+  }
   return true;
 }
 
 static int parse(int argc, char **argv, gen_args *a) {
   *a = (gen_args){.max_tokens = 64, .temperature = 0, .top_p = 1, .min_p = 0, .seed = 0, .arch = "llama",
                   .repeat_penalty = 1, .dry_base = 1.75f, .dry_allowed_length = 2, .mirostat_tau = 5, .mirostat_eta = 0.1f,
-                  .kv_layout = -1, .kv_dtype = -1, .plan = -1, .matmul = -1, .tp_wire = -1};
+                  .kv_layout = -1, .kv_dtype = -1, .plan = -1, .matmul = -1, .tp_wire = -1,
+                  .device = -1};
   for (int i = 1; i < argc; i++)
     if (feri_arg_is_help(argv[i])) return PARSE_HELP; /* anywhere an option may stand, not as a value */
     else if (strcmp(argv[i], "--chat") == 0) a->chat = 1;
@@ -313,7 +333,8 @@ static const char **environment_without_flags(const gen_args *a) {
   const struct { int given; const char *prefix; } covered[] = {
       {a->kv_layout >= 0, "FERRITE_KV_LAYOUT="}, {a->kv_dtype >= 0, "FERRITE_KV_DTYPE="}, {a->plan >= 0, "FERRITE_PLAN="},
       {a->matmul >= 0, "FERRITE_MATMUL="}, {a->threads_set, "FERRITE_THREADS="}, {a->budget_set, "FERRITE_WEIGHT_BUDGET="},
-      {a->chat_template != NULL, "FERRITE_CHAT_TEMPLATE="}, {a->tp_wire >= 0, "FERRITE_TP_WIRE="}};
+      {a->chat_template != NULL, "FERRITE_CHAT_TEMPLATE="}, {a->tp_wire >= 0, "FERRITE_TP_WIRE="},
+      {a->device >= 0, "FERRITE_DEVICE="}};
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     int skip = 0;
@@ -388,6 +409,7 @@ int feri_cmd_generate(int argc, char **argv) {
   if (a.tp > 1) cfg.tensor_parallel = (uint32_t)a.tp;
   if (a.pp > 1) cfg.pipeline_parallel = (uint32_t)a.pp;
   if (a.tp_wire >= 0) cfg.tensor_parallel_wire = a.tp_wire;
+  if (a.device >= 0) cfg.device = a.device, cfg.device_index = (uint32_t)a.device_index;
   if (fer_engine_create(&cfg, &e) != FER_STATUS_OK) {
     print_error("creating the engine");
     goto out;

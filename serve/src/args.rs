@@ -38,6 +38,8 @@ POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics; llama-server's P
                       with --tp T: N stages of T tensor-parallel processes each, `mpirun -n T*N`
   --tp-timeout SECS   with --tp or --pp: how long a rank waits for another in a step (default 30);
                       past it (a rank died) requests get 503 and the server exits with status 3
+  --device D          cpu (the default) or cuda[:N]: where the forward pass runs (the CUDA backend is
+                      being built: without a GPU, or until it runs, the server says so and exits)
   --tp-wire FORMAT    with --tp: the all-reduces' activations as f32 (the default) or q8_0 blocks
                       (3.76x fewer bytes, each sum off by up to half a step of its 8-bit blocks)
   -h, --help          this text
@@ -74,6 +76,8 @@ pub struct Options {
     pub tp_timeout: Option<u32>,
     /// With tp: `ferrite::tp_wire` (None: the engine's f32).
     pub tp_wire: Option<i32>,
+    /// `ferrite::engine::device` and the CUDA device's index (None: the engine's CPU).
+    pub device: Option<(i32, u32)>,
 }
 
 impl Default for Options {
@@ -99,6 +103,7 @@ impl Default for Options {
             pp: 1,
             tp_timeout: None,
             tp_wire: None,
+            device: None,
         }
     }
 }
@@ -119,6 +124,26 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     };
     let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a size (digits with K/M/G)"))?;
     n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// `cpu`, `cuda` or `cuda:N` (N in 0..=4095, digits only) as a device code and index.
+fn parse_device(v: &str) -> Result<(i32, u32), String> {
+    let bad = || format!("--device: `{v}` is not cpu, cuda or cuda:N (N 0..4095)");
+    match v {
+        "cpu" => Ok((ferrite::engine::device::CPU, 0)),
+        "cuda" => Ok((ferrite::engine::device::CUDA, 0)),
+        _ => {
+            let n = v.strip_prefix("cuda:").ok_or_else(bad)?;
+            if n.is_empty() || n.len() > 4 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            let i: u32 = n.parse().map_err(|_| bad())?;
+            if i > 4095 {
+                return Err(bad());
+            }
+            Ok((ferrite::engine::device::CUDA, i))
+        }
+    }
 }
 
 fn parse_num<T>(flag: &str, v: &str, lo: T, hi: T) -> Result<T, String>
@@ -188,6 +213,7 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Parsed, Str
             "--tp" => o.tp = parse_num(&flag, &value(&mut it)?, 1, 4096)?,
             "--pp" => o.pp = parse_num(&flag, &value(&mut it)?, 1, 4096)?,
             "--tp-timeout" => o.tp_timeout = Some(parse_num(&flag, &value(&mut it)?, 1, 3600)?),
+            "--device" => o.device = Some(parse_device(&value(&mut it)?)?),
             "--tp-wire" => {
                 o.tp_wire = Some(match value(&mut it)?.as_str() {
                     "f32" => ferrite::engine::tp_wire::F32,
@@ -241,6 +267,13 @@ mod tests {
         let Parsed::Run(t) = parse("--model m.gguf --tp 2 --tp-wire q8_0").unwrap() else { panic!() };
         assert_eq!(t.tp_wire, Some(ferrite::engine::tp_wire::Q8_0));
         assert!(parse("--model m.gguf --tp 2 --tp-wire bf16").is_err());
+        let Parsed::Run(t) = parse("--model m.gguf --device cuda:3").unwrap() else { panic!() };
+        assert_eq!(t.device, Some((ferrite::engine::device::CUDA, 3)));
+        let Parsed::Run(t) = parse("--model m.gguf --device cpu").unwrap() else { panic!() };
+        assert_eq!(t.device, Some((ferrite::engine::device::CPU, 0)));
+        for bad in ["gpu", "cuda:", "cuda:x", "cuda:4096", "cuda:+1", "CUDA", "cuda:00000"] {
+            assert!(parse(&format!("--model m.gguf --device {bad}")).is_err(), "{bad}");
+        }
         assert!(parse("--model m.gguf --matmul f16").is_err() && parse("--model m.gguf --tp 0").is_err());
         assert_eq!((o.port, o.parallel, o.threads, o.ctx), (0, 8, Some(3), Some(2048)));
         assert_eq!((o.kv_budget, o.body_limit), (Some(2 << 30), 512 << 10));

@@ -107,6 +107,9 @@ fn engine_config(opts: &Options) -> EngineConfig {
     if let Some(w) = opts.tp_wire {
         cfg = cfg.tensor_parallel_wire(w);
     }
+    if let Some((d, i)) = opts.device {
+        cfg = cfg.device(d, i);
+    }
     cfg
 }
 

@@ -56,3 +56,30 @@ fn fake_server_on_port_zero() {
         assert_eq!(r.json()["data"][0]["max_model_len"], 512);
     });
 }
+
+/// `--device cuda`: the engine says why it cannot run there (no GPU here; where one answers, that
+/// the CUDA backend runs no forward pass yet) and the server exits 1, before it listens
+/// (C-CUDA-005). A bad device name is a usage error.
+// EVIDENCE: C-CUDA-005
+#[test]
+fn a_cuda_device_is_refused_with_its_reason() {
+    let out = Command::new(BIN).args(["--fake", "--device", "gpu"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--device"));
+    let dir = std::env::var_os("FERRITE_DATA_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/ferrite"));
+    let model = dir.join("smollm2-135m-instruct-q4_1.gguf");
+    if !model.is_file() {
+        println!("SKIPPED: a_cuda_device_is_refused_with_its_reason ({} missing)", model.display());
+        return;
+    }
+    let out = Command::new(BIN)
+        .args(["--model", model.to_str().unwrap(), "--port", "0", "--device", "cuda:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("device cuda:0"), "{err}");
+}

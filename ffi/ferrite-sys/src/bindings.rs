@@ -2048,6 +2048,13 @@ pub const FER_MATMUL_EXACT: fer_matmul_mode_code = 1;
 #[doc = " How block-quantized projections multiply. Append-only."]
 pub type fer_matmul_mode_code = ::std::os::raw::c_uint;
 pub type fer_matmul_mode = i32;
+#[doc = " This machine's CPUs (every kernel of c/kernels)."]
+pub const FER_DEVICE_CPU: fer_device_code = 0;
+#[doc = " A CUDA GPU (fer_engine_config.device_index)."]
+pub const FER_DEVICE_CUDA: fer_device_code = 1;
+#[doc = " Where an engine runs its forward pass. Append-only."]
+pub type fer_device_code = ::std::os::raw::c_uint;
+pub type fer_device = i32;
 #[doc = " f32 values."]
 pub const FER_TP_WIRE_F32: fer_tp_wire_code = 0;
 #[doc = " Q8_0 blocks (an f16 scale and 32 int8 codes a block)."]
@@ -2146,6 +2153,14 @@ pub struct fer_engine_config {
     #[doc = "  half a step of every block it is rounded in, p of them). Every rank must use the same."]
     #[doc = "  FERRITE_TP_WIRE: f32 or q8_0."]
     pub tensor_parallel_wire: fer_tp_wire,
+    #[doc = " Where the forward pass runs (fer_device_code): FER_DEVICE_CPU (the default) or"]
+    #[doc = "  FER_DEVICE_CUDA, on CUDA device device_index. Without a GPU, fer_engine_create answers"]
+    #[doc = "  UNSUPPORTED with the reason (this library built without CUDA; no CUDA device answers, with the"]
+    #[doc = "  driver's words) and INVALID_ARG for an index past the devices, before the model is opened;"]
+    #[doc = "  never a crash. The CUDA backend is being built (issue 34): until it runs the forward pass, a"]
+    #[doc = "  machine with a GPU gets UNSUPPORTED too, saying so. FERRITE_DEVICE: cpu, cuda or cuda:N."]
+    pub device: fer_device,
+    pub device_index: u32,
 }
 extern "C" {
     #[doc = " Defaults: threads 0, I8, seq-major, fixed, f16 KV, min bucket 8, address-stable plans, mapped"]

@@ -25,6 +25,12 @@ pub mod matmul {
     pub const EXACT: i32 = crate::sys::FER_MATMUL_EXACT as i32;
 }
 
+/// `fer_device_code`: where an engine runs its forward pass.
+pub mod device {
+    pub const CPU: i32 = crate::sys::FER_DEVICE_CPU as i32;
+    pub const CUDA: i32 = crate::sys::FER_DEVICE_CUDA as i32;
+}
+
 /// `fer_tp_wire_code`: how tensor-parallel ranks send the all-reduces' activations.
 pub mod tp_wire {
     pub const F32: i32 = crate::sys::FER_TP_WIRE_F32 as i32;
@@ -114,6 +120,9 @@ pub struct EngineConfig {
     /// How the all-reduces' activations travel between tensor-parallel ranks (FER_TP_WIRE_*:
     /// 0 f32, 1 Q8_0 blocks).
     pub tensor_parallel_wire: i32,
+    /// Where the forward pass runs ([`device`]: CPU or CUDA) and which CUDA device.
+    pub device: i32,
+    pub device_index: u32,
 }
 
 fn raw_config_init() -> sys::fer_engine_config {
@@ -151,6 +160,8 @@ impl EngineConfig {
             tensor_parallel_timeout_ms: c.tensor_parallel_timeout_ms,
             pipeline_parallel: c.pipeline_parallel,
             tensor_parallel_wire: c.tensor_parallel_wire,
+            device: c.device,
+            device_index: c.device_index,
         }
     }
 
@@ -227,6 +238,12 @@ impl EngineConfig {
     /// The tensor-parallel all-reduces' wire format (FER_TP_WIRE_*).
     pub fn tensor_parallel_wire(mut self, wire: i32) -> Self {
         self.tensor_parallel_wire = wire;
+        self
+    }
+    /// Where the forward pass runs ([`device`]) and, for CUDA, which device.
+    pub fn device(mut self, device: i32, index: u32) -> Self {
+        self.device = device;
+        self.device_index = index;
         self
     }
 }
@@ -352,6 +369,8 @@ impl<'m> Engine<'m> {
             tensor_parallel_timeout_ms: config.tensor_parallel_timeout_ms,
             pipeline_parallel: config.pipeline_parallel,
             tensor_parallel_wire: config.tensor_parallel_wire,
+            device: config.device,
+            device_index: config.device_index,
         };
         // The path and the environment are read during the call only (the engine copies the path;
         // the environment is read "there and only there"): locals suffice.
