@@ -944,6 +944,7 @@ void feri_llama_batch_set_candidates(feri_llama_batch *b, uint32_t k) {
 
 void feri_llama_batch_set_draws(feri_llama_batch *b, const float *t, const double *u, uint32_t n) {
   b->n_draw = t && u ? (n < b->sc.rows ? n : b->sc.rows) : 0;
+  if (b->n_draw == 0) return; /* off (memcpy takes no NULL, even for 0 bytes) */
   memcpy(b->draw_t, t, b->n_draw * sizeof *t);
   memcpy(b->draw_u, u, b->n_draw * sizeof *u);
 }

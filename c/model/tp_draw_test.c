@@ -41,8 +41,8 @@ static void fill_row(float *x) {
  * rank sums its own slice from 0 and the totals are added up (the "normalizers" way), instead of
  * the running sum carried from slice to slice. */
 static int32_t ranks_draw(const float *x, uint32_t ranks, float t, double u, bool *nonfinite, bool partial_sums) {
-  feri_tp_draw_head heads[4];
-  feri_tp_draw_find finds[4];
+  feri_tp_draw_head heads[4] = {{0}};
+  feri_tp_draw_find finds[4] = {{0}};
   double carry[5] = {0};
   for (uint32_t r = 0; r < ranks; r++) {
     const feri_tp_range sl = feri_tp_part(V, r, ranks);
