@@ -42,6 +42,14 @@
 
 enum { MAX_TOKENS = 160 };
 
+/* Under the sanitizers (make test-sanitize) the 8-bit wire's second model is left out: the
+ * optimized build checks it, and the sanitizer build's time goes to every access of the rest. */
+#if defined(__SANITIZE_ADDRESS__)
+static const bool under_asan = true;
+#else
+static const bool under_asan = false;
+#endif
+
 /* --mpi-pp: the ranks are pipeline stages (the same arithmetic as one process: the same bits,
  * on the default 8-bit route), not tensor-parallel shares */
 static bool pipeline_mode;
@@ -124,6 +132,9 @@ static void check_kv_charge(feri_llama *tp, fer_threadpool *pool, const char *na
   printf("tp_model_test: %s KV of %d tokens per rank: %s bytes; admission charges %llu (rank 0's own geometry: %llu)\n",
          name, N, list, (unsigned long long)want, (unsigned long long)mine);
   CHECK(under && most == want && extra[0] == mine);
+  /* SmolLM2 at 4 ranks: rank 2 holds 2 KV heads, the others 1, and 150 tokens span more granules
+   * for it: the charge must exceed what rank 0's own geometry would charge */
+  if (size == 4 && feri_llama_config_of(tp)->n_head_kv == 3 && tp->stages == 1) CHECK(want > mine);
   /* what a prefix cache entry of these tokens adds to its charge on rank 0 */
   CHECK(feri_llama_kv_extra_bytes(tp, &own, N, granule) == want - mine);
   feri_llama_seq_free(s); /* frees kv with it */
@@ -249,7 +260,7 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
       fer_sampler_free(sm);
       /* C-TP-013: plain sampling (temperature 1.3, rows 0 and 2) and greedy decoding (row 1) drawn
        * by the ranks together: the sampler, run on rank 0's rows, returns its draw from the
-       * gathered rows, for 8 uniforms a row */
+       * gathered rows, for 4 uniforms a row */
       const float temps[3] = {1.3f, 0.0f, 1.3f};
       fer_sampler *plain = NULL, *greedy = NULL;
       fer_sampling_params_init(&sp);
@@ -261,9 +272,9 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
       int32_t seen[2] = {-1, -1};
       bool varied_drawn = false;
       uint64_t took_drawn = 0;
-      for (int u = 0; u < 8 && plain && greedy; u++) {
+      for (int u = 0; u < 4 && plain && greedy; u++) {
         double us[3];
-        for (int p = 0; p < 3; p++) us[p] = (u + 0.5) / 8 + 0.01 * p;
+        for (int p = 0; p < 3; p++) us[p] = (u + 0.5) / 4 + 0.01 * p;
         for (int p = 0; p < 3; p++) CHECK_STATUS(feri_llama_seq_rewind(ts[p], lens[p]), FER_STATUS_OK);
         feri_llama_batch_set_draws(bt, temps, us, 3);
         feri_llama_tp_traffic(tp, &c0);
@@ -284,12 +295,12 @@ static void lead(feri_llama *tp, feri_llama *one, fer_threadpool *pool, const ch
       }
       feri_llama_batch_set_draws(bt, NULL, NULL, 0);
       printf("tp_model_test: %s batched step drawn by the ranks together (temperature 1.3 and greedy): %u of %u draws the "
-             "same as from the gathered rows, %llu bytes of logits taken in 8 steps\n", name, same_drawn, drawn,
+             "same as from the gathered rows, %llu bytes of logits taken in 4 steps\n", name, same_drawn, drawn,
              (unsigned long long)took_drawn);
-      CHECK(drawn == 24 && same_drawn == drawn && varied_drawn);
+      CHECK(drawn == 12 && same_drawn == drawn && varied_drawn);
       /* one finite value a row, and a small fraction of the rows' bytes */
-      CHECK(finite_drawn == 24);
-      CHECK(took_drawn < 8ull * 3 * remote * (V / shares) * 4 / 20);
+      CHECK(finite_drawn == 12);
+      CHECK(took_drawn < 4ull * 3 * remote * (V / shares) * 4 / 20);
       fer_sampler_free(plain), fer_sampler_free(greedy);
       free(w1), free(w2);
       free(sparse);
@@ -468,7 +479,7 @@ static void run_file(feri_comm *c, const char *file, const char *name, double bo
   }
   feri_llama_close(tp);
   tp = NULL;
-  if (!pipeline_mode && !grid_mode && strstr(file, "smollm2")) run_q8_wire(c, pool, path, name);
+  if (!pipeline_mode && !grid_mode && !under_asan && strstr(file, "smollm2")) run_q8_wire(c, pool, path, name);
   feri_comm_stats cs;
   feri_comm_get_stats(c, &cs); /* every byte this rank handed MPI so far (tp_netns_test.sh compares) */
   printf("tp_traffic: rank %d sent %llu in %llu messages\n", feri_comm_rank(c), (unsigned long long)cs.bytes_sent,
