@@ -14,7 +14,8 @@ ferrite=$2
 # 3 stages: a first, a middle and a last. A sanitizer build (make test-sanitize) runs the smaller
 # part: 2 ranks, no stages, no command line
 asan=0
-ldd "$bin" 2> /dev/null | grep -q libasan && asan=1
+# (grep reads all of ldd's output: with -q it could stop first, and pipefail would then see ldd's SIGPIPE)
+ldd "$bin" 2> /dev/null | grep libasan > /dev/null && asan=1
 ranks="2 4" stages="3" only=""
 # under the sanitizers: SmolLM2 alone (Gemma's 262,144-token head is the optimized build's to check)
 [ "$asan" = 1 ] && ranks=2 stages="" only=smollm2
