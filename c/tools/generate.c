@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "core/file.h"
+#include "engine/config.h"
 #include "ferrite.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -178,19 +179,13 @@ static bool parse_value(const char *k, const char *v, gen_args *a) {
   else if (strcmp(k, "--plan") == 0) return feri_arg_pick(C, k, v, PLANS, &a->plan);
   else if (strcmp(k, "--matmul") == 0) return feri_arg_pick(C, k, v, MATMULS, &a->matmul);
   else if (strcmp(k, "--tp-wire") == 0) return feri_arg_pick(C, k, v, WIRES, &a->tp_wire);
-  else if (strcmp(k, "--device") == 0) { /* cpu, cuda or cuda:N, N in 0 .. 4095 written in digits */
-    a->device_index = 0;
-    const char *n = strncmp(v, "cuda:", 5) == 0 ? v + 5 : NULL;
-    size_t digits = 0;
-    while (n && n[digits] >= '0' && n[digits] <= '9') digits++;
-    if (strcmp(v, "cpu") == 0) a->device = FER_DEVICE_CPU;
-    else if (strcmp(v, "cuda") == 0) a->device = FER_DEVICE_CUDA;
-    else if (n && digits > 0 && digits <= 4 && n[digits] == '\0' && strtoul(n, NULL, 10) <= 4095)
-      a->device = FER_DEVICE_CUDA, a->device_index = strtoul(n, NULL, 10);
-    else {
+  else if (strcmp(k, "--device") == 0) { /* the engine's own spelling: cpu, cuda or cuda:N */
+    uint32_t index = 0;
+    if (!feri_parse_device(v, &a->device, &index)) {
       fprintf(stderr, "ferrite generate: --device \"%s\": not cpu, cuda or cuda:N (N 0 .. 4095)\n", v);
       return false;
     }
+    a->device_index = index;
   }
   return true;
 }
